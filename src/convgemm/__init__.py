@@ -1,0 +1,17 @@
+"""convgemm: GPU convolutions written in Triton, as implicit GEMMs built from reusable matmul blocks."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .conv.fprop import ALGORITHMS as _ALGORITHMS
+from .functional import conv2d
+from .problem import ConvProblem
+
+
+def algorithms() -> list[str]:
+    """Names of the registered forward algorithms (for ``conv2d(..., algorithm=name)``)."""
+    return list(_ALGORITHMS)
+
+
+__all__ = ["conv2d", "ConvProblem", "algorithms", "__version__"]

@@ -1,0 +1,49 @@
+"""Where kernels run: compiled on a CUDA GPU, or under Triton's interpreter on the CPU."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+
+def interpreting() -> bool:
+    """True when Triton's interpreter runs the kernels (``TRITON_INTERPRET=1``, read at import)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def check_device(t: torch.Tensor, op: str) -> None:
+    """Refuse tensors the kernels cannot run on, saying how to fix it."""
+    if t.device.type == "cuda":
+        if interpreting():
+            raise ValueError(
+                f"{op}: TRITON_INTERPRET=1 runs kernels on the CPU, but the tensors are on {t.device}; "
+                "move them to the CPU or unset TRITON_INTERPRET"
+            )
+        return
+    if t.device.type == "cpu":
+        if interpreting():
+            return
+        raise ValueError(
+            f"{op}: convgemm runs on CUDA GPUs, got tensors on the CPU; move them with .cuda() "
+            "(or set TRITON_INTERPRET=1 before importing convgemm to run the kernels slowly on the CPU)"
+        )
+    raise ValueError(f"{op}: tensors on {t.device} are not supported; convgemm runs on CUDA GPUs")
+
+
+@functools.lru_cache(maxsize=None)
+def capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def has_tma(t: torch.Tensor) -> bool:
+    """Can this tensor's device use TMA tensor descriptors (Hopper or newer, or the interpreter)?"""
+    if t.device.type == "cpu":
+        return interpreting()
+    return capability(t.device.index if t.device.index is not None else torch.cuda.current_device())[0] >= 9
+
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)

@@ -1,0 +1,317 @@
+"""Forward convolution algorithms, each a `gemm_kernel` with its own loaders and store.
+
+An algorithm states what it supports (``supports(problem) -> None | reason``), which configs are
+worth trying (``configs(problem)``), a heuristic default, and how to launch (``run``). All of
+them launch the one generic kernel ``convgemm.matmul.blocks.gemm_kernel``:
+
+==================  ==========================  =============================  =======================
+algorithm           A loader                    B loader                       store
+==================  ==========================  =============================  =======================
+implicit_gemm       gather_im2col (pointers)    gather_weight (pointers)       gather_output (any layout)
+implicit_gemm_tma   matmul desc2d (weight)      tma_im2col (5-D NHWC box)      tma_output (5-D box)
+gemm_1x1            matmul desc2d (weight)      matmul desc (input rows)       matmul desc_store_t
+==================  ==========================  =============================  =======================
+
+The TMA algorithms compute the transposed product ``y^T = w . im2col(x)^T`` (M = output channels,
+N = output pixels) so that both wgmma operands are read from shared memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from .._runtime import cdiv, interpreting
+from ..matmul import loaders as mm
+from ..matmul.blocks import gemm_kernel
+from ..problem import ConvProblem
+from . import loaders as cl
+from .layout import channel_pad, weight_cache
+
+
+@dataclass(frozen=True)
+class Config:
+    """Launch parameters of one kernel instance.
+
+    ``block_m/n/k`` are the GEMM tile (in the algorithm's own view: for the TMA algorithms M is
+    output channels and N output pixels); ``tile_h x tile_w = block_n`` is the output-pixel
+    rectangle of the spatial TMA kernel (0 elsewhere).
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 3
+    group_m: int = 8
+    tile_h: int = 0
+    tile_w: int = 0
+
+    def describe(self) -> str:
+        s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
+        if self.tile_h:
+            s += f" t{self.tile_h}x{self.tile_w}"
+        return s
+
+
+def _precision(prob: ConvProblem) -> str:
+    return "tf32" if prob.dtype != torch.float32 else prob.precision
+
+
+def _launch(grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob):
+    gemm_kernel[grid](
+        a,
+        b,
+        c,
+        bias if bias is not None else y,
+        bias_len,
+        num_m,
+        num_n,
+        k_tiles,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k,
+        GROUP_M=cfg.group_m,
+        A_INIT=fns[0],
+        A_LOAD=fns[1],
+        B_INIT=fns[2],
+        B_LOAD=fns[3],
+        C_STORE=fns[4],
+        HAS_BIAS=bias is not None,
+        BIAS_ALONG_M=bias_along_m,
+        PRECISION=_precision(prob),
+        UPCAST=interpreting() and prob.dtype == torch.bfloat16,
+        F64=prob.dtype == torch.float64,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+
+
+def _nhwc_out(y: torch.Tensor) -> torch.Tensor:
+    """A dense channels_last buffer for algorithms that store through TMA (y itself if it is one)."""
+    if y.is_contiguous(memory_format=torch.channels_last):
+        return y
+    return torch.empty_like(y, memory_format=torch.channels_last)
+
+
+class Algorithm:
+    """Base class: one way of computing a forward convolution."""
+
+    name = "?"
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        """None if this algorithm can compute ``prob``, else the reason it cannot."""
+        raise NotImplementedError
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        """Candidate configs for the tuner, already pruned for the shape."""
+        raise NotImplementedError
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        """The heuristic choice when no tuning is done."""
+        raise NotImplementedError
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor, cfg: Config) -> None:
+        """Compute ``y = conv(x, w) + bias``. ``x`` has channel stride 1 (see ``layout.as_nhwc``)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<convgemm algorithm {self.name}>"
+
+
+def _small(v: int, lo: int = 16) -> int:
+    """Smallest power of two >= v, at least ``lo``."""
+    p = lo
+    while p < v:
+        p *= 2
+    return p
+
+
+class ImplicitGemm(Algorithm):
+    """The general implicit GEMM: pointer gathers, any stride/padding/dilation/groups/layout/dtype."""
+
+    name = "implicit_gemm"
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        return None
+
+    def _bk_options(self, prob: ConvProblem) -> list[int]:
+        top = _small(prob.cg)
+        return [bk for bk in (16, 32, 64) if bk <= max(16, top)]
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        out = []
+        bn_max = _small(prob.kg, 32)
+        for bm, bn, warps in ((128, 128, 8), (128, 64, 4), (64, 128, 4), (64, 64, 4), (128, 32, 4)):
+            if bn > max(32, bn_max):
+                continue
+            for bk in self._bk_options(prob)[-2:]:
+                for stages in (3, 4):
+                    if (bm + bn) * bk * prob.dtype.itemsize * stages > 160 * 1024:
+                        continue
+                    out.append(Config(bm, bn, bk, warps, stages))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        bk = self._bk_options(prob)[-1]
+        if interpreting():
+            return Config(32, min(32, _small(prob.kg)), min(bk, 32), 4, 1)
+        if prob.dtype == torch.float64:
+            return Config(64, 32, 16, 4, 2)
+        bn = min(128, _small(prob.kg, 32))
+        return Config(128, bn, bk if prob.dtype.itemsize == 2 else min(bk, 32), 8 if bn >= 128 else 4, 3)
+
+    def run(self, prob, x, w, bias, y, cfg):
+        cp = channel_pad(prob.cg, cfg.block_k)
+        wp = weight_cache.get(w, cp)
+        M = prob.n * prob.p * prob.q
+        c_tiles = cp // cfg.block_k
+        a = (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
+             prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
+             prob.s, prob.cg, c_tiles)  # fmt: skip
+        b = (wp, prob.kg, prob.cg, wp.stride(0), wp.stride(1), prob.s, c_tiles)
+        c = (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, prob.kg)
+        num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
+        fns = (cl.gather_im2col_init, cl.gather_im2col_load, cl.gather_weight_init, cl.gather_weight_load,
+               cl.gather_output_store)  # fmt: skip
+        _launch((num_m * num_n, prob.groups), a, b, c, bias, y, prob.kg, num_m, num_n, prob.r * prob.s * c_tiles,
+                cfg, fns, False, prob)  # fmt: skip
+
+
+def _tma_common(prob: ConvProblem) -> str | None:
+    if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return f"TMA kernels take fp16, bf16 or fp32, not {prob.dtype}"
+    if not prob.tma_ok:
+        return "the device has no TMA (needs compute capability >= 9.0)"
+    e = prob.dtype.itemsize
+    if not prob.input_tma_ok:
+        return "the NHWC input is not 16-byte aligned (base, strides, or C/groups * itemsize)"
+    if (prob.kg * e) % 16 or (prob.k * e) % 16:
+        return "K/groups * itemsize must be a multiple of 16 bytes for the TMA output store"
+    return None
+
+
+def _tma_bk(prob: ConvProblem) -> int:
+    cap = 64 if prob.dtype.itemsize == 2 else 32  # 128-byte rows: the widest swizzle
+    return min(cap, _small(prob.cg))
+
+
+class ImplicitGemmTma(Algorithm):
+    """Hopper implicit GEMM: TMA boxes of the NHWC input over TILE_H x TILE_W output tiles (stride 1)."""
+
+    name = "implicit_gemm_tma"
+    TILES = ((8, 8), (4, 16), (8, 16), (16, 8), (4, 32), (8, 32), (16, 16))
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        reason = _tma_common(prob)
+        if reason:
+            return reason
+        if prob.stride != (1, 1):
+            return f"stride {prob.stride}: the spatial TMA loader handles stride 1 only"
+        return None
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        bk = _tma_bk(prob)
+        if interpreting():
+            return [self.default_config(prob)]
+        out = []
+        for bm, warps in ((128, 8), (64, 4)):
+            if bm == 128 and prob.kg <= 64:
+                continue
+            for th, tw in self.TILES:
+                bn = th * tw
+                if bn == 256 and bm == 64:
+                    continue
+                # drop tiles that are mostly padding for small outputs
+                used = prob.p * prob.q / (cdiv(prob.p, th) * th * cdiv(prob.q, tw) * tw)
+                if used < 0.6:
+                    continue
+                stages = 3 if bn == 256 else 4
+                out.append(Config(bm, bn, bk, warps, stages, tile_h=th, tile_w=tw))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        bk = _tma_bk(prob)
+        if interpreting():
+            return Config(64, 32, bk, 4, 1, tile_h=4, tile_w=8)
+        th, tw = (8, 16) if prob.q >= 16 else (16, 8) if prob.p >= 16 else (8, 8)
+        bm = 128 if prob.kg > 64 else 64
+        return Config(bm, th * tw, bk, 8 if bm == 128 else 4, 4, tile_h=th, tile_w=tw)
+
+    def run(self, prob, x, w, bias, y, cfg):
+        cp = channel_pad(prob.cg, cfg.block_k)
+        wp = weight_cache.get(w, cp).view(prob.k, -1)
+        c_tiles = cp // cfg.block_k
+        g, cg, kg = prob.groups, prob.cg, prob.kg
+        x_desc = TensorDescriptor(x, [prob.n, prob.h, prob.w, g, cg], [x.stride(0), x.stride(2), x.stride(3), cg, 1],
+                                  [1, cfg.tile_h, cfg.tile_w, 1, cfg.block_k])  # fmt: skip
+        w_desc = TensorDescriptor(wp, list(wp.shape), [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
+        yo = _nhwc_out(y)
+        y_desc = TensorDescriptor(yo, [prob.n, prob.p, prob.q, g, kg], [yo.stride(0), yo.stride(2), yo.stride(3), kg, 1],
+                                  [1, cfg.tile_h, cfg.tile_w, 1, cfg.block_m])  # fmt: skip
+        num_m = cdiv(kg, cfg.block_m)
+        num_n = prob.n * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        a = (w_desc, kg)
+        b = (x_desc, prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles)
+        c = (y_desc, prob.p, prob.q)
+        fns = (mm.desc2d_init, mm.desc2d_a_load, cl.tma_im2col_init, cl.tma_im2col_load, cl.tma_output_store)
+        _launch((num_m * num_n, g), a, b, c, bias, yo, kg, num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, True, prob)
+        if yo is not y:
+            y.copy_(yo)
+
+
+class Gemm1x1(Algorithm):
+    """A 1x1, stride-1, unpadded convolution over dense NHWC is a plain GEMM: matmul loaders only."""
+
+    name = "gemm_1x1"
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if not prob.is_1x1 or prob.stride != (1, 1):
+            return "only 1x1 kernels with stride 1 and no padding"
+        if not prob.input_dense:
+            return "the input's (n, h, w) rows are not evenly strided (a sliced view)"
+        return _tma_common(prob)
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        bk = _tma_bk(prob)
+        if interpreting():
+            return [self.default_config(prob)]
+        out = []
+        for bm, warps in ((128, 8), (64, 4)):
+            if bm == 128 and prob.kg <= 64:
+                continue
+            for bn in (64, 128, 256):
+                if bn == 256 and bm == 64:
+                    continue
+                out.append(Config(bm, bn, bk, warps, 3 if bn == 256 else 4))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        bk = _tma_bk(prob)
+        if interpreting():
+            return Config(64, 32, bk, 4, 1)
+        bm = 128 if prob.kg > 64 else 64
+        return Config(bm, 128, bk, 8 if bm == 128 else 4, 4)
+
+    def run(self, prob, x, w, bias, y, cfg):
+        cp = channel_pad(prob.cg, cfg.block_k)
+        wp = weight_cache.get(w, cp).view(prob.k, -1)
+        g, cg, kg = prob.groups, prob.cg, prob.kg
+        rows = prob.n * prob.h * prob.w
+        x_desc = TensorDescriptor(x, [rows, g, cg], [x.stride(3), cg, 1], [cfg.block_n, 1, cfg.block_k])
+        w_desc = TensorDescriptor(wp, list(wp.shape), [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
+        yo = _nhwc_out(y)
+        y_desc = TensorDescriptor(yo, [rows, g, kg], [prob.k, kg, 1], [cfg.block_n, 1, cfg.block_m])
+        num_m, num_n = cdiv(kg, cfg.block_m), cdiv(rows, cfg.block_n)
+        fns = (mm.desc2d_init, mm.desc2d_a_load, mm.desc_init, mm.desc_b_load, mm.desc_store_t)
+        _launch((num_m * num_n, g), (w_desc, kg), (x_desc,), (y_desc,), bias, yo, kg, num_m, num_n, cp // cfg.block_k,
+                cfg, fns, True, prob)  # fmt: skip
+        if yo is not y:
+            y.copy_(yo)
+
+
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), ImplicitGemm())}

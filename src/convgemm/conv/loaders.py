@@ -1,0 +1,141 @@
+"""Convolution loaders and stores: GEMM coordinates -> NHWC / KRSC addresses.
+
+These are the only place where convolution geometry meets the matmul blocks
+(``convgemm.matmul.blocks``): each function follows the loader/store contract documented there.
+The reduction index of the GEMM is ordered (r, s, c): for each filter tap ``(r, s)`` the loaders
+walk the channels of one group in tiles of ``BLOCK_K``, so a K tile never straddles two taps and
+``kt -> (tap, channel tile)`` is two scalar divisions per iteration.
+
+Two families:
+
+* ``gather_*`` (pointers): the "natural" GEMM view, M = output pixels, N = output channels. Any
+  stride, padding, dilation, groups and strides of the input tensor; out-of-bounds taps are masked
+  to zero. Triton pipelines these loads with ``cp.async`` when the channel stride is 1.
+* ``tma_*`` (Hopper tensor descriptors): the *transposed* view, M = output channels, N = output
+  pixels, so that the weight tile (a plain 2-D box, loaded by ``matmul.loaders.desc2d_*`` from the
+  packed ``[K, R*S*Cp]`` weight) is wgmma's A operand and the activation tile
+  (a 5-D box ``[1, TILE_H, TILE_W, 1, BLOCK_K]`` of the NHWC input viewed as
+  ``[N, H, W, groups, C/groups]``) is its transposed B operand: both stay in shared memory. The copy
+  engine zero-fills boxes that start at negative coordinates or run past an edge, which is exactly
+  zero padding; output tiles are ``TILE_H x TILE_W`` rectangles of one image. Stride 1 only.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tap_split(kt, c_tiles, S):
+    """K-tile index -> (filter row r, filter column s, channel tile)."""
+    tap = kt // c_tiles
+    cb = kt - tap * c_tiles
+    r = tap // S
+    return r, tap - r * S, cb
+
+
+# ================================================================ gather (natural view)
+@triton.jit
+def gather_im2col_init(args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A = im2col(x): rows are output pixels m = (n, oh, ow), columns (r, s, c) of group g."""
+    (x_ptr, s_n, s_h, s_w, s_c, H, W, P, Q, M, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, S, Cg, c_tiles) = args
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    n = offs_m // (P * Q)
+    pq = offs_m - n * (P * Q)
+    oh = pq // Q
+    ow = pq - oh * Q
+    # int64: batch and group offsets pass 2**31 elements on large inputs
+    base = n.to(tl.int64) * s_n + (g * Cg).to(tl.int64) * s_c
+    return (x_ptr, base, oh * stride_h - pad_h, ow * stride_w - pad_w, offs_m < M, s_h, s_w, s_c, H, W, dil_h, dil_w, S, Cg, c_tiles)
+
+
+@triton.jit
+def gather_im2col_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (x_ptr, base, ih0, iw0, mask_m, s_h, s_w, s_c, H, W, dil_h, dil_w, S, Cg, c_tiles) = state
+    r, s, cb = _tap_split(kt, c_tiles, S)
+    ih = ih0 + r * dil_h
+    iw = iw0 + s * dil_w
+    c = cb * BLOCK_K + tl.arange(0, BLOCK_K)
+    row_ok = mask_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    rows = base + ih.to(tl.int64) * s_h + iw.to(tl.int64) * s_w
+    ptrs = x_ptr + rows[:, None] + (c * s_c)[None, :]
+    return tl.load(ptrs, mask=row_ok[:, None] & (c < Cg)[None, :], other=0.0)
+
+
+@triton.jit
+def gather_weight_init(args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = packed weight [K, R*S, Cp] seen as [K/groups] rows of group g, K contiguous."""
+    (w_ptr, Kg, Cg, s_k, s_tap, S, c_tiles) = args
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = (g * Kg + offs_n).to(tl.int64) * s_k
+    return (w_ptr, rows, offs_n < Kg, s_tap, Cg, c_tiles)
+
+
+@triton.jit
+def gather_weight_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (w_ptr, rows, mask_n, s_tap, Cg, c_tiles) = state
+    tap = kt // c_tiles
+    c = (kt - tap * c_tiles) * BLOCK_K + tl.arange(0, BLOCK_K)
+    ptrs = w_ptr + rows[None, :] + (tap * s_tap + c)[:, None]
+    return tl.load(ptrs, mask=mask_n[None, :] & (c < Cg)[:, None], other=0.0)
+
+
+@triton.jit
+def gather_output_store(args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [pixels, channels] tile to y with any strides (NCHW or NHWC)."""
+    (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg) = args
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n = offs_m // (P * Q)
+    pq = offs_m - n * (P * Q)
+    oh = pq // Q
+    ow = pq - oh * Q
+    rows = n.to(tl.int64) * s_n + oh.to(tl.int64) * s_p + ow.to(tl.int64) * s_q
+    cols = (g * Kg + offs_n).to(tl.int64) * s_k
+    mask = (offs_m < M)[:, None] & (offs_n < Kg)[None, :]
+    tl.store(y_ptr + rows[:, None] + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+# ================================================================ TMA (transposed view)
+@triton.jit
+def _spatial_tile(pid, P, Q, TILE_H: tl.constexpr, TILE_W: tl.constexpr):
+    """Tile index -> (image, first output row, first output column) of a TILE_H x TILE_W tile."""
+    tiles_w = tl.cdiv(Q, TILE_W)
+    tiles_hw = tl.cdiv(P, TILE_H) * tiles_w
+    n = pid // tiles_hw
+    rem = pid - n * tiles_hw
+    th = rem // tiles_w
+    return n, th * TILE_H, (rem - th * tiles_w) * TILE_W
+
+
+@triton.jit
+def tma_im2col_init(args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x)^T for a TILE_H x TILE_W tile of output pixels (stride 1)."""
+    (x_desc, P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles) = args
+    TILE_H: tl.constexpr = x_desc.block_shape[1]
+    TILE_W: tl.constexpr = x_desc.block_shape[2]
+    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_H, TILE_W)
+    return (x_desc, n, oh0 - pad_h, ow0 - pad_w, g, dil_h, dil_w, S, c_tiles)
+
+
+@triton.jit
+def tma_im2col_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, n, ih0, iw0, g, dil_h, dil_w, S, c_tiles = state
+    r, s, cb = _tap_split(kt, c_tiles, S)
+    box = x_desc.load([n, ih0 + r * dil_h, iw0 + s * dil_w, g, cb * BLOCK_K])
+    return box.reshape(BLOCK_N, BLOCK_K).T
+
+
+@triton.jit
+def tma_output_store(args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [channels, pixels] tile to NHWC y viewed as [N, P, Q, groups, K/groups].
+
+    The descriptor clips what lies past P, Q or K/groups, so edge tiles need no masks.
+    """
+    (y_desc, P, Q) = args
+    TILE_H: tl.constexpr = y_desc.block_shape[1]
+    TILE_W: tl.constexpr = y_desc.block_shape[2]
+    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_H, TILE_W)
+    tile = acc.to(y_desc.dtype).T.reshape(1, TILE_H, TILE_W, 1, BLOCK_M)
+    y_desc.store([n, oh0, ow0, g, pid_m * BLOCK_M], tile)

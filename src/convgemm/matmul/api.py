@@ -1,0 +1,101 @@
+"""``convgemm.matmul.matmul``: a plain GEMM built from the same blocks as the convolutions."""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from .._runtime import cdiv, check_device, has_tma, interpreting
+from . import loaders
+from .blocks import gemm_kernel
+
+
+def _desc_ok(t: torch.Tensor) -> bool:
+    e = t.element_size()
+    return t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * e) % 16 == 0
+
+
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    block: tuple[int, int, int] | None = None,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    use_tma: bool | None = None,
+) -> torch.Tensor:
+    """``a @ b (+ bias)`` for 2-D ``a [M, K]``, ``b [K, N]``, ``bias [N]``; fp16, bf16, fp32 or fp64.
+
+    Any strides. Accumulates in fp32 (fp64 for fp64); fp32 inputs use TF32 exactly when
+    ``torch.backends.cuda.matmul.allow_tf32`` is True. Returns a new contiguous ``[M, N]`` tensor in
+    the inputs' dtype. ``use_tma=None`` uses TMA descriptors when the operands allow them.
+    """
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"matmul: a and b must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: inner sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.dtype != b.dtype or (bias is not None and bias.dtype != a.dtype):
+        raise TypeError("matmul: a, b and bias must share one dtype; cast them first")
+    if bias is not None and tuple(bias.shape) != (b.shape[1],):
+        raise ValueError(f"matmul: bias must have shape [{b.shape[1]}], got {tuple(bias.shape)}")
+    check_device(a, "matmul")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        return c.zero_() if bias is None else c.copy_(bias.expand(M, N))
+    BM, BN, BK = block or ((32, 32, 32) if interpreting() else (128, 128, 64))
+    bt = b.t()  # [N, K]: B rows are output columns, K contiguous when b is column-major
+    if use_tma is None:
+        use_tma = has_tma(a) and _desc_ok(a) and _desc_ok(bt) and _desc_ok(c) and a.dtype != torch.float64
+    if use_tma:
+        a_args = (TensorDescriptor(a, [M, K], [a.stride(0), 1], [BM, BK]), 0)
+        # a size-1 batch axis; its stride only has to be 16-byte aligned
+        b_args = (TensorDescriptor(bt, [N, 1, K], [bt.stride(0), bt.stride(0), 1], [BN, 1, BK]),)
+        c_args = (TensorDescriptor(c, [M, N], [N, 1], [BM, BN]),)
+        a_fns = (loaders.desc2d_init, loaders.desc2d_a_load)
+        b_fns = (loaders.desc_init, loaders.desc_b_load)
+        store = loaders.desc2d_store
+    else:
+        a_args = (a, a.stride(0), 0, a.stride(1), M, K)
+        b_args = (bt, bt.stride(0), 0, bt.stride(1), N, K)
+        c_args = (c, N, 0, 1, M, N)
+        a_fns = (loaders.ptr_init, loaders.ptr_a_load)
+        b_fns = (loaders.ptr_init, loaders.ptr_b_load)
+        store = loaders.ptr_store
+    if a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+        precision = "tf32"
+    else:
+        precision = "ieee"
+    num_pid_m, num_pid_n = cdiv(M, BM), cdiv(N, BN)
+    gemm_kernel[(num_pid_m * num_pid_n, 1)](
+        a_args,
+        b_args,
+        c_args,
+        bias if bias is not None else c,
+        N,
+        num_pid_m,
+        num_pid_n,
+        triton.cdiv(K, BK),
+        BLOCK_M=BM,
+        BLOCK_N=BN,
+        BLOCK_K=BK,
+        GROUP_M=8,
+        A_INIT=a_fns[0],
+        A_LOAD=a_fns[1],
+        B_INIT=b_fns[0],
+        B_LOAD=b_fns[1],
+        C_STORE=store,
+        HAS_BIAS=bias is not None,
+        BIAS_ALONG_M=False,
+        PRECISION=precision,
+        UPCAST=interpreting() and a.dtype == torch.bfloat16,
+        F64=a.dtype == torch.float64,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )
+    return c

@@ -1,0 +1,149 @@
+"""Matmul building blocks: tile scheduling, the K loop, the epilogue. No convolution knowledge.
+
+A kernel built from these blocks is a batched GEMM ``C[b] = A[b] @ B[b] (+ bias)`` whose operands
+come from *loaders* and whose result goes to a *store*, all passed in as ``tl.constexpr``
+``@triton.jit`` functions. The contract every loader and store follows:
+
+``A_INIT(a_args, pid_m, batch, BLOCK_M, BLOCK_K) -> a_state``
+    Called once per output tile; computes whatever the loader needs for the M rows of tile
+    ``pid_m`` of batch entry ``batch`` (row offsets, masks, descriptor coordinates). ``a_args``
+    is the tuple the host passed.
+``A_LOAD(a_state, kt, BLOCK_M, BLOCK_K) -> [BLOCK_M, BLOCK_K] tile``
+    The ``kt``-th K tile of A for this output tile. Elements outside the problem must be zero.
+``B_INIT(b_args, pid_n, batch, BLOCK_N, BLOCK_K) -> b_state`` and
+``B_LOAD(b_state, kt, BLOCK_N, BLOCK_K) -> [BLOCK_K, BLOCK_N] tile``
+    The same for B.
+``C_STORE(c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)``
+    Writes the fp32 tile ``acc`` (bias already added) to its destination, casting to the output
+    dtype and masking or clipping what lies outside.
+
+Assumptions: accumulation is fp32; ``k_tiles`` is the same for every tile of a launch.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Program id -> (pid_m, pid_n) in grouped order.
+
+    Consecutive programs walk down a column band of ``GROUP_M`` M tiles before moving to the next
+    N tile, so the B tiles they share (and the A tiles of the band) stay in L2.
+    """
+    num_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_in_group
+    first_m = group_id * GROUP_M
+    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % num_in_group) % group_size
+    pid_n = (tile_id % num_in_group) // group_size
+    return pid_m, pid_n
+
+
+@triton.jit
+def k_loop(
+    a_state,
+    b_state,
+    k_tiles,
+    A_LOAD: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr,  # "ieee" or "tf32": constexpr so the dot instruction is chosen at compile time
+    UPCAST: tl.constexpr,  # dot in fp32: Triton's interpreter multiplies raw bf16 bits otherwise
+):
+    """Accumulate ``sum_kt A_LOAD(kt) @ B_LOAD(kt)`` in fp32 and return the [BLOCK_M, BLOCK_N] tile.
+
+    The loop is a plain ``for`` so that Triton's software pipeliner can multi-buffer the loads
+    (``num_stages``) and, on Hopper, keep ``wgmma`` asynchronous.
+    """
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(k_tiles):
+        a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
+        b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
+def k_loop_f64(
+    a_state,
+    b_state,
+    k_tiles,
+    A_LOAD: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """The K loop for float64 operands: accumulates in float64 (used for reference-grade checks)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64)
+    for kt in range(k_tiles):
+        a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
+        b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
+        acc = tl.dot(a, b, acc, input_precision="ieee", out_dtype=tl.float64)
+    return acc
+
+
+@triton.jit
+def bias_epilogue(acc, bias_ptr, offs, mask, HAS_BIAS: tl.constexpr, ALONG_M: tl.constexpr):
+    """Add ``bias[offs]`` to ``acc`` in acc's precision: one value per row (``ALONG_M``) or per column."""
+    if HAS_BIAS:
+        b = tl.load(bias_ptr + offs, mask=mask, other=0.0).to(acc.dtype)
+        if ALONG_M:
+            acc = acc + b[:, None]
+        else:
+            acc = acc + b[None, :]
+    return acc
+
+
+@triton.jit
+def gemm_kernel(
+    a_args,
+    b_args,
+    c_args,
+    bias_ptr,
+    bias_len,  # bias entries per batch entry (rows of C with BIAS_ALONG_M, else columns)
+    num_pid_m,
+    num_pid_n,
+    k_tiles,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    A_INIT: tl.constexpr,
+    A_LOAD: tl.constexpr,
+    B_INIT: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    C_STORE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BIAS_ALONG_M: tl.constexpr,  # the transposed conv view puts output channels on M
+    PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    F64: tl.constexpr,  # float64 operands: accumulate in float64
+):
+    """One output tile per program: grid = (num_pid_m * num_pid_n, batch).
+
+    Every kernel of convgemm is this function with different loaders and stores; see the module
+    docstring for their contract.
+    """
+    pid_m, pid_n = tile_grid(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+    batch = tl.program_id(1)
+    a_state = A_INIT(a_args, pid_m, batch, BLOCK_M, BLOCK_K)
+    b_state = B_INIT(b_args, pid_n, batch, BLOCK_N, BLOCK_K)
+    if F64:
+        acc = k_loop_f64(a_state, b_state, k_tiles, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
+    else:
+        acc = k_loop(a_state, b_state, k_tiles, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST)
+    if BIAS_ALONG_M:
+        offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    else:
+        offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = bias_epilogue(acc, bias_ptr, batch * bias_len + offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
+    C_STORE(c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)
