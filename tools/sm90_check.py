@@ -67,7 +67,12 @@ def compile_report(target: str, sig: dict, consts: dict, warps: int, stages: int
             full[p] = walk(sig[p], (fn.arg_names.index(p),))
         else:
             sys.exit(f"sm90_check: argument '{p}' needs a type in --sig or a value in --const")
-    src = triton.compiler.ASTSource(fn=fn, signature=full, constexprs={**{(fn.arg_names.index(k),): v for k, v in consts.items()}, **cpaths}, attrs=attrs)
+    src = triton.compiler.ASTSource(
+        fn=fn,
+        signature=full,
+        constexprs={**{(fn.arg_names.index(k),): v for k, v in consts.items()}, **cpaths},
+        attrs=attrs,
+    )
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
     os.makedirs(out, exist_ok=True)
     bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
@@ -78,8 +83,12 @@ def compile_report(target: str, sig: dict, consts: dict, warps: int, stages: int
     for ext in ("ptx", "ttgir"):
         with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
             f.write(k.asm[ext])
-    res = subprocess.run([os.path.join(bindir, "cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True).stdout
-    sass = subprocess.run([os.path.join(bindir, "cuobjdump"), "--dump-sass", cubin], capture_output=True, text=True).stdout
+    res = subprocess.run(
+        [os.path.join(bindir, "cuobjdump"), "--dump-resource-usage", cubin], capture_output=True, text=True
+    ).stdout
+    sass = subprocess.run(
+        [os.path.join(bindir, "cuobjdump"), "--dump-sass", cubin], capture_output=True, text=True
+    ).stdout
     with open(os.path.join(out, f"{name}.sass"), "w") as f:
         f.write(sass)
     regs = re.search(r"REG:(\d+)", res)

@@ -32,7 +32,7 @@ def check_device(t: torch.Tensor, op: str) -> None:
     raise ValueError(f"{op}: tensors on {t.device} are not supported; convgemm runs on CUDA GPUs")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
@@ -44,6 +44,14 @@ def has_tma(t: torch.Tensor) -> bool:
     return capability(t.device.index if t.device.index is not None else torch.cuda.current_device())[0] >= 9
 
 
-
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def empty(shape, dtype: torch.dtype, device, memory_format=torch.contiguous_format) -> torch.Tensor:
+    """Allocate an output. With ``CONVGEMM_POISON_OUTPUTS=1`` it is filled with NaN, so any element
+    a kernel fails to write shows up in the result (the tests run this way)."""
+    t = torch.empty(shape, dtype=dtype, device=device, memory_format=memory_format)
+    if os.environ.get("CONVGEMM_POISON_OUTPUTS", "0") == "1":
+        t.fill_(float("nan"))
+    return t

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import torch
 
-from ._runtime import check_device, has_tma
+from ._runtime import check_device, empty, has_tma
 from .conv.layout import as_nhwc, tma_aligned
 from .problem import ConvProblem, IntOrPair, Padding
 from .tune import choose
@@ -54,22 +54,52 @@ def conv2d(
     unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
+    prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
+    if x is not None:
+        algo, cfg = choose(prob, x, weight, bias, y, algorithm)
+        algo.run(prob, x, weight, bias, y, cfg)
+    return y.squeeze(0) if unbatched else y
+
+
+def _prepare(input, weight, bias, stride, padding, dilation, groups):
+    """Validate, allocate the output, and present the input as NHWC.
+
+    Returns ``(problem, x, y)``; ``x`` is None when no kernel is needed (empty output, or an empty
+    reduction whose result, the bias, is already in ``y``).
+    """
     prob = ConvProblem.from_tensors(input, weight, bias, stride, padding, dilation, groups)
     check_device(input, "conv2d")
     fmt = torch.channels_last if prob.channels_last_out else torch.contiguous_format
-    y = torch.empty(prob.output_shape, dtype=input.dtype, device=input.device, memory_format=fmt)
+    y = empty(prob.output_shape, input.dtype, input.device, fmt)
     if y.numel() == 0:
-        return y.squeeze(0) if unbatched else y
+        return prob, None, y
     if prob.cg == 0:  # an empty reduction: the output is the bias
         y.copy_(bias.view(1, -1, 1, 1).expand_as(y) if bias is not None else torch.zeros_like(y))
-        return y.squeeze(0) if unbatched else y
+        return prob, None, y
     x = as_nhwc(input)
-    prob = replace(
-        prob,
-        tma_ok=has_tma(x),
-        input_tma_ok=tma_aligned(x, prob.cg),
-        input_dense=_dense_rows(x),
-    )
+    prob = replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=_dense_rows(x))
+    return prob, x, y
+
+
+def explain(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: IntOrPair = 1,
+    padding: Padding = 0,
+    dilation: IntOrPair = 1,
+    groups: int = 1,
+    *,
+    algorithm: str = "auto",
+) -> dict:
+    """What ``conv2d`` with these arguments runs: ``{'algorithm', 'config', 'problem'}``.
+
+    Tunes first if the shape is new and tuning is on, exactly as ``conv2d`` would.
+    """
+    if input.dim() == 3:
+        input = input.unsqueeze(0)
+    prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
+    if x is None:
+        return {"algorithm": None, "config": None, "problem": prob}
     algo, cfg = choose(prob, x, weight, bias, y, algorithm)
-    algo.run(prob, x, weight, bias, y, cfg)
-    return y.squeeze(0) if unbatched else y
+    return {"algorithm": algo.name, "config": cfg.describe(), "problem": prob}

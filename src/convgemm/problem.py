@@ -12,13 +12,13 @@ Notation (PyTorch's): input ``x[N, C, H, W]``, weight ``w[K, C/groups, R, S]``, 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 import torch
 
-IntOrPair = Union[int, Sequence[int]]
-Padding = Union[int, Sequence[int], str]
+IntOrPair = int | Sequence[int]
+Padding = int | Sequence[int] | str
 
 #: dtypes the kernels compute in. fp32 accumulation is used for all of them.
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -174,7 +174,9 @@ class ConvProblem:
     def min_bytes(self) -> int:
         """Fewest bytes a forward pass must move: input and weight read once, output written once."""
         e = torch.empty((), dtype=self.dtype).element_size()
-        total = self.n * self.c * self.h * self.w + self.k * self.cg * self.r * self.s + self.n * self.k * self.p * self.q
+        total = (
+            self.n * self.c * self.h * self.w + self.k * self.cg * self.r * self.s + self.n * self.k * self.p * self.q
+        )
         if self.has_bias:
             total += self.k
         return total * e
@@ -225,7 +227,7 @@ class ConvProblem:
         padding: Padding = 0,
         dilation: IntOrPair = 1,
         groups: int = 1,
-    ) -> "ConvProblem":
+    ) -> ConvProblem:
         """Validate ``torch.nn.functional.conv2d`` arguments and describe the problem.
 
         ``input`` must be 4-D ``[N, C, H, W]`` (callers unsqueeze unbatched 3-D input first).
@@ -253,9 +255,13 @@ class ConvProblem:
                 )
         if weight.dtype != input.dtype or (bias is not None and bias.dtype != input.dtype):
             got = f"input {input.dtype}, weight {weight.dtype}" + (f", bias {bias.dtype}" if bias is not None else "")
-            raise TypeError(f"conv2d: input, weight and bias must share one dtype, got {got}; cast them, e.g. weight.to(input.dtype)")
+            raise TypeError(
+                f"conv2d: input, weight and bias must share one dtype, got {got}; cast them, e.g. weight.to(input.dtype)"
+            )
         if weight.device != input.device or (bias is not None and bias.device != input.device):
-            got = f"input on {input.device}, weight on {weight.device}" + (f", bias on {bias.device}" if bias is not None else "")
+            got = f"input on {input.device}, weight on {weight.device}" + (
+                f", bias on {bias.device}" if bias is not None else ""
+            )
             raise ValueError(f"conv2d: all tensors must be on one device, got {got}; move them with .to(input.device)")
 
         if isinstance(groups, bool) or not isinstance(groups, int):
@@ -275,7 +281,9 @@ class ConvProblem:
                 f"weight.shape[1] must be in_channels / groups"
             )
         if bias is not None and (bias.dim() != 1 or bias.shape[0] != k):
-            raise ValueError(f"conv2d: bias must have shape [{k}] (one value per output channel), got {tuple(bias.shape)}")
+            raise ValueError(
+                f"conv2d: bias must have shape [{k}] (one value per output channel), got {tuple(bias.shape)}"
+            )
 
         st = _pair(stride, "stride")
         dil = _pair(dilation, "dilation")
@@ -299,7 +307,9 @@ class ConvProblem:
         else:
             ph, pw = _pair(padding, "padding")
             if ph < 0 or pw < 0:
-                raise ValueError(f"conv2d: padding must be >= 0, got {(ph, pw)}; crop the input instead of padding negatively")
+                raise ValueError(
+                    f"conv2d: padding must be >= 0, got {(ph, pw)}; crop the input instead of padding negatively"
+                )
             pad_h, pad_w = (ph, ph), (pw, pw)
 
         if input.dtype == torch.float32:

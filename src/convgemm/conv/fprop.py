@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .._runtime import cdiv, interpreting
+from .._runtime import cdiv, empty, interpreting
 from ..matmul import loaders as mm
 from ..matmul.blocks import gemm_kernel
 from ..problem import ConvProblem
@@ -93,7 +93,7 @@ def _nhwc_out(y: torch.Tensor) -> torch.Tensor:
     """A dense channels_last buffer for algorithms that store through TMA (y itself if it is one)."""
     if y.is_contiguous(memory_format=torch.channels_last):
         return y
-    return torch.empty_like(y, memory_format=torch.channels_last)
+    return empty(y.shape, y.dtype, y.device, torch.channels_last)
 
 
 class Algorithm:
@@ -259,7 +259,9 @@ class ImplicitGemmTma(Algorithm):
         b = (x_desc, prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles)
         c = (y_desc, prob.p, prob.q)
         fns = (mm.desc2d_init, mm.desc2d_a_load, cl.tma_im2col_init, cl.tma_im2col_load, cl.tma_output_store)
-        _launch((num_m * num_n, g), a, b, c, bias, yo, kg, num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, True, prob)
+        _launch(
+            (num_m * num_n, g), a, b, c, bias, yo, kg, num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, True, prob
+        )
         if yo is not y:
             y.copy_(yo)
 

@@ -47,7 +47,23 @@ def gather_im2col_init(args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.conste
     ow = pq - oh * Q
     # int64: batch and group offsets pass 2**31 elements on large inputs
     base = n.to(tl.int64) * s_n + (g * Cg).to(tl.int64) * s_c
-    return (x_ptr, base, oh * stride_h - pad_h, ow * stride_w - pad_w, offs_m < M, s_h, s_w, s_c, H, W, dil_h, dil_w, S, Cg, c_tiles)
+    return (
+        x_ptr,
+        base,
+        oh * stride_h - pad_h,
+        ow * stride_w - pad_w,
+        offs_m < M,
+        s_h,
+        s_w,
+        s_c,
+        H,
+        W,
+        dil_h,
+        dil_w,
+        S,
+        Cg,
+        c_tiles,
+    )
 
 
 @triton.jit

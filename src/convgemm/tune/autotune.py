@@ -35,9 +35,7 @@ def _get(name: str) -> Algorithm:
     try:
         return ALGORITHMS[name]
     except KeyError:
-        raise ValueError(
-            f"unknown algorithm {name!r}; choose 'auto' or one of {sorted(ALGORITHMS)}"
-        ) from None
+        raise ValueError(f"unknown algorithm {name!r}; choose 'auto' or one of {sorted(ALGORITHMS)}") from None
 
 
 def choose(prob: ConvProblem, x, w, bias, y, algorithm: str = "auto") -> tuple[Algorithm, Config]:
@@ -78,7 +76,9 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
         for cfg in algo.configs(prob):
             try:
                 algo.run(prob, x, w, bias, scratch, cfg)  # compiles; errors surface here
-                t = do_bench(lambda: algo.run(prob, x, w, bias, scratch, cfg), warmup=2, rep=10, return_mode="median")
+                t = do_bench(
+                    lambda a=algo, c=cfg: a.run(prob, x, w, bias, scratch, c), warmup=2, rep=10, return_mode="median"
+                )
             except Exception as e:  # out of shared memory or registers: not a candidate
                 if "OutOfResources" in type(e).__name__ or "out of resource" in str(e).lower():
                     continue

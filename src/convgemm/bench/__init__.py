@@ -1,0 +1,1 @@
+"""The benchmark suite: shapes as data, a runner that times against cuDNN, and reports."""

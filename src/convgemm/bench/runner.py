@@ -1,0 +1,307 @@
+"""Time convgemm against cuDNN (and optionally Inductor) on suites of shapes.
+
+Method (see docs/benchmarking.md): CUDA-event medians from ``triton.testing.do_bench``; every
+callable runs once before timing, so compilation, autotuning and cuDNN's own algorithm search
+(``cudnn.benchmark=True``) stay out of the numbers; when a shape's tensors fit in L2 several
+copies are rotated so each timed call reads from device memory. cuDNN is timed with
+channels_last and with NCHW tensors and the faster is reported. Ceilings are measured at start.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from ..problem import dtype_name
+from .suites import Shape
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
+#: relative difference from the baseline's output above which --check fails a row
+CHECK_TOL = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 4e-3, "bf16": 2e-2}
+
+
+@dataclass
+class Row:
+    suite: str
+    name: str
+    shape: str
+    dtype: str
+    direction: str
+    layout: str
+    gflop: float
+    convgemm_us: float | None = None
+    cudnn_us: float | None = None
+    cudnn_layout: str | None = None
+    inductor_us: float | None = None
+    speedup: float | None = None
+    inductor_speedup: float | None = None
+    tflops: float | None = None
+    cudnn_tflops: float | None = None
+    roofline_us: float | None = None
+    roofline_pct: float | None = None
+    cudnn_roofline_pct: float | None = None
+    algorithm: str | None = None
+    config: str | None = None
+    rel_err: float | None = None
+    tune_s: float | None = None
+    ok: bool = True
+    note: str = ""
+
+
+@dataclass
+class Result:
+    gpu: str
+    versions: dict
+    ceilings: dict
+    date: str
+    rows: list[Row] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "gpu": self.gpu,
+            "versions": self.versions,
+            "ceilings": self.ceilings,
+            "date": self.date,
+            "rows": [r.__dict__ for r in self.rows],
+        }
+
+
+def versions() -> dict:
+    import triton
+
+    import convgemm
+
+    v = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "convgemm": convgemm.__version__,
+        "python": platform.python_version(),
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cuda": torch.version.cuda,
+        "driver": None,
+    }
+    try:
+        import subprocess
+
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        v["driver"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return v
+
+
+def _bench(fn, rep_ms: int = 100) -> float:
+    """Median time of ``fn`` in microseconds (CUDA events)."""
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=rep_ms, return_mode="median") * 1e3
+
+
+def measure_ceilings() -> dict:
+    """Measured bf16/fp16/tf32/fp32 matmul rates (TFLOP/s) and device-to-device copy bandwidth (GB/s)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    out = {}
+    try:
+        for key, dtype, n, tf32 in (("bf16", torch.bfloat16, 8192, False), ("fp16", torch.float16, 8192, False),
+                                    ("tf32", torch.float32, 8192, True), ("fp32", torch.float32, 4096, False)):  # fmt: skip
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            a = torch.randn(n, n, device="cuda", dtype=dtype)
+            b = torch.randn(n, n, device="cuda", dtype=dtype)
+            us = _bench(lambda a=a, b=b: torch.matmul(a, b))
+            out[f"{key}_tflops"] = 2 * n**3 / us / 1e6
+            del a, b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    src = torch.empty(1 << 28, device="cuda", dtype=torch.float32)  # 1 GiB
+    src.uniform_()
+    dst = torch.empty_like(src)
+    us = _bench(lambda d=dst, s=src: d.copy_(s))
+    out["copy_gbps"] = 2 * src.numel() * 4 / us / 1e3
+    del src, dst
+    torch.cuda.empty_cache()
+    return out
+
+
+def min_bytes(shp: Shape, itemsize: int) -> int:
+    total = (
+        shp.n * shp.c * shp.h * shp.w + shp.k * (shp.c // shp.groups) * shp.r * shp.s + shp.n * shp.k * shp.p * shp.q
+    )
+    return (total + (shp.k if shp.bias else 0)) * itemsize
+
+
+def roofline_us(shp: Shape, dtype_key: str, ceilings: dict) -> float:
+    peak = ceilings[f"{dtype_key}_tflops"] * 1e12
+    bw = ceilings["copy_gbps"] * 1e9
+    t = max(shp.flops / peak, min_bytes(shp, DTYPES[dtype_key].itemsize) / bw)
+    return t * 1e6
+
+
+class _Rotation:
+    """Several copies of (x, w, b) when one set fits in L2, so timed calls read device memory."""
+
+    def __init__(self, sets):
+        self.sets = sets
+        self.i = 0
+
+    def next(self):
+        s = self.sets[self.i]
+        self.i = (self.i + 1) % len(self.sets)
+        return s
+
+
+def _make_sets(shp: Shape, dtype: torch.dtype, channels_last: bool, l2_bytes: int):
+    def one():
+        x = torch.randn(shp.n, shp.c, shp.h, shp.w, device="cuda", dtype=dtype)
+        w = torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device="cuda", dtype=dtype)
+        w = w * (1.0 / math.sqrt(w[0].numel()))
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+            w = w.contiguous(memory_format=torch.channels_last)
+        b = torch.randn(shp.k, device="cuda", dtype=dtype) if shp.bias else None
+        return x, w, b
+
+    first = one()
+    per_set = min_bytes(shp, dtype.itemsize)
+    copies = 1 if per_set >= 2 * l2_bytes else min(16, math.ceil(3 * l2_bytes / max(per_set, 1)))
+    return [first] + [one() for _ in range(copies - 1)]
+
+
+def run_shape(
+    shp: Shape, suite: str, dtype_key: str, layout: str, baselines: list[str], check: bool, ceilings: dict
+) -> Row:
+    import convgemm
+
+    dtype = DTYPES[dtype_key]
+    torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
+    torch.backends.cudnn.benchmark = True
+    cl = layout == "channels_last"
+    row = Row(suite, shp.name, shp.spec(), dtype_key, "fwd", layout, shp.flops / 1e9)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    sets = _make_sets(shp, dtype, cl, l2)
+    args = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+
+    # convgemm: the first call tunes (timed separately), then the median of warm calls
+    x, w, b = sets[0]
+    t0 = time.perf_counter()
+    y = convgemm.conv2d(x, w, b, **args)
+    torch.cuda.synchronize()
+    row.tune_s = time.perf_counter() - t0
+    rot = _Rotation(sets)
+    for s in sets[1:]:
+        convgemm.conv2d(*s, **args)  # packs each copy's weight once, as a module would
+    row.convgemm_us = _bench(lambda: convgemm.conv2d(*rot.next(), **args))
+    plan = convgemm.explain(x, w, b, **args)
+    row.algorithm, row.config = plan["algorithm"], plan["config"]
+
+    if "cudnn" in baselines:
+        times = {}
+        for lay in ("channels_last", "nchw"):
+            fmt = torch.channels_last if lay == "channels_last" else torch.contiguous_format
+            csets = [(sx.contiguous(memory_format=fmt), sw.contiguous(memory_format=fmt), sb) for sx, sw, sb in sets]
+            crot = _Rotation(csets)
+            F.conv2d(*csets[0], **args)
+            times[lay] = _bench(lambda crot=crot: F.conv2d(*crot.next(), **args))
+            if check and lay == "channels_last":
+                ref = F.conv2d(*csets[0], **args)
+            del csets, crot
+        row.cudnn_layout = min(times, key=times.get)
+        row.cudnn_us = times[row.cudnn_layout]
+        row.speedup = row.cudnn_us / row.convgemm_us
+        if check:
+            row.rel_err = ((y.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
+            row.ok = bool(math.isfinite(row.rel_err) and row.rel_err <= CHECK_TOL[dtype_key])
+    if "inductor" in baselines:
+        try:
+            fn = torch.compile(
+                lambda x, w, b: F.conv2d(x, w, b, **args), mode="max-autotune-no-cudagraphs", dynamic=False
+            )
+            fn(*sets[0])
+            irot = _Rotation(sets)
+            row.inductor_us = _bench(lambda: fn(*irot.next()))
+            row.inductor_speedup = row.inductor_us / row.convgemm_us
+        except Exception as e:  # noqa: BLE001 - a failed baseline is reported, not fatal
+            row.note = f"inductor failed: {type(e).__name__}"
+
+    row.tflops = shp.flops / row.convgemm_us / 1e6
+    row.roofline_us = roofline_us(shp, dtype_key, ceilings)
+    row.roofline_pct = 100 * row.roofline_us / row.convgemm_us
+    if row.cudnn_us:
+        row.cudnn_tflops = shp.flops / row.cudnn_us / 1e6
+        row.cudnn_roofline_pct = 100 * row.roofline_us / row.cudnn_us
+    del sets, y
+    return row
+
+
+def run(
+    shapes: list[tuple[str, Shape]], dtypes: list[str], layout: str, baselines: list[str], check: bool, progress=None
+) -> Result:
+    """Benchmark every (suite, shape) x dtype on the current CUDA device."""
+    ceilings = measure_ceilings()
+    res = Result(
+        gpu=torch.cuda.get_device_name(0),
+        versions=versions(),
+        ceilings=ceilings,
+        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    old_tf32 = torch.backends.cudnn.allow_tf32
+    try:
+        for dk in dtypes:
+            for suite_name, shp in shapes:
+                try:
+                    row = run_shape(shp, suite_name, dk, layout, baselines, check, ceilings)
+                except torch.cuda.OutOfMemoryError:
+                    row = Row(
+                        suite_name,
+                        shp.name,
+                        shp.spec(),
+                        dk,
+                        "fwd",
+                        layout,
+                        shp.flops / 1e9,
+                        ok=False,
+                        note="out of memory",
+                    )
+                    torch.cuda.empty_cache()
+                res.rows.append(row)
+                if progress:
+                    progress(row)
+    finally:
+        torch.backends.cudnn.allow_tf32 = old_tf32
+    return res
+
+
+def interpreter_demo(shapes: list[Shape], print_fn=print) -> bool:
+    """No GPU: check convgemm against float64 torch on the CPU under Triton's interpreter."""
+    import convgemm
+
+    ok = True
+    for shp in shapes:
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            x = torch.randn(shp.n, shp.c, shp.h, shp.w).to(dtype)
+            w = torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s).to(dtype)
+            b = torch.randn(shp.k).to(dtype) if shp.bias else None
+            args = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+            y = convgemm.conv2d(x, w, b, **args)
+            ref = F.conv2d(x.double(), w.double(), None if b is None else b.double(), **args)
+            err = ((y.double() - ref).norm() / ref.norm()).item()
+            tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype]
+            good = math.isfinite(err) and err <= tol
+            ok &= good
+            print_fn(f"  {shp.name:28s} {dtype_name(dtype):5s} rel_err {err:.2e}  {'ok' if good else 'FAIL'}")
+    return ok
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

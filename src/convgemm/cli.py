@@ -1,0 +1,158 @@
+"""The ``convgemm`` command: ``convgemm bench ...`` and ``convgemm info``.
+
+Without a CUDA GPU the command re-executes itself with ``TRITON_INTERPRET=1`` (Triton reads it when
+kernels are defined, i.e. at import) and ``bench`` becomes a correctness demo on small shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _ensure_backend() -> None:
+    """Without a GPU, restart under Triton's interpreter before any kernel module is imported."""
+    if os.environ.get("TRITON_INTERPRET") is not None:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    os.execve(sys.executable, [sys.executable, "-m", "convgemm", *sys.argv[1:]], env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="convgemm", description="GPU convolutions in Triton: benchmark and inspect.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    b = sub.add_parser("bench", help="time convgemm against cuDNN on suites of convolution shapes")
+    b.add_argument(
+        "--suite",
+        default=None,
+        help="comma-separated suites: seed, floor, resnet50, craft, grouped, small-channel, all",
+    )
+    b.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups]",
+                   help="an extra shape (repeatable)")  # fmt: skip
+    b.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32 (strict IEEE), tf32")
+    b.add_argument(
+        "--direction", default="fwd", choices=["fwd"], help="fwd (dgrad and wgrad come with the backward passes)"
+    )
+    b.add_argument(
+        "--layout", default="channels_last", choices=["channels_last", "nchw"], help="convgemm's input layout"
+    )
+    b.add_argument("--baseline", default="cudnn", help="comma-separated: cudnn, inductor")
+    b.add_argument("--json", default=None, metavar="PATH", help="write the full result as JSON")
+    b.add_argument("--csv", default=None, metavar="PATH", help="write the rows as CSV")
+    b.add_argument("--plot", default=None, metavar="PATH.png", help="write a speedup / %% of roofline figure")
+    b.add_argument(
+        "--check", action="store_true", help="compare every output with the baseline's; exit 1 on a mismatch"
+    )
+
+    sub.add_parser("info", help="print the device, versions and algorithms")
+    return ap
+
+
+def _shapes(args) -> list:
+    from .bench.suites import parse_shape, suite
+
+    out = []
+    names = args.suite.split(",") if args.suite else ([] if args.shape else ["seed"])
+    for name in names:
+        out += [(name, s) for s in suite(name.strip())]
+    out += [("custom", parse_shape(s)) for s in args.shape]
+    return out
+
+
+def cmd_bench(args) -> int:
+    from rich.console import Console
+
+    from .bench import report, runner
+
+    console = Console()
+    dtypes = [d.strip() for d in args.dtype.split(",")]
+    for d in dtypes:
+        if d not in runner.DTYPES:
+            console.print(f"[red]--dtype {d!r}: choose from {sorted(runner.DTYPES)}[/red]")
+            return 2
+    baselines = [b.strip() for b in args.baseline.split(",")]
+    for b in baselines:
+        if b not in ("cudnn", "inductor"):
+            console.print(f"[red]--baseline {b!r}: choose from cudnn, inductor[/red]")
+            return 2
+    try:
+        shapes = _shapes(args)
+    except ValueError as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+
+    if runner.interpreting():
+        from .bench.suites import suite
+
+        console.print(
+            "[yellow]No CUDA GPU: running a correctness demo under Triton's interpreter on small shapes "
+            "(convgemm vs float64 PyTorch on the CPU). No timings are claimed.[/yellow]"
+        )
+        ok = runner.interpreter_demo(suite("tiny"), console.print)
+        console.print("[green]all outputs match[/green]" if ok else "[red]some outputs do not match[/red]")
+        return 0 if ok else 1
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = len(shapes) * len(dtypes)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as prog:
+        task = prog.add_task("measuring ceilings", total=total)
+
+        def step(row):
+            prog.update(task, advance=1, description=f"{row.dtype} {row.name[:40]}")
+
+        res = runner.run(shapes, dtypes, args.layout, baselines, args.check, progress=step)
+    c = res.ceilings
+    console.print(
+        f"{res.gpu} · ceilings: bf16 {c['bf16_tflops']:.0f}, fp16 {c['fp16_tflops']:.0f}, tf32 {c['tf32_tflops']:.0f}, "
+        f"fp32 {c['fp32_tflops']:.1f} TFLOP/s, copy {c['copy_gbps'] / 1e3:.2f} TB/s · torch {res.versions['torch']}, "
+        f"triton {res.versions['triton']}, cuDNN {res.versions['cudnn']}"
+    )
+    for t in report.tables(res):
+        console.print(t)
+    if args.json:
+        report.write_json(res, args.json)
+    if args.csv:
+        report.write_csv(res, args.csv)
+    if args.plot:
+        report.plot(res, args.plot)
+    bad = [r for r in res.rows if not r.ok]
+    if args.check and bad:
+        console.print(f"[red]{len(bad)} row(s) failed the check: {', '.join(r.name for r in bad)}[/red]")
+        return 1
+    return 0
+
+
+def cmd_info(args) -> int:
+    import torch
+    import triton
+
+    import convgemm
+
+    print(f"convgemm {convgemm.__version__}, torch {torch.__version__}, triton {triton.__version__}")
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        print(f"device: {p.name}, compute capability {p.major}.{p.minor}, {p.multi_processor_count} SMs")
+    else:
+        print("device: none (kernels run under Triton's interpreter)")
+    print("algorithms:", ", ".join(convgemm.algorithms()))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        _ensure_backend()
+    args = build_parser().parse_args(argv)
+    return {"bench": cmd_bench, "info": cmd_info}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""conv2d against the float64 reference: the shape matrix x dtypes x layouts x algorithms."""
+
+import pytest
+import torch
+from cases import CASES, case_id
+from conftest import DEVICE
+from reference import assert_close, conv2d_ref
+
+import convgemm
+from convgemm.problem import ConvProblem
+
+MODES = ["fp32", "tf32", "fp16", "bf16"]
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@pytest.fixture(autouse=True)
+def _no_tuning(monkeypatch):
+    # tests check numbers, not speed: use the heuristic choice (the tuner has its own tests)
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+
+
+@pytest.fixture
+def tf32_mode(request):
+    """Set cuDNN's TF32 flag for the mode under test and restore it after."""
+    old = torch.backends.cudnn.allow_tf32
+    yield lambda m: setattr(torch.backends.cudnn, "allow_tf32", m == "tf32")
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def make(case, dtype, channels_last=False, device=DEVICE):
+    n, c, h, w, k, r, s, stride, padding, dilation, groups, has_bias = case
+    x = torch.randn(n, c, h, w, device=device).to(dtype)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // groups, r, s, device=device).to(dtype)
+    b = torch.randn(k, device=device).to(dtype) if has_bias else None
+    return x, wt, b, dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("m", MODES)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_matrix(case, m, layout, tf32_mode):
+    tf32_mode(m)
+    dtype = DTYPES[m]
+    x, w, b, kw = make(case, dtype, layout == "channels_last")
+    y = convgemm.conv2d(x, w, b, **kw)
+    assert_close(y, conv2d_ref(x, w, b, **kw), dtype, f"{case_id(case)} {m} {layout}")
+    want = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    assert y.is_contiguous(memory_format=want)
+
+
+@pytest.mark.parametrize("algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1"])
+@pytest.mark.parametrize("m", ["fp32", "fp16"])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_every_algorithm(case, m, algorithm, tf32_mode):
+    """Each algorithm forced on every case it claims to support; the others must refuse clearly."""
+    tf32_mode(m)
+    dtype = DTYPES[m]
+    x, w, b, kw = make(case, dtype, channels_last=True)
+    try:
+        y = convgemm.conv2d(x, w, b, **kw, algorithm=algorithm)
+    except ValueError as e:
+        assert "cannot run" in str(e) and "algorithm='auto'" in str(e)
+        pytest.skip(f"{algorithm} does not support this case: {e}")
+    assert_close(y, conv2d_ref(x, w, b, **kw), dtype, f"{case_id(case)} {m} {algorithm}")
+
+
+def test_tma_algorithms_are_exercised():
+    """The matrix must contain cases each TMA algorithm accepts, or test_every_algorithm proves little."""
+    from convgemm.conv.fprop import ALGORITHMS
+
+    counts = dict.fromkeys(ALGORITHMS, 0)
+    for case in CASES:
+        x, w, b, kw = make(case, torch.float16, channels_last=True, device="cpu")
+        prob = ConvProblem.from_tensors(x, w, b, **kw)
+        from dataclasses import replace
+
+        from convgemm.conv.layout import tma_aligned
+
+        prob = replace(prob, tma_ok=True, input_tma_ok=tma_aligned(x, prob.cg), input_dense=True)
+        for name, algo in ALGORITHMS.items():
+            counts[name] += algo.supports(prob) is None
+    assert counts["gemm_1x1"] >= 1 and counts["implicit_gemm_tma"] >= 4, counts
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_sliced_views(layout):
+    """Non-contiguous inputs: a crop of a larger tensor, in both layouts, and a strided weight."""
+    big = torch.randn(3, 20, 14, 15, device=DEVICE)
+    if layout == "channels_last":
+        big = big.to(memory_format=torch.channels_last)
+    x = big[1:, 2:18, 1:12, 3:14]  # [2, 16, 11, 11] view
+    wbig = torch.randn(24, 16, 3, 5, device=DEVICE)
+    w = wbig[::2, :, :, 1:4]  # [12, 16, 3, 3], non-contiguous
+    b = torch.randn(12, device=DEVICE)
+    y = convgemm.conv2d(x, w, b, padding=1, algorithm="auto")
+    assert_close(y, conv2d_ref(x, w, b, padding=1), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_dtypes_and_unbatched(dtype):
+    x = torch.randn(8, 9, 10, device=DEVICE).to(dtype)
+    w = torch.randn(16, 8, 3, 3, device=DEVICE).to(dtype)
+    y = convgemm.conv2d(x, w, padding=1)
+    ref = conv2d_ref(x.unsqueeze(0), w, padding=1).squeeze(0)
+    assert_close(y, ref, dtype)
+
+
+def test_weight_memory_format_decides_output_format():
+    """cuDNN's rule: a channels_last weight gives a channels_last output even for NCHW input."""
+    x = torch.randn(2, 8, 6, 7, device=DEVICE)
+    w = torch.randn(8, 8, 3, 3, device=DEVICE).to(memory_format=torch.channels_last)
+    y = convgemm.conv2d(x, w, padding=1)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert_close(y, conv2d_ref(x, w, padding=1), torch.float32)
+
+
+def test_empty_batch_and_empty_reduction():
+    x = torch.randn(0, 4, 5, 5, device=DEVICE)
+    w = torch.randn(6, 4, 3, 3, device=DEVICE)
+    y = convgemm.conv2d(x, w)
+    assert y.shape == (0, 6, 3, 3)
+    # C = 0 channels: PyTorch returns the bias broadcast
+    x0 = torch.randn(2, 0, 5, 5, device=DEVICE)
+    w0 = torch.randn(3, 0, 3, 3, device=DEVICE)
+    b0 = torch.randn(3, device=DEVICE)
+    y0 = convgemm.conv2d(x0, w0, b0)
+    assert torch.equal(y0.cpu(), b0.cpu().view(1, 3, 1, 1).expand(2, 3, 3, 3))
+
+
+# ---------------------------------------------------------------- the reference PR's regressions
+def test_regression_bias_on_single_pixel():
+    """Bias with input [1,1,1,1], weight [32,1,3,3], bias [32], padding 1."""
+    x = torch.randn(1, 1, 1, 1, device=DEVICE)
+    w = torch.randn(32, 1, 3, 3, device=DEVICE)
+    b = torch.randn(32, device=DEVICE)
+    y = convgemm.conv2d(x, w, b, padding=1)
+    assert_close(y, conv2d_ref(x, w, b, padding=1), torch.float32)
+
+
+@pytest.mark.parametrize("shape", [(1, 18, 17, 1), (4, 72, 53, 56)])
+def test_regression_nchw_to_nhwc(shape):
+    """The NCHW -> NHWC conversion on [1,18,17,1] and [4,72,53,56] (the latter on the GPU only
+    at full size: under the interpreter it is cropped to keep CI fast)."""
+    n, c, h, w = shape
+    if DEVICE == "cpu" and h * w > 1000:
+        h, w = 13, 14
+    x = torch.randn(n, c, h, w, device=DEVICE)
+    wt = torch.randn(8, c, 1, 1, device=DEVICE)
+    y = convgemm.conv2d(x, wt)
+    assert_close(y, conv2d_ref(x, wt), torch.float32)
+    wt3 = torch.randn(8, c, 3, 3, device=DEVICE)
+    y3 = convgemm.conv2d(x, wt3, padding=1)
+    assert_close(y3, conv2d_ref(x, wt3, padding=1), torch.float32)
+
+
+def test_regression_padding_2_on_6x6():
+    """Input [4,16,6,6], weight [16,16,3,3], padding 2."""
+    x = torch.randn(4, 16, 6, 6, device=DEVICE)
+    w = torch.randn(16, 16, 3, 3, device=DEVICE)
+    y = convgemm.conv2d(x, w, padding=2)
+    assert_close(y, conv2d_ref(x, w, padding=2), torch.float32)
