@@ -67,6 +67,16 @@ def choose(prob: ConvProblem, x, w, bias, y, algorithm: str = "auto") -> tuple[A
     return choice
 
 
+def _log(prob, algo, cfg, t_ms: float) -> None:
+    """Append one timing to ``$CONVGEMM_TUNE_LOG`` (JSON lines), when set: the raw data behind choices."""
+    path = os.environ.get("CONVGEMM_TUNE_LOG")
+    if path:
+        import json
+
+        with open(path, "a") as f:
+            f.write(json.dumps({"problem": prob.describe(), "algorithm": algo.name, "config": cfg.describe(), "us": t_ms * 1e3}) + "\n")
+
+
 def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
     from triton.testing import do_bench
 
@@ -83,6 +93,7 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
                 if "OutOfResources" in type(e).__name__ or "out of resource" in str(e).lower():
                     continue
                 raise
+            _log(prob, algo, cfg, t)
             if t < best_t:
                 best, best_t = (algo, cfg), t
     if best is None:  # every config was over budget: fall back to the heuristic
