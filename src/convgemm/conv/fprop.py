@@ -61,10 +61,11 @@ def _precision(prob: ConvProblem) -> str:
 
 
 def _launch(grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob):
+    # a, b, c: (TMA descriptor or None, tuple of pointers and integers) per operand
     gemm_kernel[grid](
-        a,
-        b,
-        c,
+        *a,
+        *b,
+        *c,
         bias if bias is not None else y,
         bias_len,
         num_m,
@@ -170,11 +171,11 @@ class ImplicitGemm(Algorithm):
         wp = weight_cache.get(w, cp)
         M = prob.n * prob.p * prob.q
         c_tiles = cp // cfg.block_k
-        a = (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
+        a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
              prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-             prob.s, prob.cg, c_tiles)  # fmt: skip
-        b = (wp, prob.kg, prob.cg, wp.stride(0), wp.stride(1), prob.s, c_tiles)
-        c = (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, prob.kg)
+             prob.s, prob.cg, c_tiles))  # fmt: skip
+        b = (None, (wp, prob.kg, prob.cg, wp.stride(0), wp.stride(1), prob.s, c_tiles))
+        c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, prob.kg))
         num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
         fns = (cl.gather_im2col_init, cl.gather_im2col_load, cl.gather_weight_init, cl.gather_weight_load,
                cl.gather_output_store)  # fmt: skip
@@ -255,9 +256,12 @@ class ImplicitGemmTma(Algorithm):
                                   [1, cfg.tile_h, cfg.tile_w, 1, cfg.block_m])  # fmt: skip
         num_m = cdiv(kg, cfg.block_m)
         num_n = prob.n * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
-        a = (w_desc, kg)
-        b = (x_desc, prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles)
-        c = (y_desc, prob.p, prob.q)
+        a = (w_desc, (kg,))
+        b = (
+            x_desc,
+            (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles),
+        )
+        c = (y_desc, (prob.p, prob.q))
         fns = (mm.desc2d_init, mm.desc2d_a_load, cl.tma_im2col_init, cl.tma_im2col_load, cl.tma_output_store)
         _launch(
             (num_m * num_n, g), a, b, c, bias, yo, kg, num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, True, prob
@@ -310,7 +314,7 @@ class Gemm1x1(Algorithm):
         y_desc = TensorDescriptor(yo, [rows, g, kg], [prob.k, kg, 1], [cfg.block_n, 1, cfg.block_m])
         num_m, num_n = cdiv(kg, cfg.block_m), cdiv(rows, cfg.block_n)
         fns = (mm.desc2d_init, mm.desc2d_a_load, mm.desc_init, mm.desc_b_load, mm.desc_store_t)
-        _launch((num_m * num_n, g), (w_desc, kg), (x_desc,), (y_desc,), bias, yo, kg, num_m, num_n, cp // cfg.block_k,
+        _launch((num_m * num_n, g), (w_desc, (kg,)), (x_desc, ()), (y_desc, ()), bias, yo, kg, num_m, num_n, cp // cfg.block_k,
                 cfg, fns, True, prob)  # fmt: skip
         if yo is not y:
             y.copy_(yo)

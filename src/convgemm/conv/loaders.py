@@ -37,7 +37,7 @@ def _tap_split(kt, c_tiles, S):
 
 # ================================================================ gather (natural view)
 @triton.jit
-def gather_im2col_init(args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+def gather_im2col_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """A = im2col(x): rows are output pixels m = (n, oh, ow), columns (r, s, c) of group g."""
     (x_ptr, s_n, s_h, s_w, s_c, H, W, P, Q, M, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, S, Cg, c_tiles) = args
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -80,7 +80,7 @@ def gather_im2col_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def gather_weight_init(args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def gather_weight_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """B = packed weight [K, R*S, Cp] seen as [K/groups] rows of group g, K contiguous."""
     (w_ptr, Kg, Cg, s_k, s_tap, S, c_tiles) = args
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -98,7 +98,7 @@ def gather_weight_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def gather_output_store(args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def gather_output_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [pixels, channels] tile to y with any strides (NCHW or NHWC)."""
     (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg) = args
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -126,9 +126,9 @@ def _spatial_tile(pid, P, Q, TILE_H: tl.constexpr, TILE_W: tl.constexpr):
 
 
 @triton.jit
-def tma_im2col_init(args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def tma_im2col_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """B = im2col(x)^T for a TILE_H x TILE_W tile of output pixels (stride 1)."""
-    (x_desc, P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles) = args
+    (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles) = args
     TILE_H: tl.constexpr = x_desc.block_shape[1]
     TILE_W: tl.constexpr = x_desc.block_shape[2]
     n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_H, TILE_W)
@@ -144,12 +144,12 @@ def tma_im2col_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def tma_output_store(args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def tma_output_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [channels, pixels] tile to NHWC y viewed as [N, P, Q, groups, K/groups].
 
     The descriptor clips what lies past P, Q or K/groups, so edge tiles need no masks.
     """
-    (y_desc, P, Q) = args
+    (P, Q) = args
     TILE_H: tl.constexpr = y_desc.block_shape[1]
     TILE_W: tl.constexpr = y_desc.block_shape[2]
     n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_H, TILE_W)

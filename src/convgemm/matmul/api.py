@@ -53,17 +53,17 @@ def matmul(
     if use_tma is None:
         use_tma = has_tma(a) and _desc_ok(a) and _desc_ok(bt) and _desc_ok(c) and a.dtype != torch.float64
     if use_tma:
-        a_args = (TensorDescriptor(a, [M, K], [a.stride(0), 1], [BM, BK]), 0)
+        a_op = (TensorDescriptor(a, [M, K], [a.stride(0), 1], [BM, BK]), (0,))
         # a size-1 batch axis; its stride only has to be 16-byte aligned
-        b_args = (TensorDescriptor(bt, [N, 1, K], [bt.stride(0), bt.stride(0), 1], [BN, 1, BK]),)
-        c_args = (TensorDescriptor(c, [M, N], [N, 1], [BM, BN]),)
+        b_op = (TensorDescriptor(bt, [N, 1, K], [bt.stride(0), bt.stride(0), 1], [BN, 1, BK]), ())
+        c_op = (TensorDescriptor(c, [M, N], [N, 1], [BM, BN]), ())
         a_fns = (loaders.desc2d_init, loaders.desc2d_a_load)
         b_fns = (loaders.desc_init, loaders.desc_b_load)
         store = loaders.desc2d_store
     else:
-        a_args = (a, a.stride(0), 0, a.stride(1), M, K)
-        b_args = (bt, bt.stride(0), 0, bt.stride(1), N, K)
-        c_args = (c, N, 0, 1, M, N)
+        a_op = (None, (a, a.stride(0), 0, a.stride(1), M, K))
+        b_op = (None, (bt, bt.stride(0), 0, bt.stride(1), N, K))
+        c_op = (None, (c, N, 0, 1, M, N))
         a_fns = (loaders.ptr_init, loaders.ptr_a_load)
         b_fns = (loaders.ptr_init, loaders.ptr_b_load)
         store = loaders.ptr_store
@@ -73,9 +73,9 @@ def matmul(
         precision = "ieee"
     num_pid_m, num_pid_n = cdiv(M, BM), cdiv(N, BN)
     gemm_kernel[(num_pid_m * num_pid_n, 1)](
-        a_args,
-        b_args,
-        c_args,
+        *a_op,
+        *b_op,
+        *c_op,
         bias if bias is not None else c,
         N,
         num_pid_m,

@@ -4,16 +4,18 @@ A kernel built from these blocks is a batched GEMM ``C[b] = A[b] @ B[b] (+ bias)
 come from *loaders* and whose result goes to a *store*, all passed in as ``tl.constexpr``
 ``@triton.jit`` functions. The contract every loader and store follows:
 
-``A_INIT(a_args, pid_m, batch, BLOCK_M, BLOCK_K) -> a_state``
+``A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K) -> a_state``
     Called once per output tile; computes whatever the loader needs for the M rows of tile
-    ``pid_m`` of batch entry ``batch`` (row offsets, masks, descriptor coordinates). ``a_args``
-    is the tuple the host passed.
+    ``pid_m`` of batch entry ``batch`` (row offsets, masks, descriptor coordinates). ``a_desc`` is
+    a TMA tensor descriptor or None and ``a_args`` a tuple of pointers and integers, both as the
+    host passed them. (Descriptors are separate arguments because Triton's launcher only accepts
+    them at the top level of a kernel's signature, not inside tuples.)
 ``A_LOAD(a_state, kt, BLOCK_M, BLOCK_K) -> [BLOCK_M, BLOCK_K] tile``
     The ``kt``-th K tile of A for this output tile. Elements outside the problem must be zero.
-``B_INIT(b_args, pid_n, batch, BLOCK_N, BLOCK_K) -> b_state`` and
+``B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K) -> b_state`` and
 ``B_LOAD(b_state, kt, BLOCK_N, BLOCK_K) -> [BLOCK_K, BLOCK_N] tile``
     The same for B.
-``C_STORE(c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)``
+``C_STORE(c_desc, c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)``
     Writes the fp32 tile ``acc`` (bias already added) to its destination, casting to the output
     dtype and masking or clipping what lies outside.
 
@@ -105,8 +107,11 @@ def bias_epilogue(acc, bias_ptr, offs, mask, HAS_BIAS: tl.constexpr, ALONG_M: tl
 
 @triton.jit
 def gemm_kernel(
+    a_desc,
     a_args,
+    b_desc,
     b_args,
+    c_desc,
     c_args,
     bias_ptr,
     bias_len,  # bias entries per batch entry (rows of C with BIAS_ALONG_M, else columns)
@@ -135,8 +140,8 @@ def gemm_kernel(
     """
     pid_m, pid_n = tile_grid(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     batch = tl.program_id(1)
-    a_state = A_INIT(a_args, pid_m, batch, BLOCK_M, BLOCK_K)
-    b_state = B_INIT(b_args, pid_n, batch, BLOCK_N, BLOCK_K)
+    a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
+    b_state = B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K)
     if F64:
         acc = k_loop_f64(a_state, b_state, k_tiles, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
     else:
@@ -146,4 +151,4 @@ def gemm_kernel(
     else:
         offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = bias_epilogue(acc, bias_ptr, batch * bias_len + offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
-    C_STORE(c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)
+    C_STORE(c_desc, c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)

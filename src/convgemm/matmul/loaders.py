@@ -18,13 +18,13 @@ import triton.language as tl
 
 # ---------------------------------------------------------------- TMA descriptors
 @triton.jit
-def desc2d_init(args, pid, batch, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+def desc2d_init(desc, args, pid, batch, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
     """A from a 2-D descriptor ``[batch * rows_per_batch, K]``, block ``[BLOCK, BLOCK_K]``.
 
     Rows past this batch entry's ``rows_per_batch`` belong to the next entry; they only feed
     output rows that the store clips.
     """
-    desc, rows_per_batch = args
+    rows_per_batch = args[0]
     return (desc, batch * rows_per_batch + pid * BLOCK)
 
 
@@ -36,9 +36,8 @@ def desc2d_a_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def desc_init(args, pid, batch, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+def desc_init(desc, args, pid, batch, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
     """B from a 3-D descriptor ``[N, batch, K]`` (K contiguous), block ``[BLOCK, 1, BLOCK_K]``."""
-    desc = args[0]
     return (desc, pid * BLOCK, batch)
 
 
@@ -51,22 +50,20 @@ def desc_b_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def desc2d_store(args, acc, pid_m, pid_n, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def desc2d_store(desc, args, acc, pid_m, pid_n, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """C through a 2-D descriptor ``[M, N]``; the copy engine clips edge tiles."""
-    desc = args[0]
     desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(desc.dtype))
 
 
 @triton.jit
-def desc_store_t(args, acc, pid_m, pid_n, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def desc_store_t(desc, args, acc, pid_m, pid_n, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """C transposed through a 3-D descriptor ``[N, batch, M]`` (for GEMMs computed as C^T)."""
-    desc = args[0]
     desc.store([pid_n * BLOCK_N, batch, pid_m * BLOCK_M], acc.to(desc.dtype).T.reshape(BLOCK_N, 1, BLOCK_M))
 
 
 # ---------------------------------------------------------------- pointers
 @triton.jit
-def ptr_init(args, pid, batch, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+def ptr_init(desc, args, pid, batch, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
     ptr, stride_row, stride_batch, stride_k, rows, K = args
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     base = ptr + batch.to(tl.int64) * stride_batch
@@ -90,7 +87,7 @@ def ptr_b_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def ptr_store(args, acc, pid_m, pid_n, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def ptr_store(desc, args, acc, pid_m, pid_n, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     ptr, stride_m, stride_batch, stride_n, M, N = args
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -74,7 +74,12 @@ def _log(prob, algo, cfg, t_ms: float) -> None:
         import json
 
         with open(path, "a") as f:
-            f.write(json.dumps({"problem": prob.describe(), "algorithm": algo.name, "config": cfg.describe(), "us": t_ms * 1e3}) + "\n")
+            f.write(
+                json.dumps(
+                    {"problem": prob.describe(), "algorithm": algo.name, "config": cfg.describe(), "us": t_ms * 1e3}
+                )
+                + "\n"
+            )
 
 
 def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
