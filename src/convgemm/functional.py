@@ -2,14 +2,54 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import torch
 
 from ._runtime import check_device, empty, has_tma
 from .conv.layout import as_nhwc, tma_aligned
+from .matmul.launch import Launch
 from .problem import ConvProblem, IntOrPair, Padding
 from .tune import choose
+
+# Plans: everything decided about a call that depends only on its signature (shapes, strides,
+# dtypes, devices, pointer alignment, arguments, TF32 flag): the validated problem, the chosen
+# algorithm and config, and a launch handle that skips Triton's dispatch on repeat calls. A
+# repeat call then costs a dictionary lookup, an output allocation and one kernel launch.
+_plans: dict[tuple, tuple] = {}
+_plans_lock = threading.Lock()
+_MAX_PLANS = 4096
+
+
+def clear_plans() -> None:
+    """Forget every plan (they are rebuilt, and re-tuned if need be, on the next call)."""
+    with _plans_lock:
+        _plans.clear()
+
+
+def _hashable(v):
+    return v if isinstance(v, (int, str)) else tuple(v) if isinstance(v, (tuple, list, torch.Size)) else v
+
+
+def _signature(input, weight, bias, stride, padding, dilation, groups, algorithm) -> tuple | None:
+    """The plan key of a call, or None when a plan must not be used (interpreter, odd arguments)."""
+    if not (isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor)) or input.device.type != "cuda":
+        return None
+    if bias is not None and not isinstance(bias, torch.Tensor):
+        return None
+    b = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() % 16)
+    try:
+        key = (
+            input.shape, input.stride(), input.dtype, input.device, input.data_ptr() % 16,
+            weight.shape, weight.stride(), weight.dtype, weight.device,
+            b, _hashable(stride), _hashable(padding), _hashable(dilation), groups, algorithm,
+            torch.backends.cudnn.allow_tf32,
+        )  # fmt: skip
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _dense_rows(x: torch.Tensor) -> bool:
@@ -54,11 +94,46 @@ def conv2d(
     unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
+    sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
+    plan = _plans.get(sig) if sig is not None else None
+    if plan is not None:
+        prob, algo, cfg, launch = plan
+        fmt = torch.channels_last if prob.channels_last_out else torch.contiguous_format
+        y = empty(prob.output_shape, input.dtype, input.device, fmt)
+        with _device_of(input):
+            algo.run(prob, as_nhwc(input), weight, bias, y, cfg, launch)
+        return y.squeeze(0) if unbatched else y
+
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
     if x is not None:
-        algo, cfg = choose(prob, x, weight, bias, y, algorithm)
-        algo.run(prob, x, weight, bias, y, cfg)
+        with _device_of(input):
+            algo, cfg = choose(prob, x, weight, bias, y, algorithm)
+            launch = Launch()
+            algo.run(prob, x, weight, bias, y, cfg, launch)
+        if sig is not None:
+            with _plans_lock:
+                if len(_plans) >= _MAX_PLANS:
+                    _plans.clear()
+                _plans[sig] = (prob, algo, cfg, launch)
     return y.squeeze(0) if unbatched else y
+
+
+class _NoGuard:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_GUARD = _NoGuard()
+
+
+def _device_of(t: torch.Tensor):
+    """Make the tensor's GPU current (Triton launches on the current device), if it is not already."""
+    if t.device.type == "cuda" and t.device.index is not None and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device.index)
+    return _NO_GUARD
 
 
 def _prepare(input, weight, bias, stride, padding, dilation, groups):

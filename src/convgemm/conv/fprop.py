@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .._runtime import cdiv, empty, interpreting
 from ..matmul import loaders as mm
 from ..matmul.blocks import gemm_kernel
+from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .layout import channel_pad, weight_cache
@@ -36,8 +36,8 @@ class Config:
     """Launch parameters of one kernel instance.
 
     ``block_m/n/k`` are the GEMM tile (in the algorithm's own view: for the TMA algorithms M is
-    output channels and N output pixels); ``tile_h x tile_w = block_n`` is the output-pixel
-    rectangle of the spatial TMA kernel (0 elsewhere).
+    output channels and N output pixels); ``tile_n x tile_h x tile_w = block_n`` is the block of
+    output pixels (images x rows x columns) of the spatial TMA kernel (0 elsewhere).
     """
 
     block_m: int
@@ -46,13 +46,14 @@ class Config:
     num_warps: int = 4
     num_stages: int = 3
     group_m: int = 8
+    tile_n: int = 0
     tile_h: int = 0
     tile_w: int = 0
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
         if self.tile_h:
-            s += f" t{self.tile_h}x{self.tile_w}"
+            s += f" t{self.tile_n}x{self.tile_h}x{self.tile_w}"
         return s
 
 
@@ -60,17 +61,10 @@ def _precision(prob: ConvProblem) -> str:
     return "tf32" if prob.dtype != torch.float32 else prob.precision
 
 
-def _launch(grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob):
-    # a, b, c: (TMA descriptor or None, tuple of pointers and integers) per operand
-    gemm_kernel[grid](
-        *a,
-        *b,
-        *c,
-        bias if bias is not None else y,
-        bias_len,
-        num_m,
-        num_n,
-        k_tiles,
+def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob):
+    """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints)."""
+    args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles)
+    constexprs = dict(
         BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n,
         BLOCK_K=cfg.block_k,
@@ -85,8 +79,9 @@ def _launch(grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, b
         PRECISION=_precision(prob),
         UPCAST=interpreting() and prob.dtype == torch.bfloat16,
         F64=prob.dtype == torch.float64,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+    )
+    (launch or Launch())(
+        gemm_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     )
 
 
@@ -114,8 +109,14 @@ class Algorithm:
         """The heuristic choice when no tuning is done."""
         raise NotImplementedError
 
-    def run(self, prob: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor, cfg: Config) -> None:
-        """Compute ``y = conv(x, w) + bias``. ``x`` has channel stride 1 (see ``layout.as_nhwc``)."""
+    def run(
+        self, prob: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor, cfg: Config, launch=None
+    ) -> None:
+        """Compute ``y = conv(x, w) + bias``. ``x`` has channel stride 1 (see ``layout.as_nhwc``).
+
+        ``launch`` (a ``matmul.launch.Launch``) lets repeated calls with identically specialised
+        arguments skip Triton's dispatch; None launches through Triton every time.
+        """
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -166,7 +167,7 @@ class ImplicitGemm(Algorithm):
         bn = min(128, _small(prob.kg, 32))
         return Config(128, bn, bk if prob.dtype.itemsize == 2 else min(bk, 32), 8 if bn >= 128 else 4, 3)
 
-    def run(self, prob, x, w, bias, y, cfg):
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = weight_cache.get(w, cp)
         M = prob.n * prob.p * prob.q
@@ -179,7 +180,7 @@ class ImplicitGemm(Algorithm):
         num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
         fns = (cl.gather_im2col_init, cl.gather_im2col_load, cl.gather_weight_init, cl.gather_weight_load,
                cl.gather_output_store)  # fmt: skip
-        _launch((num_m * num_n, prob.groups), a, b, c, bias, y, prob.kg, num_m, num_n, prob.r * prob.s * c_tiles,
+        _launch(launch, (num_m * num_n, prob.groups), a, b, c, bias, y, prob.kg, num_m, num_n, prob.r * prob.s * c_tiles,
                 cfg, fns, False, prob)  # fmt: skip
 
 
@@ -201,11 +202,38 @@ def _tma_bk(prob: ConvProblem) -> int:
     return min(cap, _small(prob.cg))
 
 
+def _pow2_upto(v: int) -> list[int]:
+    out, p = [], 1
+    while p <= v:
+        out.append(p)
+        p *= 2
+    return out
+
+
+def spatial_tiles(prob: ConvProblem, block_n: int) -> list[tuple[float, int, int, int]]:
+    """Every (images x rows x columns) = ``block_n`` pixel block, best first, with its coverage.
+
+    Coverage is the fraction of the tiled output that is real output: 7x7 outputs in 8x8 tiles
+    waste 23% of the tensor-core work, while 1x1x128 or 32x2x2 blocks cover 7x7 and 14x14 exactly.
+    """
+    out = []
+    for tn in _pow2_upto(min(block_n, _small(prob.n, 1))):
+        for th in _pow2_upto(min(block_n // tn, _small(prob.p, 1))):
+            tw = block_n // (tn * th)
+            if tw > _small(prob.q, 1) or tn * th * tw != block_n:
+                continue
+            used = prob.n * prob.p * prob.q
+            tiled = cdiv(prob.n, tn) * tn * cdiv(prob.p, th) * th * cdiv(prob.q, tw) * tw
+            out.append((used / tiled, tn, th, tw))
+    # best coverage first; among equals, fewer images per tile (neighbouring taps share L2 lines)
+    out.sort(key=lambda t: (-t[0], t[1], -t[3]))
+    return out
+
+
 class ImplicitGemmTma(Algorithm):
-    """Hopper implicit GEMM: TMA boxes of the NHWC input over TILE_H x TILE_W output tiles (stride 1)."""
+    """Hopper implicit GEMM: TMA boxes of the NHWC input over blocks of output pixels (stride 1)."""
 
     name = "implicit_gemm_tma"
-    TILES = ((8, 8), (4, 16), (8, 16), (16, 8), (4, 32), (8, 32), (16, 16))
 
     def supports(self, prob: ConvProblem) -> str | None:
         reason = _tma_common(prob)
@@ -220,42 +248,43 @@ class ImplicitGemmTma(Algorithm):
         if interpreting():
             return [self.default_config(prob)]
         out = []
-        for bm, warps in ((128, 8), (64, 4)):
+        # (block_m, block_n, warps, stages): 64-row tiles use one warpgroup, 128-row tiles two
+        shapes = [(64, 128, 4, 4), (64, 256, 4, 3), (64, 256, 8, 3), (128, 128, 8, 4), (128, 256, 8, 3)]
+        for bm, bn, warps, stages in shapes:
             if bm == 128 and prob.kg <= 64:
                 continue
-            for th, tw in self.TILES:
-                bn = th * tw
-                if bn == 256 and bm == 64:
-                    continue
-                # drop tiles that are mostly padding for small outputs
-                used = prob.p * prob.q / (cdiv(prob.p, th) * th * cdiv(prob.q, tw) * tw)
-                if used < 0.6:
-                    continue
-                stages = 3 if bn == 256 else 4
-                out.append(Config(bm, bn, bk, warps, stages, tile_h=th, tile_w=tw))
+            tiles = spatial_tiles(prob, bn)
+            best = tiles[0][0] if tiles else 0
+            for cover, tn, th, tw in tiles[:2]:
+                if cover >= 0.85 * best:
+                    out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
         bk = _tma_bk(prob)
         if interpreting():
-            return Config(64, 32, bk, 4, 1, tile_h=4, tile_w=8)
-        th, tw = (8, 16) if prob.q >= 16 else (16, 8) if prob.p >= 16 else (8, 8)
+            _, tn, th, tw = spatial_tiles(prob, 32)[0]
+            return Config(64, 32, bk, 4, 1, tile_n=tn, tile_h=th, tile_w=tw)
         bm = 128 if prob.kg > 64 else 64
-        return Config(bm, th * tw, bk, 8 if bm == 128 else 4, 4, tile_h=th, tile_w=tw)
+        _, tn, th, tw = spatial_tiles(prob, 128)[0]
+        return Config(bm, 128, bk, 8 if bm == 128 else 4, 4, tile_n=tn, tile_h=th, tile_w=tw)
 
-    def run(self, prob, x, w, bias, y, cfg):
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = weight_cache.get(w, cp).view(prob.k, -1)
         c_tiles = cp // cfg.block_k
         g, cg, kg = prob.groups, prob.cg, prob.kg
-        x_desc = TensorDescriptor(x, [prob.n, prob.h, prob.w, g, cg], [x.stride(0), x.stride(2), x.stride(3), cg, 1],
-                                  [1, cfg.tile_h, cfg.tile_w, 1, cfg.block_k])  # fmt: skip
-        w_desc = TensorDescriptor(wp, list(wp.shape), [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
+        box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
+        x_desc = descriptor(
+            x, [prob.n, prob.h, prob.w, g, cg], [x.stride(0), x.stride(2), x.stride(3), cg, 1], box + [cfg.block_k]
+        )
+        w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
         yo = _nhwc_out(y)
-        y_desc = TensorDescriptor(yo, [prob.n, prob.p, prob.q, g, kg], [yo.stride(0), yo.stride(2), yo.stride(3), kg, 1],
-                                  [1, cfg.tile_h, cfg.tile_w, 1, cfg.block_m])  # fmt: skip
+        y_desc = descriptor(
+            yo, [prob.n, prob.p, prob.q, g, kg], [yo.stride(0), yo.stride(2), yo.stride(3), kg, 1], box + [cfg.block_m]
+        )
         num_m = cdiv(kg, cfg.block_m)
-        num_n = prob.n * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        num_n = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         a = (w_desc, (kg,))
         b = (
             x_desc,
@@ -263,9 +292,8 @@ class ImplicitGemmTma(Algorithm):
         )
         c = (y_desc, (prob.p, prob.q))
         fns = (mm.desc2d_init, mm.desc2d_a_load, cl.tma_im2col_init, cl.tma_im2col_load, cl.tma_output_store)
-        _launch(
-            (num_m * num_n, g), a, b, c, bias, yo, kg, num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, True, prob
-        )
+        k_tiles = prob.r * prob.s * c_tiles
+        _launch(launch, (num_m * num_n, g), a, b, c, bias, yo, kg, num_m, num_n, k_tiles, cfg, fns, True, prob)
         if yo is not y:
             y.copy_(yo)
 
@@ -290,9 +318,7 @@ class Gemm1x1(Algorithm):
         for bm, warps in ((128, 8), (64, 4)):
             if bm == 128 and prob.kg <= 64:
                 continue
-            for bn in (64, 128, 256):
-                if bn == 256 and bm == 64:
-                    continue
+            for bn in (128, 256):
                 out.append(Config(bm, bn, bk, warps, 3 if bn == 256 else 4))
         return out
 
@@ -303,18 +329,18 @@ class Gemm1x1(Algorithm):
         bm = 128 if prob.kg > 64 else 64
         return Config(bm, 128, bk, 8 if bm == 128 else 4, 4)
 
-    def run(self, prob, x, w, bias, y, cfg):
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = weight_cache.get(w, cp).view(prob.k, -1)
         g, cg, kg = prob.groups, prob.cg, prob.kg
         rows = prob.n * prob.h * prob.w
-        x_desc = TensorDescriptor(x, [rows, g, cg], [x.stride(3), cg, 1], [cfg.block_n, 1, cfg.block_k])
-        w_desc = TensorDescriptor(wp, list(wp.shape), [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
+        x_desc = descriptor(x, [rows, g, cg], [x.stride(3), cg, 1], [cfg.block_n, 1, cfg.block_k])
+        w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
         yo = _nhwc_out(y)
-        y_desc = TensorDescriptor(yo, [rows, g, kg], [prob.k, kg, 1], [cfg.block_n, 1, cfg.block_m])
+        y_desc = descriptor(yo, [rows, g, kg], [prob.k, kg, 1], [cfg.block_n, 1, cfg.block_m])
         num_m, num_n = cdiv(kg, cfg.block_m), cdiv(rows, cfg.block_n)
         fns = (mm.desc2d_init, mm.desc2d_a_load, mm.desc_init, mm.desc_b_load, mm.desc_store_t)
-        _launch((num_m * num_n, g), (w_desc, (kg,)), (x_desc, ()), (y_desc, ()), bias, yo, kg, num_m, num_n, cp // cfg.block_k,
+        _launch(launch, (num_m * num_n, g), (w_desc, (kg,)), (x_desc, ()), (y_desc, ()), bias, yo, kg, num_m, num_n, cp // cfg.block_k,
                 cfg, fns, True, prob)  # fmt: skip
         if yo is not y:
             y.copy_(yo)

@@ -14,10 +14,10 @@ Two families:
 * ``tma_*`` (Hopper tensor descriptors): the *transposed* view, M = output channels, N = output
   pixels, so that the weight tile (a plain 2-D box, loaded by ``matmul.loaders.desc2d_*`` from the
   packed ``[K, R*S*Cp]`` weight) is wgmma's A operand and the activation tile
-  (a 5-D box ``[1, TILE_H, TILE_W, 1, BLOCK_K]`` of the NHWC input viewed as
+  (a 5-D box ``[TILE_N, TILE_H, TILE_W, 1, BLOCK_K]`` of the NHWC input viewed as
   ``[N, H, W, groups, C/groups]``) is its transposed B operand: both stay in shared memory. The copy
   engine zero-fills boxes that start at negative coordinates or run past an edge, which is exactly
-  zero padding; output tiles are ``TILE_H x TILE_W`` rectangles of one image. Stride 1 only.
+  zero padding; output tiles are ``TILE_H x TILE_W`` rectangles of ``TILE_N`` images. Stride 1.
 """
 
 from __future__ import annotations
@@ -115,23 +115,27 @@ def gather_output_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr,
 
 # ================================================================ TMA (transposed view)
 @triton.jit
-def _spatial_tile(pid, P, Q, TILE_H: tl.constexpr, TILE_W: tl.constexpr):
-    """Tile index -> (image, first output row, first output column) of a TILE_H x TILE_W tile."""
+def _spatial_tile(pid, P, Q, TILE_N: tl.constexpr, TILE_H: tl.constexpr, TILE_W: tl.constexpr):
+    """Tile index -> (first image, first output row, first output column) of a
+    TILE_N x TILE_H x TILE_W block of output pixels. Small outputs (7x7, 14x14) use several
+    images per tile so that tiles fit the output exactly instead of being mostly padding."""
     tiles_w = tl.cdiv(Q, TILE_W)
     tiles_hw = tl.cdiv(P, TILE_H) * tiles_w
-    n = pid // tiles_hw
-    rem = pid - n * tiles_hw
+    nt = pid // tiles_hw
+    rem = pid - nt * tiles_hw
     th = rem // tiles_w
-    return n, th * TILE_H, (rem - th * tiles_w) * TILE_W
+    return nt * TILE_N, th * TILE_H, (rem - th * tiles_w) * TILE_W
 
 
 @triton.jit
 def tma_im2col_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """B = im2col(x)^T for a TILE_H x TILE_W tile of output pixels (stride 1)."""
+    """B = im2col(x)^T for a TILE_N x TILE_H x TILE_W block of output pixels (stride 1); the
+    tile shape is the descriptor's box ``[TILE_N, TILE_H, TILE_W, 1, BLOCK_K]``."""
     (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles) = args
+    TILE_N: tl.constexpr = x_desc.block_shape[0]
     TILE_H: tl.constexpr = x_desc.block_shape[1]
     TILE_W: tl.constexpr = x_desc.block_shape[2]
-    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_H, TILE_W)
+    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_N, TILE_H, TILE_W)
     return (x_desc, n, oh0 - pad_h, ow0 - pad_w, g, dil_h, dil_w, S, c_tiles)
 
 
@@ -150,8 +154,9 @@ def tma_output_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, 
     The descriptor clips what lies past P, Q or K/groups, so edge tiles need no masks.
     """
     (P, Q) = args
+    TILE_N: tl.constexpr = y_desc.block_shape[0]
     TILE_H: tl.constexpr = y_desc.block_shape[1]
     TILE_W: tl.constexpr = y_desc.block_shape[2]
-    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_H, TILE_W)
-    tile = acc.to(y_desc.dtype).T.reshape(1, TILE_H, TILE_W, 1, BLOCK_M)
+    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_N, TILE_H, TILE_W)
+    tile = acc.to(y_desc.dtype).T.reshape(TILE_N, TILE_H, TILE_W, 1, BLOCK_M)
     y_desc.store([n, oh0, ow0, g, pid_m * BLOCK_M], tile)

@@ -27,8 +27,12 @@ def autotune_enabled() -> bool:
 
 
 def clear_memo() -> None:
+    """Forget every tuning result (and the call plans built on them)."""
+    from ..functional import clear_plans
+
     with _lock:
         _memo.clear()
+    clear_plans()
 
 
 def _get(name: str) -> Algorithm:

@@ -1,0 +1,178 @@
+"""convgemm.matmul.matmul, the plain GEMM built from the convolution's blocks, against float64 torch."""
+
+import pytest
+import torch
+from conftest import DEVICE
+from reference import THRESHOLDS, rel_err
+
+from convgemm.matmul import matmul
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+
+
+@pytest.fixture(autouse=True)
+def _strict_fp32():
+    """fp32 is strict IEEE unless torch.backends.cuda.matmul.allow_tf32 says otherwise: pin it off."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def rand(*shape, dtype):
+    return torch.randn(*shape, device=DEVICE).to(dtype)
+
+
+def col_major(rows, cols, dtype):
+    """A [rows, cols] tensor stored column by column (a transposed contiguous tensor)."""
+    return rand(cols, rows, dtype=dtype).t()
+
+
+def ref_mm(a, b, bias=None):
+    out = a.detach().double().cpu() @ b.detach().double().cpu()
+    return out if bias is None else out + bias.detach().double().cpu()
+
+
+def check(c, ref, dtype, what=""):
+    assert tuple(c.shape) == tuple(ref.shape), what
+    assert c.dtype == dtype, what
+    assert c.is_contiguous(), what
+    err = rel_err(c, ref)
+    assert err <= THRESHOLDS[{v: k for k, v in DTYPES.items()}[dtype]], f"{what}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("use_tma", [False, True, None], ids=["ptr", "tma", "auto"])
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_odd_sizes(name, use_tma, bias):
+    """M = 37 (not a tile multiple), K = 40, N = 24: strides 16-byte aligned, so TMA may be forced."""
+    dtype = DTYPES[name]
+    M, K, N = 37, 40, 24
+    a = rand(M, K, dtype=dtype)
+    # the TMA path reads B as [N, K] rows: b must be K-contiguous (column-major)
+    b = col_major(K, N, dtype) if use_tma else rand(K, N, dtype=dtype)
+    bv = rand(N, dtype=dtype) if bias else None
+    c = matmul(a, b, bv, use_tma=use_tma)
+    check(c, ref_mm(a, b, bv), dtype, f"{name} use_tma={use_tma}")
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_unaligned_sizes(name):
+    """M, K, N odd (no 16-byte aligned strides): the auto choice must fall back to pointer loads."""
+    dtype = DTYPES[name]
+    a, b, bv = rand(33, 19, dtype=dtype), rand(19, 5, dtype=dtype), rand(5, dtype=dtype)
+    check(matmul(a, b, bv), ref_mm(a, b, bv), dtype, name)
+    check(matmul(a, b), ref_mm(a, b), dtype, name)
+
+
+@pytest.mark.parametrize("use_tma", [False, None], ids=["ptr", "auto"])
+@pytest.mark.parametrize("name", ["fp32", "fp16"])
+def test_transposed_and_sliced_operands(name, use_tma):
+    dtype = DTYPES[name]
+    M, K, N = 21, 40, 24
+    a = rand(K, M, dtype=dtype).t()  # non-contiguous, M-contiguous
+    b = rand(K, N, dtype=dtype)
+    assert not a.is_contiguous()
+    check(matmul(a, b, use_tma=use_tma), ref_mm(a, b), dtype, "a transposed")
+    bt = col_major(K, N, dtype)
+    assert not bt.is_contiguous()
+    check(matmul(a, bt, use_tma=use_tma), ref_mm(a, bt), dtype, "both transposed")
+    big = rand(2 * M, K + 7, dtype=dtype)
+    sliced = big[::2, 3 : 3 + K]  # row stride 2 * (K + 7), column stride 1
+    check(matmul(sliced, b, use_tma=use_tma), ref_mm(sliced, b), dtype, "a sliced")
+    bsl = rand(K, 3 * N, dtype=dtype)[:, ::3]  # column stride 3
+    check(matmul(a, bsl, use_tma=use_tma), ref_mm(a, bsl), dtype, "b strided")
+
+
+def test_transposed_a_with_tma():
+    a = rand(37, 40, dtype=torch.float16)
+    b = col_major(40, 24, torch.float16)
+    bias = rand(24, dtype=torch.float16)
+    check(matmul(a, b, bias, use_tma=True), ref_mm(a, b, bias), torch.float16, "tma")
+
+
+@pytest.mark.parametrize("block", [(16, 16, 16), (32, 16, 32), (16, 32, 16)])
+def test_block_sizes(block):
+    """Several tiles along every dimension, and K not a multiple of BLOCK_K."""
+    a, b, bias = rand(45, 50, dtype=torch.float32), rand(50, 37, dtype=torch.float32), rand(37, dtype=torch.float32)
+    check(matmul(a, b, bias, block=block), ref_mm(a, b, bias), torch.float32, str(block))
+
+
+def test_bias_is_added_per_column():
+    """A large bias on a zero product shows the bias goes along N (columns), not M."""
+    a = torch.zeros(6, 8, device=DEVICE)
+    b = torch.zeros(8, 5, device=DEVICE)
+    bias = torch.arange(5, dtype=torch.float32, device=DEVICE) * 100
+    c = matmul(a, b, bias)
+    assert torch.equal(c.cpu(), bias.cpu().expand(6, 5))
+
+
+def test_fp64_keeps_fp64_precision():
+    """Sums exact in float64 but rounded away by any float32 step (inputs, products or accumulator)."""
+    a = torch.tensor([[1 + 2**-40, 1.0]], dtype=torch.float64, device=DEVICE)
+    b = torch.tensor([[1.0, 2.0], [1.0, 0.5]], dtype=torch.float64, device=DEVICE)
+    for use_tma in (False, True):
+        c = matmul(a, b.t().contiguous().t(), use_tma=use_tma)
+        assert c.cpu().tolist() == [[2 + 2**-40, 2.5 + 2**-39]], use_tma
+
+
+def test_empty_sizes():
+    a, b, bias = rand(0, 8, dtype=torch.float32), rand(8, 5, dtype=torch.float32), rand(5, dtype=torch.float32)
+    assert matmul(a, b, bias).shape == (0, 5)
+    assert matmul(rand(4, 8, dtype=torch.float32), rand(8, 0, dtype=torch.float32)).shape == (4, 0)
+    # K = 0: the empty sum is zero, plus the bias
+    a0, b0 = rand(4, 0, dtype=torch.float32), rand(0, 5, dtype=torch.float32)
+    assert torch.equal(matmul(a0, b0).cpu(), torch.zeros(4, 5))
+    assert torch.equal(matmul(a0, b0, bias).cpu(), bias.cpu().expand(4, 5))
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape, bias_shape, exc, match",
+    [
+        ((4, 8, 1), (8, 5), None, ValueError, r"must be 2-D, got \(4, 8, 1\) and \(8, 5\)"),
+        ((4, 8), (8,), None, ValueError, r"must be 2-D"),
+        ((8,), (8, 5), None, ValueError, r"must be 2-D"),
+        ((4, 8), (9, 5), None, ValueError, r"inner sizes differ: a is \(4, 8\), b is \(9, 5\)"),
+        ((4, 8), (8, 5), (4,), ValueError, r"bias must have shape \[5\], got \(4,\)"),
+        ((4, 8), (8, 5), (1, 5), ValueError, r"bias must have shape \[5\], got \(1, 5\)"),
+        ((4, 8), (8, 5), (), ValueError, r"bias must have shape \[5\]"),
+    ],
+)
+def test_errors(a_shape, b_shape, bias_shape, exc, match):
+    a, b = torch.randn(a_shape, device=DEVICE), torch.randn(b_shape, device=DEVICE)
+    bias = None if bias_shape is None else torch.randn(bias_shape, device=DEVICE)
+    with pytest.raises(exc, match=match):
+        matmul(a, b, bias)
+
+
+@pytest.mark.parametrize(
+    "da, db, dbias", [(torch.float32, torch.float16, None), (torch.float16, torch.float16, torch.float32)]
+)
+def test_dtype_mismatch(da, db, dbias):
+    a, b = rand(4, 8, dtype=da), rand(8, 5, dtype=db)
+    bias = None if dbias is None else rand(5, dtype=dbias)
+    with pytest.raises(TypeError, match="share one dtype"):
+        matmul(a, b, bias)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="src bug: use_tma=True with a row-major b fails inside TensorDescriptor "
+    "('strides must be 16-byte aligned') although every stride is aligned",
+)
+def test_forced_tma_with_row_major_b():
+    """Forcing TMA on ordinary contiguous operands must either work or be refused with a ValueError."""
+    a, b = rand(37, 40, dtype=torch.float16), rand(40, 24, dtype=torch.float16)
+    try:
+        c = matmul(a, b, use_tma=True)
+    except ValueError:
+        return
+    check(c, ref_mm(a, b), torch.float16, "forced tma, row-major b")
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: matmul does not check dtypes; integers fail inside Triton")
+def test_integer_dtype_is_refused():
+    a = torch.ones(4, 8, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(TypeError):
+        matmul(a, a.t().contiguous())
