@@ -1,0 +1,340 @@
+"""The benchmark: suites as data, shape parsing, the CLI's arguments, and report rendering (no GPU needed)."""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import convgemm
+from convgemm.bench import report
+from convgemm.bench.runner import Result, Row
+from convgemm.bench.suites import SUITES, Shape, parse_shape, suite
+from convgemm.cli import _shapes, build_parser, main
+
+FIXTURE = Path(__file__).parent / "fixtures" / "bench_result.json"
+SUITE_NAMES = [*SUITES, "all"]
+
+
+# ---------------------------------------------------------------- suites
+def _meta_output(shp: Shape) -> tuple:
+    x = torch.empty(shp.n, shp.c, shp.h, shp.w, device="meta")
+    w = torch.empty(shp.k, shp.c // shp.groups, shp.r, shp.s, device="meta")
+    b = torch.empty(shp.k, device="meta") if shp.bias else None
+    y = F.conv2d(x, w, b, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+    return tuple(y.shape)
+
+
+@pytest.mark.parametrize("name", SUITE_NAMES)
+def test_suite_shapes_are_valid(name):
+    shapes = suite(name)
+    assert shapes, name
+    for shp in shapes:
+        assert isinstance(shp, Shape)
+        assert min(shp.n, shp.c, shp.h, shp.w, shp.k, shp.r, shp.s, shp.stride, shp.dil, shp.groups) >= 1, shp
+        assert shp.pad >= 0, shp
+        assert shp.c % shp.groups == 0 and shp.k % shp.groups == 0, shp
+        assert _meta_output(shp) == (shp.n, shp.k, shp.p, shp.q), shp.name
+        assert shp.flops == 2 * shp.n * shp.k * shp.p * shp.q * (shp.c // shp.groups) * shp.r * shp.s
+        assert parse_shape(shp.spec()).params()[:-1] == shp.params()[:-1], shp.name  # spec round-trips
+
+
+@pytest.mark.parametrize("name", SUITE_NAMES)
+def test_suite_names_unique(name):
+    names = [s.name for s in suite(name)]
+    assert len(names) == len(set(names)), [n for n in names if names.count(n) > 1]
+    params = [s.params() for s in suite(name)]
+    assert len(params) == len(set(params)), f"{name}: the same layer twice"
+
+
+def test_seed_suite():
+    shapes = suite("seed")
+    assert len(shapes) == 14
+    assert all(s.n == 16 and s.bias and s.pad == 0 and s.groups == 1 for s in shapes)
+    assert {(s.r, s.stride) for s in shapes} >= {(11, 4), (7, 2), (5, 1), (3, 1), (1, 1)}
+
+
+def test_all_is_the_union_of_the_gpu_suites():
+    everything = suite("all")
+    params = {s.params() for s in everything}
+    for name in ("seed", "floor", "resnet50", "craft", "grouped", "small-channel"):
+        missing = [s.name for s in suite(name) if s.params() not in params]
+        assert not missing, f"{name}: {missing}"
+    assert not params & {s.params() for s in suite("tiny")}, "the interpreter demo shapes are not GPU suites"
+
+
+def test_suites_hold_what_they_promise():
+    grouped = suite("grouped")
+    assert any(s.groups == 32 for s in grouped)  # ResNeXt
+    assert any(s.groups == s.c == s.k and s.r == 7 for s in grouped)  # ConvNeXt depthwise 7x7
+    assert any(s.dil == 6 and s.pad == 6 for s in suite("craft"))  # CRAFT's fc6
+    assert all(s.c <= 16 or s.k <= 16 for s in suite("small-channel"))
+    assert len(suite("floor")) == 8 and all(s.r == s.s == 3 for s in suite("floor"))
+    tiny = suite("tiny")
+    assert all(s.n * s.c * s.h * s.w <= 4096 for s in tiny)
+
+
+def test_unknown_suite():
+    with pytest.raises(ValueError, match=r"unknown suite 'nope'.*resnet50"):
+        suite("nope")
+
+
+# ---------------------------------------------------------------- parse_shape
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("2,3,8,9,4,3,3", (2, 3, 8, 9, 4, 3, 3, 1, 0, 1, 1)),
+        ("2,3,8,9,4,3,3,2", (2, 3, 8, 9, 4, 3, 3, 2, 0, 1, 1)),
+        ("2,3,8,9,4,3,3,2,1", (2, 3, 8, 9, 4, 3, 3, 2, 1, 1, 1)),
+        ("2,3,8,9,4,3,3,1,2,2", (2, 3, 8, 9, 4, 3, 3, 1, 2, 2, 1)),
+        ("2,4,8,9,8,3,5,1,1,1,4", (2, 4, 8, 9, 8, 3, 5, 1, 1, 1, 4)),
+        (" 1, 8 ,5,5,8,1,1", (1, 8, 5, 5, 8, 1, 1, 1, 0, 1, 1)),
+    ],
+)
+def test_parse_shape(text, want):
+    shp = parse_shape(text)
+    assert shp.params()[:-1] == want
+    assert shp.bias
+    assert shp.name == f"custom {text}"
+    assert parse_shape(text, name="mine").name == "mine"
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "expected integers"),
+        ("1,2,3,4,5,6", "expected 7 to 11 integers.*got 6"),
+        ("1,2,3,4,5,6,7,1,0,1,1,1", "expected 7 to 11 integers.*got 12"),
+        ("1,2,3,4,5,x,3", "expected integers"),
+        ("1,2,3.5,4,5,3,3", "expected integers"),
+        ("1;2;8;8;4;3;3", "expected integers"),
+        ("0,2,8,8,4,3,3", "sizes must be >= 1"),
+        ("1,2,8,8,4,3,3,0", "sizes must be >= 1"),
+        ("1,2,8,8,4,3,3,1,-1", "padding >= 0"),
+        ("1,2,8,8,4,3,3,1,0,0", "sizes must be >= 1"),
+        ("1,6,8,8,4,3,3,1,0,1,4", "groups must divide C and K"),
+        ("1,4,8,8,6,3,3,1,0,1,4", "groups must divide C and K"),
+        ("1,2,4,4,4,5,5", "output would be empty"),
+        ("1,2,5,5,4,3,3,1,0,3", "output would be empty"),
+    ],
+)
+def test_parse_shape_rejects(text, match):
+    with pytest.raises(ValueError, match=match):
+        parse_shape(text)
+
+
+# ---------------------------------------------------------------- the CLI
+def test_cli_bench_arguments():
+    args = build_parser().parse_args(
+        ["bench", "--suite", "seed,tiny", "--shape", "1,8,5,5,8,3,3", "--shape", "2,4,9,9,4,1,1,2",
+         "--dtype", "fp16,bf16", "--json", "out.json", "--check"]
+    )  # fmt: skip
+    assert args.cmd == "bench"
+    assert args.suite == "seed,tiny"
+    assert args.shape == ["1,8,5,5,8,3,3", "2,4,9,9,4,1,1,2"]
+    assert args.dtype == "fp16,bf16"
+    assert args.json == "out.json"
+    assert args.check is True
+    shapes = _shapes(args)
+    assert len(shapes) == 14 + len(suite("tiny")) + 2
+    assert [label for label, _ in shapes].count("custom") == 2
+    assert shapes[-1][1].params()[:-1] == (2, 4, 9, 9, 4, 1, 1, 2, 0, 1, 1)
+
+
+def test_cli_bench_defaults():
+    args = build_parser().parse_args(["bench"])
+    assert (args.suite, args.shape, args.dtype, args.json, args.csv, args.plot, args.check) == (
+        None, [], "bf16", None, None, None, False
+    )  # fmt: skip
+    assert (args.direction, args.layout, args.baseline) == ("fwd", "channels_last", "cudnn")
+    assert [label for label, _ in _shapes(args)] == ["seed"] * 14  # no suite, no shape: the seed suite
+    only_shape = build_parser().parse_args(["bench", "--shape", "1,8,5,5,8,3,3"])
+    assert [label for label, _ in _shapes(only_shape)] == ["custom"]  # a shape alone: no default suite
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["frobnicate"], ["bench", "--layout", "nhwc"], ["bench", "--direction", "bwd"], ["bench", "--check", "yes"]],
+)
+def test_cli_rejects_bad_arguments(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)
+    assert info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["bench", "--dtype", "fp8"], "--dtype 'fp8'"),
+        (["bench", "--baseline", "tensorrt"], "--baseline 'tensorrt'"),
+        (["bench", "--shape", "1,2,3"], "expected 7 to 11 integers"),
+        (["bench", "--suite", "nope"], "unknown suite 'nope'"),
+    ],
+)
+def test_cli_bench_refuses_bad_values(argv, match, capsys):
+    """Bad values are reported with exit status 2 before anything is run."""
+    assert main(argv) == 2
+    assert match in " ".join(capsys.readouterr().out.split())
+
+
+def test_cli_info(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert f"convgemm {convgemm.__version__}" in out
+    assert f"torch {torch.__version__}" in out
+    assert "algorithms: " + ", ".join(convgemm.algorithms()) in out
+
+
+# ---------------------------------------------------------------- reports
+@pytest.fixture
+def data():
+    return report.load(str(FIXTURE))
+
+
+def test_fixture_is_schema_correct(data):
+    assert set(report.JSON_KEYS) <= set(data)
+    assert {"torch", "triton", "cudnn", "convgemm", "driver"} <= set(data["versions"])
+    fields = set(Row.__dataclass_fields__)
+    for r in data["rows"]:
+        assert set(r) == fields
+        Row(**r)  # constructible
+    assert set(report.ROW_KEYS) <= fields
+
+
+# (ids "no-<key>": an id of plain "gpu" would make conftest skip the test as a GPU test)
+@pytest.mark.parametrize("key", report.JSON_KEYS, ids=lambda k: f"no-{k}")
+def test_load_rejects_missing_keys(key, tmp_path):
+    d = json.loads(FIXTURE.read_text())
+    del d[key]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=f"not a convgemm bench result.*'{key}'"):
+        report.load(str(path))
+
+
+def test_load_rejects_non_json(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("gpu,rows\n")
+    with pytest.raises(ValueError):
+        report.load(str(path))
+
+
+@pytest.mark.parametrize(
+    "vals, want",
+    [([2.0, 8.0], 4.0), ([1.5], 1.5), ([2.0, None, 8.0], 4.0), ([0.0, -1.0, float("nan"), 3.0], 3.0), ([None], None)],
+)
+def test_geomean(vals, want):
+    got = report.geomean(vals)
+    assert got == want if want is None else math.isclose(got, want)
+
+
+def _render(tables) -> str:
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    for t in tables:
+        console.print(t)
+    return console.export_text()
+
+
+def test_tables(data):
+    tables = report.tables(data)
+    assert len(tables) == 2  # one per (dtype, direction)
+    text = _render(tables)
+    assert "bf16 fwd (channels_last)" in text and "fp16 fwd (channels_last)" in text
+    lines = text.splitlines()
+    footers = [[c.strip() for c in ln.split("│")[1:-1]] for ln in lines if "geomean" in ln]
+    assert len(footers) == 2
+    # columns: shape, GFLOP, convgemm µs, cuDNN µs, speedup, TFLOP/s, % roof, cuDNN % roof, algorithm, rel err
+    # bf16: speedups 2 and 8 -> 4.00x; % of roofline 40 and 90 -> 60; cuDNN 20 and 11.25 -> 15
+    assert footers[0] == ["geomean", "", "", "", "4.00×", "", "60", "15", "", ""]
+    # fp16: the failed row (no timings) is left out of the means
+    assert footers[1] == ["geomean", "", "", "", "1.50×", "", "25", "17", "", ""]
+    assert "FAIL" in text and "resnet50 3x3 64->64 @56" in text
+    assert "implicit_gemm_tma 128x128x64 w8 s4 t8x16" in text
+
+
+def test_tables_from_result_match_tables_from_json(data):
+    res = Result(data["gpu"], data["versions"], data["ceilings"], data["date"], [Row(**r) for r in data["rows"]])
+    assert _render(report.tables(res)) == _render(report.tables(data))
+
+
+def test_markdown_table(data):
+    md = report.markdown_table(data)
+    lines = md.splitlines()
+    header = (
+        "| shape | GFLOP | convgemm µs | cuDNN µs | speedup | TFLOP/s | % roofline | cuDNN % roofline | algorithm |"
+    )
+    assert lines.count(header) == 2
+    assert lines.count("|---|--:|--:|--:|--:|--:|--:|--:|---|") == 2
+    assert "**bf16 fwd, channels_last** — geometric-mean speedup 4.00×" in md
+    assert "convgemm at 60% of roofline (cuDNN 15%)" in md
+    assert "| resnet50 3x3 64->64 @56 | 14.80 | 50.0 | 100.0 | 2.00 | 296 | 40 | 20 | implicit_gemm_tma |" in lines
+    assert "| seed 512x7x7->512 3x3 s1 | 0.19 | - | - | - | - | - | - | - |" in lines
+    assert len([ln for ln in lines if ln.startswith("| seed")]) == 2
+    short = report.markdown_table(data, max_rows=1)
+    assert len([ln for ln in short.splitlines() if ln.startswith("| seed")]) == 1
+
+
+def _parse(v: str):
+    if v == "":
+        return None
+    if v in ("True", "False"):
+        return v == "True"
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+def test_write_csv_round_trip(data, tmp_path):
+    path = tmp_path / "rows.csv"
+    report.write_csv(data, str(path))
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == list(Row.__dataclass_fields__)
+        back = list(reader)
+    assert len(back) == len(data["rows"])
+    for got, want in zip(back, data["rows"], strict=True):
+        for k, v in want.items():
+            g = _parse(got[k])
+            if v == "":  # an empty note reads back as None
+                assert g is None, k
+            elif isinstance(v, float):
+                assert math.isclose(g, v), k
+            else:
+                assert g == v, k
+    # a Result writes the same file
+    res = Result(data["gpu"], data["versions"], data["ceilings"], data["date"], [Row(**r) for r in data["rows"]])
+    path2 = tmp_path / "rows2.csv"
+    report.write_csv(res, str(path2))
+    assert path2.read_text() == path.read_text()
+
+
+def test_write_json_round_trip(data, tmp_path):
+    res = Result(data["gpu"], data["versions"], data["ceilings"], data["date"], [Row(**r) for r in data["rows"]])
+    path = tmp_path / "result.json"
+    report.write_json(res, str(path))
+    assert report.load(str(path)) == data
+
+
+def test_plot(data, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "speedup.png"
+    report.plot(data, str(path))
+    blob = path.read_bytes()
+    assert blob[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(blob) > 5000
+
+
+def test_plot_without_timings_writes_nothing(data, tmp_path):
+    path = tmp_path / "none.png"
+    report.plot({**data, "rows": [r for r in data["rows"] if r["speedup"] is None]}, str(path))
+    assert not path.exists()
