@@ -121,7 +121,7 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
                 return_mode="median",
             )
             best_t[i] = min(best_t[i], t)
-    for (algo, cfg, _), t in zip(ready, best_t):
+    for (algo, cfg, _), t in zip(ready, best_t, strict=True):
         _log(prob, algo, cfg, t)
     i = min(range(len(ready)), key=best_t.__getitem__)
     return ready[i][0], ready[i][1]
