@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
     if INTERPRET:
         skip = pytest.mark.skip(reason="needs a CUDA GPU (running under Triton's interpreter)")
         for item in items:
-            if "gpu" in item.keywords:
+            if item.get_closest_marker("gpu") is not None:
                 item.add_marker(skip)
 
 

@@ -191,13 +191,6 @@ ALIASES = [
 ]
 
 
-@pytest.mark.xfail(
-    DEVICE == "cuda",
-    strict=True,
-    raises=AssertionError,  # "kernel reached": the cached plan ran instead of refusing
-    reason="src bug: conv2d's plan cache keys on the argument values, so after a valid call "
-    "groups=2.0 / stride=True / padding=(1.0, 1) equal the cached key and skip validation",
-)
 @pytest.mark.parametrize("bad, good, match", [a[1:] for a in ALIASES], ids=[a[0] for a in ALIASES])
 def test_warm_call_still_validates(bad, good, match, monkeypatch):
     """A valid call first (conv2d may remember a plan for its arguments), then the same call with an

@@ -59,8 +59,8 @@ def _shapes(args) -> list:
 
     out = []
     names = args.suite.split(",") if args.suite else ([] if args.shape else ["seed"])
-    for name in names:
-        out += [(name, s) for s in suite(name.strip())]
+    for name in (n.strip() for n in names):
+        out += [(name, s) for s in suite(name)]
     out += [("custom", parse_shape(s)) for s in args.shape]
     return out
 

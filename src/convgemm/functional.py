@@ -28,28 +28,35 @@ def clear_plans() -> None:
         _plans.clear()
 
 
-def _hashable(v):
-    return v if isinstance(v, (int, str)) else tuple(v) if isinstance(v, (tuple, list, torch.Size)) else v
+def _plain(v):
+    """``v`` as a plan-key component if it is a plain int, str, or sequence of plain ints; else raise.
+
+    Plain types only: ``2.0 == 2`` and ``True == 1`` hash alike, and a plan made for a valid call
+    must never let a float or bool argument skip the validation that would refuse it.
+    """
+    if type(v) is int or type(v) is str:
+        return v
+    if type(v) in (tuple, list, torch.Size) and all(type(e) is int for e in v):
+        return (type(v) is list, *v)
+    raise TypeError
 
 
 def _signature(input, weight, bias, stride, padding, dilation, groups, algorithm) -> tuple | None:
-    """The plan key of a call, or None when a plan must not be used (interpreter, odd arguments)."""
-    if not (isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor)) or input.device.type != "cuda":
+    """The plan key of a call, or None when a plan must not be used (interpreter, unusual arguments)."""
+    if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or input.device.type != "cuda":
         return None
     if bias is not None and not isinstance(bias, torch.Tensor):
         return None
     b = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() % 16)
     try:
-        key = (
+        return (
             input.shape, input.stride(), input.dtype, input.device, input.data_ptr() % 16,
             weight.shape, weight.stride(), weight.dtype, weight.device,
-            b, _hashable(stride), _hashable(padding), _hashable(dilation), groups, algorithm,
+            b, _plain(stride), _plain(padding), _plain(dilation), _plain(groups), _plain(algorithm),
             torch.backends.cudnn.allow_tf32,
         )  # fmt: skip
-        hash(key)
     except TypeError:
         return None
-    return key
 
 
 def _dense_rows(x: torch.Tensor) -> bool:

@@ -52,7 +52,7 @@ class GemmShape:
 
 def _pair(value: IntOrPair, name: str) -> tuple[int, int]:
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int or a pair of ints, got a bool ({value!r}); pass e.g. {name}=1")
+        raise TypeError(f"conv2d: {name} must be an int or a pair of ints, got a bool ({value!r}); pass e.g. {name}=1")
     if isinstance(value, int):
         return (value, value)
     if isinstance(value, torch.Size) or isinstance(value, (tuple, list)):
@@ -60,9 +60,9 @@ def _pair(value: IntOrPair, name: str) -> tuple[int, int]:
         if len(vals) == 1:
             vals = vals * 2
         if len(vals) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
-            raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}; pass e.g. {name}=(1, 1)")
+            raise TypeError(f"conv2d: {name} must be an int or a pair of ints, got {value!r}; pass e.g. {name}=(1, 1)")
         return (vals[0], vals[1])
-    raise TypeError(f"{name} must be an int or a pair of ints, got {type(value).__name__} {value!r}")
+    raise TypeError(f"conv2d: {name} must be an int or a pair of ints, got {type(value).__name__} {value!r}")
 
 
 def _suggest_channels_last(t: torch.Tensor) -> bool:

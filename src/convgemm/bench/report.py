@@ -41,15 +41,15 @@ def _fmt(v, spec: str, dash: str = "-") -> str:
 
 
 def tables(data: dict | Result):
-    """One rich Table per (dtype, direction), with a geometric-mean footer."""
+    """One rich Table per (dtype, direction, layout), with a geometric-mean footer."""
     from rich.table import Table
 
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows_of(data):
-        groups[(r["dtype"], r["direction"])].append(r)
+        groups[(r["dtype"], r["direction"], r["layout"])].append(r)
     out = []
-    for (dtype, direction), rows in groups.items():
-        t = Table(title=f"{dtype} {direction} ({rows[0]['layout']})", show_footer=True)
+    for (dtype, direction, layout), rows in groups.items():
+        t = Table(title=f"{dtype} {direction} ({layout})", show_footer=True)
         gm = geomean(r["speedup"] for r in rows)
         gm_roof = geomean(r["roofline_pct"] for r in rows)
         gm_croof = geomean(r["cudnn_roofline_pct"] for r in rows)

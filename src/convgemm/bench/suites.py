@@ -8,7 +8,8 @@ A shape is ``N,C,H,W,K,R,S,stride,pad,dil,groups`` plus a bias flag and a name. 
 * ``craft``: every distinct convolution of CRAFT at batch 1, 768x768 input.
 * ``grouped``: ResNeXt-50 32x4d grouped 3x3, MobileNetV2 depthwise 3x3, ConvNeXt-T depthwise 7x7.
 * ``small-channel``: first layers and heads with 1-16 channels.
-* ``all``: the union (duplicates removed).
+* ``all``: the union of seed, resnet50, craft, grouped and small-channel (duplicates removed;
+  every ``floor`` shape is in resnet50 or craft).
 * ``tiny``: small shapes for the interpreter demo (no GPU).
 """
 

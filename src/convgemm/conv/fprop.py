@@ -28,7 +28,7 @@ from ..matmul.blocks import gemm_kernel
 from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
-from .layout import channel_pad, weight_cache
+from .layout import channel_pad, krsc_weight
 
 
 @dataclass(frozen=True)
@@ -168,14 +168,12 @@ class ImplicitGemm(Algorithm):
         return Config(128, bn, bk if prob.dtype.itemsize == 2 else min(bk, 32), 8 if bn >= 128 else 4, 3)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
-        cp = channel_pad(prob.cg, cfg.block_k)
-        wp = weight_cache.get(w, cp)
         M = prob.n * prob.p * prob.q
-        c_tiles = cp // cfg.block_k
+        c_tiles = cdiv(prob.cg, cfg.block_k)
         a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
              prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
              prob.s, prob.cg, c_tiles))  # fmt: skip
-        b = (None, (wp, prob.kg, prob.cg, wp.stride(0), wp.stride(1), prob.s, c_tiles))
+        b = (None, (w, prob.kg, prob.cg, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.s, c_tiles))
         c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, prob.kg))
         num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
         fns = (cl.gather_im2col_init, cl.gather_im2col_load, cl.gather_weight_init, cl.gather_weight_load,
@@ -198,7 +196,12 @@ def _tma_common(prob: ConvProblem) -> str | None:
 
 
 def _tma_bk(prob: ConvProblem) -> int:
+    """The K tile: the largest that divides C/groups (so channels need no zero padding and a
+    channels_last weight is used in place), else the smallest power of two covering C/groups."""
     cap = 64 if prob.dtype.itemsize == 2 else 32  # 128-byte rows: the widest swizzle
+    for bk in (cap, cap // 2, cap // 4):
+        if bk >= 16 and prob.cg % bk == 0:
+            return bk
     return min(cap, _small(prob.cg))
 
 
@@ -273,7 +276,7 @@ class ImplicitGemmTma(Algorithm):
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         cp = channel_pad(prob.cg, cfg.block_k)
-        wp = weight_cache.get(w, cp).view(prob.k, -1)
+        wp = krsc_weight(w, cp).view(prob.k, -1)
         c_tiles = cp // cfg.block_k
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
@@ -333,7 +336,7 @@ class Gemm1x1(Algorithm):
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         cp = channel_pad(prob.cg, cfg.block_k)
-        wp = weight_cache.get(w, cp).view(prob.k, -1)
+        wp = krsc_weight(w, cp).view(prob.k, -1)
         g, cg, kg = prob.groups, prob.cg, prob.kg
         rows = prob.n * prob.h * prob.w
         x_desc = descriptor(x, [rows, g, cg], [x.stride(3), cg, 1], [cfg.block_n, 1, cfg.block_k])

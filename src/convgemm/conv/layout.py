@@ -1,9 +1,6 @@
-"""Layouts: the NHWC view of activations and the packed KRSC weight, with its cache."""
+"""Layouts: the NHWC view of activations and the KRSC view (or packed copy) of the weight."""
 
 from __future__ import annotations
-
-import threading
-import weakref
 
 import torch
 
@@ -45,39 +42,21 @@ def pack_weight(w: torch.Tensor, c_pad: int) -> torch.Tensor:
     return out
 
 
-class _PackCache:
-    """Packed weights keyed by the source tensor's identity, invalidated by in-place changes.
+def krsc_weight(w: torch.Tensor, c_pad: int) -> torch.Tensor:
+    """``w [K, C/g, R, S]`` as a dense ``[K, R*S, Cp]`` KRSC tensor with 16-byte aligned rows.
 
-    Each entry holds a weak reference to the weight, so a freed tensor whose memory is reused by
-    a new one can never hit a stale entry; ``torch.Tensor._version`` catches in-place updates
-    (optimizer steps, ``copy_``).
+    A channels_last weight whose channel count is already ``c_pad`` *is* that tensor: it is
+    returned as a view, with no copy and nothing to go stale. Anything else is packed anew on
+    every call (a small copy, as PyTorch itself converts weights to the input's memory format on
+    each cuDNN call). Nothing is cached here, so a weight changed in place, through ``.data`` or
+    any other alias, is always seen.
     """
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[int, int], tuple[weakref.ref, int, torch.Tensor]] = {}
-        self._lock = threading.RLock()
-
-    def get(self, w: torch.Tensor, c_pad: int) -> torch.Tensor:
-        key = (id(w), c_pad)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None and hit[0]() is w and hit[1] == w._version:
-                return hit[2]
-        packed = pack_weight(w.detach(), c_pad)
-        with self._lock:
-            ref = weakref.ref(w, lambda _r, key=key: self._entries.pop(key, None))
-            self._entries[key] = (ref, w._version, packed)
-        return packed
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-weight_cache = _PackCache()
+    k, cg, r, s = w.shape
+    if cg == c_pad and w.data_ptr() % 16 == 0:
+        v = w.permute(0, 2, 3, 1)
+        if v.is_contiguous():
+            return v.reshape(k, r * s, cg)
+    return pack_weight(w, c_pad)
 
 
 def channel_pad(cg: int, block_k: int) -> int:

@@ -81,19 +81,23 @@ def gather_im2col_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 @triton.jit
 def gather_weight_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """B = packed weight [K, R*S, Cp] seen as [K/groups] rows of group g, K contiguous."""
-    (w_ptr, Kg, Cg, s_k, s_tap, S, c_tiles) = args
+    """B = the weight ``w[K, C/g, R, S]`` read in place through its strides: rows of group g.
+
+    Reading in place means no packing and nothing cached; a channels_last weight (channel stride
+    1) gives vectorised loads.
+    """
+    (w_ptr, Kg, Cg, s_k, s_c, s_r, s_s, S, c_tiles) = args
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rows = (g * Kg + offs_n).to(tl.int64) * s_k
-    return (w_ptr, rows, offs_n < Kg, s_tap, Cg, c_tiles)
+    return (w_ptr, rows, offs_n < Kg, s_c, s_r, s_s, S, Cg, c_tiles)
 
 
 @triton.jit
 def gather_weight_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    (w_ptr, rows, mask_n, s_tap, Cg, c_tiles) = state
-    tap = kt // c_tiles
-    c = (kt - tap * c_tiles) * BLOCK_K + tl.arange(0, BLOCK_K)
-    ptrs = w_ptr + rows[None, :] + (tap * s_tap + c)[:, None]
+    (w_ptr, rows, mask_n, s_c, s_r, s_s, S, Cg, c_tiles) = state
+    r, s, cb = _tap_split(kt, c_tiles, S)
+    c = cb * BLOCK_K + tl.arange(0, BLOCK_K)
+    ptrs = w_ptr + rows[None, :] + (r * s_r + s * s_s + c * s_c)[:, None]
     return tl.load(ptrs, mask=mask_n[None, :] & (c < Cg)[:, None], other=0.0)
 
 

@@ -36,8 +36,12 @@ def matmul(
         raise ValueError(f"matmul: a and b must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: inner sizes differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise TypeError(f"matmul: dtype {a.dtype} is not supported; use float16, bfloat16, float32 or float64")
     if a.dtype != b.dtype or (bias is not None and bias.dtype != a.dtype):
         raise TypeError("matmul: a, b and bias must share one dtype; cast them first")
+    if b.device != a.device or (bias is not None and bias.device != a.device):
+        raise ValueError("matmul: a, b and bias must be on one device; move them with .to(a.device)")
     if bias is not None and tuple(bias.shape) != (b.shape[1],):
         raise ValueError(f"matmul: bias must have shape [{b.shape[1]}], got {tuple(bias.shape)}")
     check_device(a, "matmul")
@@ -50,8 +54,15 @@ def matmul(
         return c.zero_() if bias is None else c.copy_(bias.expand(M, N))
     BM, BN, BK = block or ((32, 32, 32) if interpreting() else (128, 128, 64))
     bt = b.t()  # [N, K]: B rows are output columns, K contiguous when b is column-major
+    tma_ok = has_tma(a) and _desc_ok(a) and _desc_ok(bt) and _desc_ok(c) and a.dtype != torch.float64
     if use_tma is None:
-        use_tma = has_tma(a) and _desc_ok(a) and _desc_ok(bt) and _desc_ok(c) and a.dtype != torch.float64
+        use_tma = tma_ok
+    elif use_tma and not tma_ok:
+        raise ValueError(
+            "matmul: use_tma=True needs a TMA-capable device, a and b.T with K contiguous (b column-major, "
+            "e.g. b = bt.t() for a contiguous bt [N, K]), 16-byte aligned rows, and not float64; "
+            "pass use_tma=None to choose automatically"
+        )
     if use_tma:
         a_op = (TensorDescriptor(a, [M, K], [a.stride(0), 1], [BM, BK]), (0,))
         # a size-1 batch axis; its stride only has to be 16-byte aligned
