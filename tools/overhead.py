@@ -33,3 +33,20 @@ if __name__ == "__main__":
         print(f"convgemm {algo:18s} {us:7.1f} us/call")
     print(f"torch F.conv2d (cuDNN) 3x3   {per_call_us(lambda: F.conv2d(x, w, b, padding=1)):7.1f} us/call")
     print(f"torch.empty                  {per_call_us(lambda: torch.empty_like(x)):7.1f} us/call")
+
+    import cProfile
+    import pstats
+    import sys
+
+    if "--profile" in sys.argv:
+        for algo in ("implicit_gemm_tma", "implicit_gemm"):
+            pr = cProfile.Profile()
+            fn = lambda a=algo: convgemm.conv2d(x, w, b, padding=1, algorithm=a)  # noqa: E731
+            fn()
+            pr.enable()
+            for _ in range(2000):
+                fn()
+            pr.disable()
+            torch.cuda.synchronize()
+            print(f"--- profile of 2000 calls, {algo} (tottime, top 18)")
+            pstats.Stats(pr).sort_stats("tottime").print_stats(18)
