@@ -270,7 +270,7 @@ def test_markdown_table(data):
     )
     assert lines.count(header) == 2
     assert lines.count("|---|--:|--:|--:|--:|--:|--:|--:|---|") == 2
-    assert "**bf16 fwd, channels_last** — geometric-mean speedup 4.00×" in md
+    assert "**floor: bf16 fwd, channels_last** — geometric-mean speedup 4.00×" in md
     assert "convgemm at 60% of roofline (cuDNN 15%)" in md
     assert "| resnet50 3x3 64->64 @56 | 14.80 | 50.0 | 100.0 | 2.00 | 296 | 40 | 20 | implicit_gemm_tma |" in lines
     assert "| seed 512x7x7->512 3x3 s1 | 0.19 | - | - | - | - | - | - | - |" in lines

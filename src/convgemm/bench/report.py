@@ -142,9 +142,9 @@ def markdown_table(data: dict, max_rows: int | None = None) -> str:
     lines = []
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows_of(data):
-        groups[(r["dtype"], r["direction"], r["layout"])].append(r)
-    for (dtype, direction, layout), rows in groups.items():
-        lines.append(f"**{dtype} {direction}, {layout}** — geometric-mean speedup "
+        groups[(r["suite"], r["dtype"], r["direction"], r["layout"])].append(r)
+    for (suite, dtype, direction, layout), rows in groups.items():
+        lines.append(f"**{suite}: {dtype} {direction}, {layout}** — geometric-mean speedup "
                      f"{_fmt(geomean(r['speedup'] for r in rows), '.2f')}×, convgemm at "
                      f"{_fmt(geomean(r['roofline_pct'] for r in rows), '.0f')}% of roofline "
                      f"(cuDNN {_fmt(geomean(r['cudnn_roofline_pct'] for r in rows), '.0f')}%)\n")  # fmt: skip

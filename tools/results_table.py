@@ -1,0 +1,54 @@
+"""Generate the README's results table from a committed benchmark JSON.
+
+    python tools/results_table.py benchmarks/results/h200-2026-11-30.json            # print it
+    python tools/results_table.py benchmarks/results/h200-2026-11-30.json --update README.md
+
+``--update`` replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+from convgemm.bench.report import load, markdown_table  # noqa: E402
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def render(path: str) -> str:
+    data = load(path)
+    v, c = data["versions"], data["ceilings"]
+    head = (
+        f"{data['gpu']}, {data['date'][:10]}: torch {v['torch']}, triton {v['triton']}, cuDNN {v['cudnn']}, "
+        f"driver {v['driver']}. Measured ceilings: bf16 {c['bf16_tflops']:.0f} TFLOP/s, "
+        f"copy {c['copy_gbps'] / 1e3:.2f} TB/s. Source: `{path}`.\n"
+    )
+    return head + "\n" + markdown_table(data)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json")
+    ap.add_argument("--update", metavar="README", default=None)
+    a = ap.parse_args()
+    table = render(a.json)
+    if not a.update:
+        print(table)
+        return 0
+    text = open(a.update).read()
+    if START not in text or END not in text:
+        print(f"{a.update}: markers {START} / {END} not found", file=sys.stderr)
+        return 1
+    pre, rest = text.split(START, 1)
+    _, post = rest.split(END, 1)
+    with open(a.update, "w") as f:
+        f.write(pre + START + "\n" + table + "\n" + END + post)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
