@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -123,29 +124,30 @@ class ConvProblem:
     input_dense: bool = False  # the NHWC input's (n, h, w) rows are evenly strided
 
     # ---------------------------------------------------------------- derived sizes
-    @property
+    # (cached: read on every call's path; a frozen dataclass keeps them valid)
+    @cached_property
     def cg(self) -> int:
         """Input channels per group."""
         return self.c // self.groups
 
-    @property
+    @cached_property
     def kg(self) -> int:
         """Output channels per group."""
         return self.k // self.groups
 
-    @property
+    @cached_property
     def p(self) -> int:
         """Output height."""
         eff = self.dilation[0] * (self.r - 1) + 1
         return (self.h + sum(self.pad_h) - eff) // self.stride[0] + 1
 
-    @property
+    @cached_property
     def q(self) -> int:
         """Output width."""
         eff = self.dilation[1] * (self.s - 1) + 1
         return (self.w + sum(self.pad_w) - eff) // self.stride[1] + 1
 
-    @property
+    @cached_property
     def output_shape(self) -> tuple[int, int, int, int]:
         return (self.n, self.k, self.p, self.q)
 

@@ -103,6 +103,19 @@ class Launch:
     def __init__(self) -> None:
         self._compiled = None
 
+    @property
+    def warm(self) -> bool:
+        """True once a compiled kernel is held: ``relaunch`` needs no constexprs or options."""
+        return self._compiled is not None
+
+    def relaunch(self, grid: tuple[int, int], args: tuple) -> None:
+        """Launch the held kernel with new runtime arguments (same specialization)."""
+        k = self._compiled
+        from triton.runtime import driver
+
+        stream = self._stream(driver.active.get_current_device())
+        k.run(grid[0], grid[1], 1, stream, k.function, k.packed_metadata, None, None, None, *args, *self._tail)
+
     def __call__(self, fn, grid: tuple[int, int], args: tuple, constexprs: dict, options: dict) -> None:
         if self._compiled is None:
             kernel = fn[grid](*args, **constexprs, **options)
@@ -116,8 +129,4 @@ class Launch:
                 self._stream = driver.active.get_current_stream
                 self._compiled = kernel
             return
-        k = self._compiled
-        from triton.runtime import driver
-
-        stream = self._stream(driver.active.get_current_device())
-        k.run(grid[0], grid[1], 1, stream, k.function, k.packed_metadata, None, None, None, *args, *self._tail)
+        self.relaunch(grid, args)
