@@ -14,7 +14,8 @@ from .problem import ConvProblem, IntOrPair, Padding
 from .tune import choose
 
 # Plans: everything decided about a call that depends only on its signature (shapes, strides,
-# dtypes, devices, pointer alignment, arguments, TF32 flag): the validated problem, the chosen
+# dtypes, devices, pointer alignment -- Triton specialises kernels on it --, arguments, TF32
+# flag): the validated problem, the chosen
 # algorithm and config, and a launch handle that skips Triton's dispatch on repeat calls. A
 # repeat call then costs a dictionary lookup, an output allocation and one kernel launch.
 _plans: dict[tuple, tuple] = {}
@@ -51,7 +52,7 @@ def _signature(input, weight, bias, stride, padding, dilation, groups, algorithm
     try:
         return (
             input.shape, input.stride(), input.dtype, input.device, input.data_ptr() % 16,
-            weight.shape, weight.stride(), weight.dtype, weight.device,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() % 16,
             b, _plain(stride), _plain(padding), _plain(dilation), _plain(groups), _plain(algorithm),
             torch.backends.cudnn.allow_tf32,
         )  # fmt: skip
