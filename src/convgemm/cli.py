@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="compare every output with the baseline's; exit 1 on a mismatch"
     )
 
-    sub.add_parser("info", help="print the device, versions and algorithms")
+    sub.add_parser("info", help="print the device, versions, algorithms and the tuning cache")
     return ap
 
 
@@ -144,6 +144,9 @@ def cmd_info(args) -> int:
     else:
         print("device: none (kernels run under Triton's interpreter)")
     print("algorithms:", ", ".join(convgemm.algorithms()))
+    from .tune.cache import TuneCache, cache_path
+
+    print(f"tuning cache: {cache_path()} ({len(TuneCache())} entries)")
     return 0
 
 

@@ -1,12 +1,15 @@
 """Pick (algorithm, config) per problem: a forced choice, a remembered one, a timed one, or a heuristic.
 
-Tuning times every supported algorithm's candidate configs on the call's own tensors (writing to a
-scratch output), remembers the fastest per ``ConvProblem.key()`` for the life of the process, and
-is skipped under Triton's interpreter (its timings mean nothing) or when ``CONVGEMM_AUTOTUNE=0``.
+Order for ``algorithm='auto'``: this process's memo, then the persistent cache on disk
+(``tune/cache.py``), then tuning: every supported algorithm's candidate configs timed on the call's
+own tensors (writing to a scratch output); the winner goes to both. Tuning, and the disk cache with
+it, is skipped under Triton's interpreter (its timings mean nothing) or when
+``CONVGEMM_AUTOTUNE=0``: the heuristic choice is used then.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -15,6 +18,7 @@ import torch
 from .._runtime import interpreting
 from ..conv.fprop import ALGORITHMS, Algorithm, Config
 from ..problem import ConvProblem
+from .cache import TuneCache, cache_path
 
 _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 _lock = threading.Lock()
@@ -24,6 +28,46 @@ _HEURISTIC_ORDER = ("gemm_1x1", "implicit_gemm_tma", "implicit_gemm")
 
 def autotune_enabled() -> bool:
     return os.environ.get("CONVGEMM_AUTOTUNE", "1") != "0" and not interpreting()
+
+
+_disk: TuneCache | None = None
+
+
+def disk_cache() -> TuneCache:
+    """The process's view of the tuning cache file (re-opened if ``CONVGEMM_CACHE_DIR`` changed)."""
+    global _disk
+    path = cache_path()
+    if _disk is None or _disk.path != path:
+        _disk = TuneCache(path)
+    return _disk
+
+
+def cache_key(prob: ConvProblem, device: torch.device) -> str:
+    """The disk-cache key: GPU name and compute capability, Triton and convgemm versions, problem key."""
+    import triton
+
+    from .. import __version__
+
+    if device.type == "cuda":
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        cap = torch.cuda.get_device_capability(idx)
+        gpu = f"{torch.cuda.get_device_name(idx)} sm{cap[0]}{cap[1]}"
+    else:
+        gpu = device.type
+    return json.dumps([gpu, triton.__version__, __version__, *prob.key()], separators=(",", ":"))
+
+
+def _from_disk(prob: ConvProblem, key: str) -> tuple[Algorithm, Config] | None:
+    entry = disk_cache().get(key)
+    if entry is None:
+        return None
+    algo = ALGORITHMS.get(entry["algorithm"])
+    if algo is None or algo.supports(prob) is not None:
+        return None
+    try:
+        return algo, Config(**entry["config"])
+    except TypeError:  # a config field this version does not know
+        return None
 
 
 def clear_memo() -> None:
@@ -65,7 +109,13 @@ def choose(prob: ConvProblem, x, w, bias, y, algorithm: str = "auto") -> tuple[A
     if not autotune_enabled():
         choice = (candidates[0], candidates[0].default_config(prob))
     else:
-        choice = _tune(prob, candidates, x, w, bias, y)
+        dkey = cache_key(prob, x.device)
+        choice = _from_disk(prob, dkey)
+        if choice is None:
+            algo, cfg, us = _tune(prob, candidates, x, w, bias, y)
+            choice = (algo, cfg)
+            if us is not None:
+                disk_cache().put(dkey, algo.name, cfg, us)
     with _lock:
         _memo[key] = choice
     return choice
@@ -86,7 +136,7 @@ def _log(prob, algo, cfg, t_ms: float) -> None:
             )
 
 
-def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
+def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | None]:
     """Compile every candidate first, then time them back to back.
 
     Timing right after a compile measures a GPU whose clocks dropped while the host compiled; one
@@ -109,8 +159,8 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
                     continue
                 raise
             ready.append((algo, cfg, launch))
-    if not ready:  # every config was over budget: fall back to the heuristic
-        return candidates[0], candidates[0].default_config(prob)
+    if not ready:  # every config was over budget: fall back to the heuristic (not cached)
+        return candidates[0], candidates[0].default_config(prob), None
     best_t = [float("inf")] * len(ready)
     for _ in range(2):
         for i, (algo, cfg, launch) in enumerate(ready):
@@ -124,4 +174,4 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config]:
     for (algo, cfg, _), t in zip(ready, best_t, strict=True):
         _log(prob, algo, cfg, t)
     i = min(range(len(ready)), key=best_t.__getitem__)
-    return ready[i][0], ready[i][1]
+    return ready[i][0], ready[i][1], best_t[i] * 1e3

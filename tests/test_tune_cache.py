@@ -1,0 +1,169 @@
+"""The persistent tuning cache: round trip, faults, concurrent writers, and its use by the tuner."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+from conftest import DEVICE
+
+from convgemm.conv.fprop import ALGORITHMS, Config
+from convgemm.tune import autotune
+from convgemm.tune import cache as tc
+
+CACHE_PY = tc.__file__
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch, tmp_path):
+    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tc, "_warned", set())
+    autotune.clear_memo()
+    yield
+    autotune.clear_memo()
+
+
+CFG = Config(64, 128, 64, 4, 3, tile_n=2, tile_h=4, tile_w=16)
+
+
+def test_round_trip(tmp_path):
+    c = tc.TuneCache()
+    assert c.get("k") is None and len(c) == 0
+    c.put("k", "implicit_gemm_tma", CFG, 12.5)
+    fresh = tc.TuneCache()  # a new process's view: read from disk
+    e = fresh.get("k")
+    assert e == {"algorithm": "implicit_gemm_tma", "config": CFG.__dict__, "us": 12.5}
+    assert Config(**e["config"]) == CFG
+    data = json.load(open(tc.cache_path()))
+    assert data["schema"] == tc.SCHEMA and list(data["entries"]) == ["k"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"schema": 1, "entries": {"k": {"algor', b"\x00\xff garbage \xfe", b'{"schema": 0, "entries": {}}', b"[1, 2]"],
+    ids=["truncated", "garbage", "old-schema", "not-a-dict"],
+)
+def test_bad_file_warns_once_and_is_rewritten(content):
+    os.makedirs(tc.cache_dir())
+    with open(tc.cache_path(), "wb") as f:
+        f.write(content)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        c = tc.TuneCache()
+        assert c.get("k") is None
+        assert tc.TuneCache().get("other") is None  # a second read: no second warning
+    assert len([w for w in rec if "tuning cache" in str(w.message)]) == 1
+    c.put("k", "implicit_gemm", CFG)
+    assert tc.TuneCache().get("k")["algorithm"] == "implicit_gemm"  # the file is valid again
+
+
+def test_invalid_entries_are_dropped_valid_ones_kept():
+    os.makedirs(tc.cache_dir())
+    entries = {
+        "good": {"algorithm": "implicit_gemm", "config": {"block_m": 64}},
+        "bad-config": {"algorithm": "implicit_gemm", "config": {"block_m": "64"}},
+        "no-algo": {"config": {}},
+    }
+    json.dump({"schema": tc.SCHEMA, "entries": entries}, open(tc.cache_path(), "w"))
+    c = tc.TuneCache()
+    assert c.get("good") is not None and c.get("bad-config") is None and c.get("no-algo") is None
+
+
+def test_unwritable_directory_keeps_results_in_memory(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    c = tc.TuneCache(str(blocker / "tune-v1.json"))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        c.put("a", "implicit_gemm", CFG)
+        c.put("b", "implicit_gemm", CFG)
+    assert len([w for w in rec if "in memory only" in str(w.message)]) == 1
+    assert c.get("a") is not None and c.get("b") is not None
+
+
+def test_four_processes_storing_at_once_lose_nothing():
+    """Each process stores 25 keys as fast as it can; every one of the 100 must survive."""
+    script = textwrap.dedent(
+        f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("tc", {CACHE_PY!r})
+        tc = importlib.util.module_from_spec(spec); spec.loader.exec_module(tc)
+        me = sys.argv[1]
+        c = tc.TuneCache()
+        for i in range(25):
+            c.put(f"{{me}}-{{i}}", "implicit_gemm", {{"block_m": i}})
+        """
+    )
+    env = dict(os.environ)
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"p{n}"], env=env) for n in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    keys = set(json.load(open(tc.cache_path()))["entries"])
+    assert keys == {f"p{n}-{i}" for n in range(4) for i in range(25)}
+    leftovers = [f for f in os.listdir(tc.cache_dir()) if f.startswith(".tune-")]
+    assert leftovers == []  # no temp files left behind
+
+
+# ---------------------------------------------------------------- the tuner and the cache
+def _problem_and_tensors():
+    from convgemm.functional import _prepare
+
+    x = torch.randn(1, 16, 6, 7, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(16, 16, 3, 3, device=DEVICE)
+    prob, xx, y = _prepare(x, w, None, 1, 1, 1, 1)
+    return prob, xx, w, y
+
+
+@pytest.fixture
+def fake_tuner(monkeypatch):
+    """Tuning turned on, with timing replaced by a counter that always picks implicit_gemm."""
+    calls = []
+
+    def fake_tune(prob, candidates, x, w, bias, y):
+        calls.append(prob)
+        algo = ALGORITHMS["implicit_gemm"]
+        return algo, algo.default_config(prob), 42.0
+
+    monkeypatch.setattr(autotune, "autotune_enabled", lambda: True)
+    monkeypatch.setattr(autotune, "_tune", fake_tune)
+    return calls
+
+
+def test_tuned_choice_is_stored_and_a_warm_cache_does_no_timing(fake_tuner):
+    prob, x, w, y = _problem_and_tensors()
+    algo, cfg = autotune.choose(prob, x, w, None, y)
+    assert algo.name == "implicit_gemm" and len(fake_tuner) == 1
+    assert len(tc.TuneCache()) == 1  # on disk
+    autotune.clear_memo()  # as a new process would start
+    algo2, cfg2 = autotune.choose(prob, x, w, None, y)
+    assert (algo2.name, cfg2) == (algo.name, cfg) and len(fake_tuner) == 1
+
+
+def test_cached_entry_for_an_unsupported_algorithm_is_retuned(fake_tuner):
+    prob, x, w, y = _problem_and_tensors()
+    key = autotune.cache_key(prob, x.device)
+    tc.TuneCache().put(key, "gemm_1x1", CFG)  # gemm_1x1 cannot run a 3x3 problem
+    autotune.choose(prob, x, w, None, y)
+    assert len(fake_tuner) == 1
+
+
+def test_tuning_disabled_uses_heuristics_and_stores_nothing(monkeypatch):
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    prob, x, w, y = _problem_and_tensors()
+    algo, cfg = autotune.choose(prob, x, w, None, y)
+    assert algo.supports(prob) is None and cfg == algo.default_config(prob)
+    assert not os.path.exists(tc.cache_path())
+
+
+def test_cache_key_names_device_and_versions():
+    import triton
+
+    import convgemm
+
+    prob, x, _, _ = _problem_and_tensors()
+    key = json.loads(autotune.cache_key(prob, x.device))
+    assert key[1] == triton.__version__ and key[2] == convgemm.__version__
+    assert key[3:] == json.loads(json.dumps(list(prob.key())))
