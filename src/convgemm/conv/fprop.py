@@ -8,6 +8,7 @@ them launch the one generic kernel ``convgemm.matmul.blocks.gemm_kernel``:
 algorithm           A loader                    B loader                       store
 ==================  ==========================  =============================  =======================
 implicit_gemm       gather_im2col (pointers)    gather_weight (pointers)       gather_output (any layout)
+small_k             gather_im2col flat          gather_weight flat             gather_output (any layout)
 implicit_gemm_tma   matmul desc2d (weight)      tma_im2col (5-D NHWC box)      tma_output (5-D box)
 gemm_1x1            matmul desc2d (weight)      matmul desc (input rows)       matmul desc_store_t
 ==================  ==========================  =============================  =======================
@@ -112,6 +113,10 @@ class Algorithm:
         """The heuristic choice when no tuning is done."""
         raise NotImplementedError
 
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        """Whether the untuned heuristic may pick this algorithm for ``prob`` (it supports it)."""
+        return True
+
     def run(
         self, prob: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor, cfg: Config, launch=None
     ) -> None:
@@ -170,19 +175,69 @@ class ImplicitGemm(Algorithm):
         bn = min(128, _small(prob.kg, 32))
         return Config(128, bn, bk if prob.dtype.itemsize == 2 else min(bk, 32), 8 if bn >= 128 else 4, 3)
 
+    #: (A load, B load): the per-tap reduction order
+    LOADS = (cl.gather_im2col_load, cl.gather_weight_load)
+
+    def k_tiles(self, prob: ConvProblem, cfg: Config) -> int:
+        return prob.r * prob.s * cdiv(prob.cg, cfg.block_k)
+
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         M = prob.n * prob.p * prob.q
-        c_tiles = cdiv(prob.cg, cfg.block_k)
         a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
              prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-             prob.s, prob.cg, c_tiles))  # fmt: skip
-        b = (None, (w, prob.kg, prob.cg, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.s, c_tiles))
+             prob.r, prob.s, prob.cg))  # fmt: skip
+        b = (None, (w, prob.kg, prob.cg, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s))
         c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, prob.kg))
         num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
-        fns = (cl.gather_im2col_init, cl.gather_im2col_load, cl.gather_weight_init, cl.gather_weight_load,
-               cl.gather_output_store)  # fmt: skip
-        _launch(launch, (num_m * num_n, prob.groups), a, b, c, bias, y, prob.kg, num_m, num_n, prob.r * prob.s * c_tiles,
+        fns = (cl.gather_im2col_init, self.LOADS[0], cl.gather_weight_init, self.LOADS[1], cl.gather_output_store)
+        _launch(launch, (num_m * num_n, prob.groups), a, b, c, bias, y, prob.kg, num_m, num_n, self.k_tiles(prob, cfg),
                 cfg, fns, False, prob)  # fmt: skip
+
+
+class SmallK(ImplicitGemm):
+    """Small reductions (first layers, few channels per group): the reduction R*S*C/g is flattened
+    into a handful of dense K tiles instead of one mostly-empty tile per filter tap; wide M tiles."""
+
+    name = "small_k"
+    LOADS = (cl.gather_im2col_flat_load, cl.gather_weight_flat_load)
+    MAX_K = 2048
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        k = prob.r * prob.s * prob.cg
+        if k > self.MAX_K:
+            return f"the reduction R*S*C/groups = {k} is over {self.MAX_K}: use the per-tap kernels"
+        if prob.cg >= 64:
+            return f"C/groups = {prob.cg} fills per-tap K tiles already"
+        return None
+
+    def k_tiles(self, prob: ConvProblem, cfg: Config) -> int:
+        return cdiv(prob.r * prob.s * prob.cg, cfg.block_k)
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        # from 16 channels per group on, per-tap tiles are dense and need less index arithmetic
+        return prob.cg < 16
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        k = prob.r * prob.s * prob.cg
+        bn = min(128, _small(prob.kg, 16))
+        out = []
+        # each thread holds its share of a [BLOCK_M, BLOCK_K] pointer/mask tile: 128x32 on 4 warps
+        # or 256-row tiles spill registers (tools/sm90_check.py), so only these shapes
+        for bm, warps in ((128, 8), (64, 4)):
+            for bk in (16, 32):
+                if bk > max(16, _small(k)):
+                    continue
+                out.append(Config(bm, bn, bk, warps, 3))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        if interpreting():
+            return Config(32, min(32, _small(prob.kg)), 16, 4, 1)
+        if prob.dtype == torch.float64:
+            return Config(64, 32, 16, 4, 2)
+        return Config(128, min(128, _small(prob.kg, 16)), 32, 8, 3)
 
 
 def _tma_common(prob: ConvProblem) -> str | None:
@@ -354,4 +409,4 @@ class Gemm1x1(Algorithm):
             y.copy_(yo)
 
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), ImplicitGemm())}
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), SmallK(), ImplicitGemm())}

@@ -38,45 +38,59 @@ def _tap_split(kt, c_tiles, S):
 # ================================================================ gather (natural view)
 @triton.jit
 def gather_im2col_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """A = im2col(x): rows are output pixels m = (n, oh, ow), columns (r, s, c) of group g."""
-    (x_ptr, s_n, s_h, s_w, s_c, H, W, P, Q, M, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, S, Cg, c_tiles) = args
+    """A = im2col(x): rows are output pixels m = (n, oh, ow), columns (r, s, c) of group g.
+
+    Shared by the per-tap load (``gather_im2col_load``) and the flat one (``gather_im2col_flat_load``).
+    Addresses split into a per-row part (pixel origin, computed here once) and a per-column part
+    (tap and channel), so the 2-D work per K tile is one add and the bounds masks.
+    """
+    (x_ptr, s_n, s_h, s_w, s_c, H, W, P, Q, M, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, R, S, Cg) = args
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n = offs_m // (P * Q)
     pq = offs_m - n * (P * Q)
     oh = pq // Q
     ow = pq - oh * Q
+    ih0 = oh * stride_h - pad_h
+    iw0 = ow * stride_w - pad_w
     # int64: batch and group offsets pass 2**31 elements on large inputs
-    base = n.to(tl.int64) * s_n + (g * Cg).to(tl.int64) * s_c
-    return (
-        x_ptr,
-        base,
-        oh * stride_h - pad_h,
-        ow * stride_w - pad_w,
-        offs_m < M,
-        s_h,
-        s_w,
-        s_c,
-        H,
-        W,
-        dil_h,
-        dil_w,
-        S,
-        Cg,
-        c_tiles,
-    )
+    row_off = n.to(tl.int64) * s_n + (g * Cg).to(tl.int64) * s_c + ih0.to(tl.int64) * s_h + iw0.to(tl.int64) * s_w
+    return (x_ptr, row_off, ih0, iw0, offs_m < M, s_h, s_w, s_c, H, W, dil_h, dil_w, R, S, Cg)
 
 
 @triton.jit
 def gather_im2col_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    (x_ptr, base, ih0, iw0, mask_m, s_h, s_w, s_c, H, W, dil_h, dil_w, S, Cg, c_tiles) = state
-    r, s, cb = _tap_split(kt, c_tiles, S)
+    (x_ptr, row_off, ih0, iw0, mask_m, s_h, s_w, s_c, H, W, dil_h, dil_w, R, S, Cg) = state
+    r, s, cb = _tap_split(kt, tl.cdiv(Cg, BLOCK_K), S)
     ih = ih0 + r * dil_h
     iw = iw0 + s * dil_w
     c = cb * BLOCK_K + tl.arange(0, BLOCK_K)
     row_ok = mask_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-    rows = base + ih.to(tl.int64) * s_h + iw.to(tl.int64) * s_w
-    ptrs = x_ptr + rows[:, None] + (c * s_c)[None, :]
+    tap_off = (r * dil_h).to(tl.int64) * s_h + (s * dil_w).to(tl.int64) * s_w
+    ptrs = x_ptr + (row_off + tap_off)[:, None] + (c * s_c)[None, :]
     return tl.load(ptrs, mask=row_ok[:, None] & (c < Cg)[None, :], other=0.0)
+
+
+@triton.jit
+def gather_im2col_flat_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The flat reduction: K tile ``kt`` covers indices ``k = (r * S + s) * Cg + c`` across taps.
+
+    For small C/groups (first layers: 1-4 channels) a per-tap tile would be mostly zeros; here every
+    column of the tile is a real (r, s, c) triple, and for dilation 1 the (s, c) run of each filter
+    row is contiguous in NHWC memory.
+    """
+    (x_ptr, row_off, ih0, iw0, mask_m, s_h, s_w, s_c, H, W, dil_h, dil_w, R, S, Cg) = state
+    k = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+    r = k // (S * Cg)
+    rem = k - r * (S * Cg)
+    s = rem // Cg
+    c = rem - s * Cg
+    dr = r * dil_h
+    ds = s * dil_w
+    col_off = dr.to(tl.int64) * s_h + ds.to(tl.int64) * s_w + c * s_c
+    ih = ih0[:, None] + dr[None, :]
+    iw = iw0[:, None] + ds[None, :]
+    ok = mask_m[:, None] & (k < R * S * Cg)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    return tl.load(x_ptr + row_off[:, None] + col_off[None, :], mask=ok, other=0.0)
 
 
 @triton.jit
@@ -86,19 +100,32 @@ def gather_weight_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.
     Reading in place means no packing and nothing cached; a channels_last weight (channel stride
     1) gives vectorised loads.
     """
-    (w_ptr, Kg, Cg, s_k, s_c, s_r, s_s, S, c_tiles) = args
+    (w_ptr, Kg, Cg, s_k, s_c, s_r, s_s, R, S) = args
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rows = (g * Kg + offs_n).to(tl.int64) * s_k
-    return (w_ptr, rows, offs_n < Kg, s_c, s_r, s_s, S, Cg, c_tiles)
+    return (w_ptr, rows, offs_n < Kg, s_c, s_r, s_s, R, S, Cg)
 
 
 @triton.jit
 def gather_weight_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    (w_ptr, rows, mask_n, s_c, s_r, s_s, S, Cg, c_tiles) = state
-    r, s, cb = _tap_split(kt, c_tiles, S)
+    (w_ptr, rows, mask_n, s_c, s_r, s_s, R, S, Cg) = state
+    r, s, cb = _tap_split(kt, tl.cdiv(Cg, BLOCK_K), S)
     c = cb * BLOCK_K + tl.arange(0, BLOCK_K)
     ptrs = w_ptr + rows[None, :] + (r * s_r + s * s_s + c * s_c)[:, None]
     return tl.load(ptrs, mask=mask_n[None, :] & (c < Cg)[:, None], other=0.0)
+
+
+@triton.jit
+def gather_weight_flat_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The weight tile for the flat reduction (see ``gather_im2col_flat_load``)."""
+    (w_ptr, rows, mask_n, s_c, s_r, s_s, R, S, Cg) = state
+    k = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+    r = k // (S * Cg)
+    rem = k - r * (S * Cg)
+    s = rem // Cg
+    c = rem - s * Cg
+    ptrs = w_ptr + rows[None, :] + (r * s_r + s * s_s + c * s_c)[:, None]
+    return tl.load(ptrs, mask=mask_n[None, :] & (k < R * S * Cg)[:, None], other=0.0)
 
 
 @triton.jit

@@ -23,7 +23,7 @@ from .cache import TuneCache, cache_path
 _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 _lock = threading.Lock()
 #: preference order when nothing is timed: the most specialised kernel that applies
-_HEURISTIC_ORDER = ("gemm_1x1", "implicit_gemm_tma", "implicit_gemm")
+_HEURISTIC_ORDER = ("gemm_1x1", "implicit_gemm_tma", "small_k", "implicit_gemm")
 
 
 def autotune_enabled() -> bool:
@@ -107,7 +107,8 @@ def choose(prob: ConvProblem, x, w, bias, y, algorithm: str = "auto") -> tuple[A
         return hit
     candidates = [ALGORITHMS[n] for n in _HEURISTIC_ORDER if ALGORITHMS[n].supports(prob) is None]
     if not autotune_enabled():
-        choice = (candidates[0], candidates[0].default_config(prob))
+        pick = next(a for a in candidates if a.heuristic_ok(prob))
+        choice = (pick, pick.default_config(prob))
     else:
         dkey = cache_key(prob, x.device)
         choice = _from_disk(prob, dkey)
@@ -160,7 +161,8 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
                 raise
             ready.append((algo, cfg, launch))
     if not ready:  # every config was over budget: fall back to the heuristic (not cached)
-        return candidates[0], candidates[0].default_config(prob), None
+        pick = next(a for a in candidates if a.heuristic_ok(prob))
+        return pick, pick.default_config(prob), None
     best_t = [float("inf")] * len(ready)
     for _ in range(2):
         for i, (algo, cfg, launch) in enumerate(ready):
