@@ -42,6 +42,10 @@ CASES = [
     (5, 17, 6, 5, 17, 3, 3, 1, 1, 1, 17, True),
     # depthwise with channel multiplier 2, stride 2, no bias
     (1, 16, 10, 9, 32, 3, 3, 2, 1, 1, 16, False),
+    # depthwise 7x7 (ConvNeXt-like), padding 3
+    (1, 8, 9, 11, 8, 7, 7, 1, 3, 1, 8, True),
+    # depthwise, multiplier 3, stride 2, dilation 2
+    (1, 8, 10, 9, 24, 3, 3, 2, 2, 2, 8, False),
     # padding 5 > kernel radius
     (1, 3, 9, 10, 4, 3, 3, 1, 5, 1, 1, True),
     # pair padding (0, 4)

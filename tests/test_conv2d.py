@@ -50,7 +50,7 @@ def test_matrix(case, m, layout, tf32_mode):
     assert y.is_contiguous(memory_format=want)
 
 
-@pytest.mark.parametrize("algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1", "small_k"])
+@pytest.mark.parametrize("algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1", "small_k", "depthwise"])
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_every_algorithm(case, m, algorithm, tf32_mode):
@@ -105,6 +105,18 @@ def test_dtypes_and_unbatched(dtype):
     y = convgemm.conv2d(x, w, padding=1)
     ref = conv2d_ref(x.unsqueeze(0), w, padding=1).squeeze(0)
     assert_close(y, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_depthwise_dtypes(dtype, layout):
+    x = torch.randn(2, 16, 9, 10, device=DEVICE).to(dtype)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    w = torch.randn(32, 1, 5, 5, device=DEVICE).to(dtype)
+    b = torch.randn(32, device=DEVICE).to(dtype)
+    y = convgemm.conv2d(x, w, b, padding=2, groups=16, algorithm="depthwise")
+    assert_close(y, conv2d_ref(x, w, b, padding=2, groups=16), dtype)
 
 
 def test_weight_memory_format_decides_output_format():

@@ -8,7 +8,7 @@ from conftest import DEVICE
 import convgemm
 import convgemm.conv.fprop as fprop
 
-_REAL_LAUNCH = fprop._launch
+_REAL_LAUNCH = fprop._run_kernel
 
 
 def _kernel_reached(*args, **kwargs):
@@ -17,8 +17,8 @@ def _kernel_reached(*args, **kwargs):
 
 @pytest.fixture(autouse=True)
 def no_kernels(monkeypatch):
-    """Every convolution algorithm launches through fprop._launch: make reaching it a test failure."""
-    monkeypatch.setattr(fprop, "_launch", _kernel_reached)
+    """Every convolution kernel launches through fprop._run_kernel: make reaching it a test failure."""
+    monkeypatch.setattr(fprop, "_run_kernel", _kernel_reached)
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
 
 
@@ -39,8 +39,12 @@ def test_the_guard_catches_kernel_launches():
             assert str(e) == "kernel reached"
             reached.append(algorithm)
     assert "auto" in reached and "implicit_gemm" in reached
-    if DEVICE == "cpu":  # the interpreter has TMA: every algorithm applies to this 1x1 problem
-        assert len(reached) == 1 + len(convgemm.algorithms())
+    if DEVICE == "cpu":  # the interpreter has TMA: every dense algorithm applies to this 1x1 problem
+        assert set(reached) == {"auto", *(a for a in convgemm.algorithms() if a != "depthwise")}
+    # and the depthwise kernel, which is not a GEMM, goes through the same guard
+    xd, wd = t(1, 8, 5, 5), t(8, 1, 3, 3)
+    with pytest.raises(AssertionError, match="kernel reached"):
+        convgemm.conv2d(xd, wd, groups=8, algorithm="depthwise")
 
 
 # (id, builder -> (args, kwargs), exception type, regex the message must match)
@@ -198,10 +202,10 @@ def test_warm_call_still_validates(bad, good, match, monkeypatch):
     x = t(1, 8, 6, 6).contiguous(memory_format=torch.channels_last)
     groups = good.get("groups", 1)
     w = t(8, 8 // groups, 3, 3)
-    monkeypatch.setattr(fprop, "_launch", _REAL_LAUNCH)
+    monkeypatch.setattr(fprop, "_run_kernel", _REAL_LAUNCH)
     y = convgemm.conv2d(x, w, None, **{"padding": 1, **good})
     assert y.shape == (1, 8, 6, 6)
-    monkeypatch.setattr(fprop, "_launch", _kernel_reached)
+    monkeypatch.setattr(fprop, "_run_kernel", _kernel_reached)
     with pytest.raises(TypeError, match=match):
         convgemm.conv2d(x, w, None, **{"padding": 1, **bad})
 

@@ -37,7 +37,7 @@ class Config:
     """Launch parameters of one kernel instance.
 
     ``block_m/n/k`` are the GEMM tile (in the algorithm's own view: for the TMA algorithms M is
-    output channels and N output pixels); ``tile_n x tile_h x tile_w = block_n`` is the block of
+    output channels and N output pixels; for ``depthwise`` output columns x output channels); ``tile_n x tile_h x tile_w = block_n`` is the block of
     output pixels (images x rows x columns) of the spatial TMA kernel (0 elsewhere).
     """
 
@@ -62,31 +62,41 @@ def _precision(prob: ConvProblem) -> str:
     return "tf32" if prob.dtype != torch.float32 else prob.precision
 
 
-def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob):
-    """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints)."""
-    args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles)
+def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> None:
+    """The one place every convolution kernel is launched from.
+
+    ``constexprs`` is a callable returning the constexpr dict: a warm ``launch`` handle needs
+    only the runtime arguments, so the dict is not even built then.
+    """
     if launch is not None and launch.warm:
         launch.relaunch(grid, args)
         return
-    constexprs = dict(
-        BLOCK_M=cfg.block_m,
-        BLOCK_N=cfg.block_n,
-        BLOCK_K=cfg.block_k,
-        GROUP_M=cfg.group_m,
-        A_INIT=fns[0],
-        A_LOAD=fns[1],
-        B_INIT=fns[2],
-        B_LOAD=fns[3],
-        C_STORE=fns[4],
-        HAS_BIAS=bias is not None,
-        BIAS_ALONG_M=bias_along_m,
-        PRECISION=_precision(prob),
-        UPCAST=interpreting() and prob.dtype == torch.bfloat16,
-        F64=prob.dtype == torch.float64,
-    )
-    (launch or Launch())(
-        gemm_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-    )
+    (launch or Launch())(fn, grid, args, constexprs(), options)
+
+
+def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob):
+    """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints)."""
+    args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles)
+
+    def constexprs():
+        return dict(
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            BLOCK_K=cfg.block_k,
+            GROUP_M=cfg.group_m,
+            A_INIT=fns[0],
+            A_LOAD=fns[1],
+            B_INIT=fns[2],
+            B_LOAD=fns[3],
+            C_STORE=fns[4],
+            HAS_BIAS=bias is not None,
+            BIAS_ALONG_M=bias_along_m,
+            PRECISION=_precision(prob),
+            UPCAST=interpreting() and prob.dtype == torch.bfloat16,
+            F64=prob.dtype == torch.float64,
+        )
+
+    _run_kernel(launch, gemm_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
 
 def _nhwc_out(y: torch.Tensor) -> torch.Tensor:
@@ -409,4 +419,57 @@ class Gemm1x1(Algorithm):
             y.copy_(yo)
 
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), SmallK(), ImplicitGemm())}
+class Depthwise(Algorithm):
+    """One input channel per group (depthwise, any channel multiplier): the direct kernel of
+    ``conv/depthwise.py``, not a GEMM."""
+
+    name = "depthwise"
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.cg != 1:
+            return f"{prob.cg} input channels per group: depthwise needs exactly 1"
+        return None
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        out = []
+        # elements per thread: 16 at most, 8 for large filters, whose unrolled taps keep more
+        # loads in flight (7x7 at 16 per thread spills registers: tools/sm90_check.py)
+        per_thread = 16 if prob.r * prob.s <= 9 else 8
+        for bq, bk, warps in (
+            (8, 128, 4),
+            (16, 64, 4),
+            (16, 128, 4),
+            (32, 64, 4),
+            (32, 128, 8),
+            (64, 64, 8),
+            (8, 64, 2),
+        ):
+            if bk > 2 * _small(prob.k, 16) or bq > 2 * _small(prob.q, 4) or bq * bk > per_thread * 32 * warps:
+                continue
+            out.append(Config(bq, bk, 0, warps, 1))
+        return out or [self.default_config(prob)]
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        if interpreting():
+            return Config(8, min(32, _small(prob.k, 16)), 0, 4, 1)
+        bq = min(16 if prob.r * prob.s <= 9 else 8, _small(prob.q, 4))
+        return Config(bq, min(128, _small(prob.k, 16)), 0, 4, 1)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from .depthwise import depthwise_kernel
+
+        grid = (prob.n * prob.p, cdiv(prob.q, cfg.block_m), cdiv(prob.k, cfg.block_n))
+        args = (x, w, bias if bias is not None else y, y, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg,
+                x.stride(0), x.stride(2), x.stride(3), x.stride(1), w.stride(0), w.stride(2), w.stride(3),
+                y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],
+                prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1])  # fmt: skip
+        constexprs = lambda: dict(R=prob.r, S=prob.s, BLOCK_Q=cfg.block_m, BLOCK_K=cfg.block_n,  # noqa: E731
+                                  HAS_BIAS=bias is not None, ACC_F64=prob.dtype == torch.float64)  # fmt: skip
+        _run_kernel(launch, depthwise_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": 1})
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), Depthwise(), SmallK(), ImplicitGemm())
+}

@@ -1,0 +1,78 @@
+"""Depthwise convolution (one input channel per group) as a direct, memory-bound kernel.
+
+There is no reduction over channels, so a GEMM would multiply 1-wide K tiles: tensor cores do
+nothing useful here. Each program computes a ``BLOCK_Q`` x ``BLOCK_K`` block of one output row
+(output columns x output channels) by walking the R x S taps, unrolled at compile time; the loads
+are vectors along NHWC's contiguous channel axis, and neighbouring taps re-read the same input
+lines from L1/L2, so device memory sees each input row about once. Channel multipliers
+(K = m * C) map output channel k to input channel k // m.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def depthwise_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    H,
+    W,
+    P,
+    Q,
+    K,
+    MULT,  # output channels per input channel
+    s_xn,
+    s_xh,
+    s_xw,
+    s_xc,
+    s_wk,
+    s_wr,
+    s_ws,
+    s_yn,
+    s_yk,
+    s_yp,
+    s_yq,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    dil_h,
+    dil_w,
+    R: tl.constexpr,  # constexpr so the tap loops unroll
+    S: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACC_F64: tl.constexpr,
+):
+    row = tl.program_id(0)  # n * P + p
+    n = row // P
+    p = row - n * P
+    q = tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    k = tl.program_id(2) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = k < K
+    c = k // MULT
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    acc = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
+    x_row = x_ptr + n.to(tl.int64) * s_xn + (c * s_xc)[None, :]
+    iw0 = q * stride_w - pad_w
+    for r in tl.static_range(R):
+        ih = p * stride_h - pad_h + r * dil_h
+        h_ok = (ih >= 0) & (ih < H)
+        for s in tl.static_range(S):
+            iw = iw0 + s * dil_w
+            ok = h_ok & (iw >= 0) & (iw < W) & (q < Q)
+            xv = tl.load(
+                x_row + ih.to(tl.int64) * s_xh + (iw * s_xw)[:, None], mask=ok[:, None] & k_ok[None, :], other=0.0
+            )
+            wv = tl.load(w_ptr + k * s_wk + r * s_wr + s * s_ws, mask=k_ok, other=0.0)
+            acc += xv.to(acc_t) * wv.to(acc_t)[None, :]
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + k, mask=k_ok, other=0.0).to(acc_t)[None, :]
+    y = y_ptr + n.to(tl.int64) * s_yn + p.to(tl.int64) * s_yp + (q * s_yq)[:, None] + (k * s_yk)[None, :]
+    tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=(q < Q)[:, None] & k_ok[None, :])
