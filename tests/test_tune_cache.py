@@ -167,3 +167,23 @@ def test_cache_key_names_device_and_versions():
     key = json.loads(autotune.cache_key(prob, x.device))
     assert key[1] == triton.__version__ and key[2] == convgemm.__version__
     assert key[3:] == json.loads(json.dumps(list(prob.key())))
+
+
+@pytest.mark.gpu
+def test_tuner_skips_a_failing_candidate_with_a_warning(monkeypatch):
+    """A candidate that raises (not a resource limit) is reported and skipped; the call succeeds."""
+    from reference import assert_close, conv2d_ref
+
+    import convgemm
+    from convgemm.conv import fprop
+
+    def boom(self, *args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
+    monkeypatch.setattr(fprop.SmallK, "run", boom)
+    x = torch.randn(2, 3, 20, 22, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(8, 3, 3, 3, device=DEVICE)
+    with pytest.warns(RuntimeWarning, match="small_k.*boom"):
+        y = convgemm.conv2d(x, w, padding=1)
+    assert_close(y, conv2d_ref(x, w, padding=1), torch.float32)
