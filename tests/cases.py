@@ -42,6 +42,10 @@ CASES = [
     (5, 17, 6, 5, 17, 3, 3, 1, 1, 1, 17, True),
     # depthwise with channel multiplier 2, stride 2, no bias
     (1, 16, 10, 9, 32, 3, 3, 2, 1, 1, 16, False),
+    # ResNeXt-like: 4 channels per group, 8 groups in one GEMM
+    (2, 32, 7, 8, 32, 3, 3, 1, 1, 1, 8, True),
+    # 6 groups of 4 -> 8 channels, stride 2: only 2 groups per GEMM divide 6
+    (1, 24, 6, 7, 48, 3, 3, 2, 1, 1, 6, False),
     # depthwise 7x7 (ConvNeXt-like), padding 3
     (1, 8, 9, 11, 8, 7, 7, 1, 3, 1, 8, True),
     # depthwise, multiplier 3, stride 2, dilation 2

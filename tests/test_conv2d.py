@@ -50,7 +50,9 @@ def test_matrix(case, m, layout, tf32_mode):
     assert y.is_contiguous(memory_format=want)
 
 
-@pytest.mark.parametrize("algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1", "small_k", "depthwise"])
+@pytest.mark.parametrize(
+    "algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1", "small_k", "depthwise", "grouped"]
+)
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_every_algorithm(case, m, algorithm, tf32_mode):

@@ -9,6 +9,7 @@ algorithm           A loader                    B loader                       s
 ==================  ==========================  =============================  =======================
 implicit_gemm       gather_im2col (pointers)    gather_weight (pointers)       gather_output (any layout)
 small_k             gather_im2col flat          gather_weight flat             gather_output (any layout)
+grouped             gather_im2col (GT groups)   blockdiag_weight               gather_output (any layout)
 implicit_gemm_tma   matmul desc2d (weight)      tma_im2col (5-D NHWC box)      tma_output (5-D box)
 gemm_1x1            matmul desc2d (weight)      matmul desc (input rows)       matmul desc_store_t
 ==================  ==========================  =============================  =======================
@@ -419,6 +420,63 @@ class Gemm1x1(Algorithm):
             y.copy_(yo)
 
 
+class Grouped(ImplicitGemm):
+    """Grouped convolutions with few channels per group (ResNeXt: 4-8): ``GT`` groups per GEMM,
+    the weights expanded block-diagonally by the loader, so tensor-core tiles are not mostly
+    padding. The other loaders are the general kernel's, on the super-group view."""
+
+    name = "grouped"
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.groups == 1:
+            return "not a grouped convolution (groups = 1)"
+        if prob.cg == 1:
+            return "one channel per group: that is the depthwise algorithm's problem"
+        if prob.cg > 16 or prob.kg > 64:
+            return f"C/groups = {prob.cg}, K/groups = {prob.kg}: groups are wide enough for the per-group kernels"
+        return None
+
+    def group_tile(self, prob: ConvProblem) -> int:
+        """Groups per GEMM: enough for a 32-wide reduction tile, dividing the group count."""
+        gt = 1
+        while gt * prob.cg < 32 and prob.groups % (gt * 2) == 0:
+            gt *= 2
+        return gt
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        gt = self.group_tile(prob)
+        bn = min(128, _small(gt * prob.kg, 16))
+        bk = min(64, _small(gt * prob.cg, 16))
+        return [Config(bm, bn, bk, warps, stages) for bm, warps in ((128, 4), (128, 8), (64, 4)) for stages in (3, 4)]
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        gt = self.group_tile(prob)
+        bn = min(128, _small(gt * prob.kg, 16))
+        bk = min(64, _small(gt * prob.cg, 16))
+        if interpreting():
+            return Config(32, min(32, bn), min(32, bk), 4, 1)
+        if prob.dtype == torch.float64:
+            return Config(64, min(32, bn), 16, 4, 2)
+        return Config(128, bn, bk, 4, 3)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        gt = self.group_tile(prob)
+        cs, ks, sgroups = gt * prob.cg, gt * prob.kg, prob.groups // gt
+        M = prob.n * prob.p * prob.q
+        a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
+             prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
+             prob.r, prob.s, cs))  # fmt: skip
+        b = (None, (w, prob.kg, prob.cg, gt, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s))
+        c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, ks))
+        num_m, num_n = cdiv(M, cfg.block_m), cdiv(ks, cfg.block_n)
+        fns = (cl.gather_im2col_init, cl.gather_im2col_load, cl.blockdiag_weight_init, cl.blockdiag_weight_load,
+               cl.gather_output_store)  # fmt: skip
+        k_tiles = prob.r * prob.s * cdiv(cs, cfg.block_k)
+        _launch(launch, (num_m * num_n, sgroups), a, b, c, bias, y, ks, num_m, num_n, k_tiles, cfg, fns, False, prob)
+
+
 class Depthwise(Algorithm):
     """One input channel per group (depthwise, any channel multiplier): the direct kernel of
     ``conv/depthwise.py``, not a GEMM."""
@@ -471,5 +529,5 @@ class Depthwise(Algorithm):
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), Depthwise(), SmallK(), ImplicitGemm())
+    a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), Depthwise(), Grouped(), SmallK(), ImplicitGemm())
 }

@@ -129,6 +129,33 @@ def gather_weight_flat_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.conste
 
 
 @triton.jit
+def blockdiag_weight_init(desc, args, pid_n, sg, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B for grouped convolutions with few channels per group, several groups per GEMM.
+
+    ``GT`` consecutive groups form one super-group ``sg``: the A loader reads their ``GT * C/g``
+    channels as one contiguous NHWC run, and this loader expands their weights into the
+    block-diagonal ``[GT * C/g, GT * K/g]`` matrix (zeros where input and output channel belong to
+    different groups), so tensor-core tiles are filled instead of padded 4- or 8-wide groups.
+    """
+    (w_ptr, Kg, Cg, GT, s_k, s_c, s_r, s_s, R, S) = args
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channel within the super-group
+    k = sg * (GT * Kg) + offs_n
+    return (w_ptr, k.to(tl.int64) * s_k, offs_n < GT * Kg, offs_n // Kg, s_c, s_r, s_s, S, Cg, GT)
+
+
+@triton.jit
+def blockdiag_weight_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (w_ptr, rows, mask_n, group_n, s_c, s_r, s_s, S, Cg, GT) = state
+    r, s, cb = _tap_split(kt, tl.cdiv(GT * Cg, BLOCK_K), S)
+    cs = cb * BLOCK_K + tl.arange(0, BLOCK_K)  # input channel within the super-group
+    group_c = cs // Cg
+    c = cs - group_c * Cg  # channel within its group: the weight's second index
+    ok = mask_n[None, :] & (cs < GT * Cg)[:, None] & (group_c[:, None] == group_n[None, :])
+    ptrs = w_ptr + rows[None, :] + (r * s_r + s * s_s + c * s_c)[:, None]
+    return tl.load(ptrs, mask=ok, other=0.0)
+
+
+@triton.jit
 def gather_output_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [pixels, channels] tile to y with any strides (NCHW or NHWC)."""
     (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg) = args
