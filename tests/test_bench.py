@@ -338,3 +338,12 @@ def test_plot_without_timings_writes_nothing(data, tmp_path):
     path = tmp_path / "none.png"
     report.plot({**data, "rows": [r for r in data["rows"] if r["speedup"] is None]}, str(path))
     assert not path.exists()
+
+
+def test_tune_command_parses_and_refuses_without_a_gpu():
+    from conftest import DEVICE
+
+    args = build_parser().parse_args(["tune", "--suite", "craft", "--dtype", "bf16,fp16"])
+    assert args.cmd == "tune" and args.suite == "craft" and args.dtype == "bf16,fp16"
+    if DEVICE == "cpu":
+        assert main(["tune", "--suite", "tiny"]) == 2

@@ -1,4 +1,4 @@
-"""The ``convgemm`` command: ``convgemm bench ...`` and ``convgemm info``.
+"""The ``convgemm`` command: ``convgemm bench ...``, ``convgemm tune ...`` and ``convgemm info``.
 
 Without a CUDA GPU the command re-executes itself with ``TRITON_INTERPRET=1`` (Triton reads it when
 kernels are defined, i.e. at import) and ``bench`` becomes a correctness demo on small shapes.
@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--check", action="store_true", help="compare every output with the baseline's; exit 1 on a mismatch"
     )
+
+    t = sub.add_parser("tune", help="tune every shape of a suite now and store the choices in the tuning cache")
+    t.add_argument("--suite", default="seed", help="comma-separated suites (as for bench)")
+    t.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups]")
+    t.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32, tf32")
+    t.add_argument("--layout", default="channels_last", choices=["channels_last", "nchw"])
 
     sub.add_parser("info", help="print the device, versions, algorithms and the tuning cache")
     return ap
@@ -131,6 +137,46 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    """Tune (or look up) every shape and print what was chosen; results land in the disk cache."""
+    import time
+
+    import torch
+
+    from .bench.runner import DTYPES, interpreting
+    from .tune.cache import cache_path
+
+    if interpreting():
+        print("convgemm tune: no CUDA GPU; tuning times kernels on a GPU, so there is nothing to tune here")
+        return 2
+    try:
+        shapes = _shapes(args)
+    except ValueError as e:
+        print(e)
+        return 2
+    import convgemm
+
+    for d in args.dtype.split(","):
+        dtype_key = d.strip()
+        if dtype_key not in DTYPES:
+            print(f"--dtype {dtype_key!r}: choose from {sorted(DTYPES)}")
+            return 2
+        torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
+        for _suite, shp in shapes:
+            dt = DTYPES[dtype_key]
+            x = torch.randn(shp.n, shp.c, shp.h, shp.w, device="cuda", dtype=dt)
+            w = torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device="cuda", dtype=dt)
+            if args.layout == "channels_last":
+                x, w = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+            b = torch.randn(shp.k, device="cuda", dtype=dt) if shp.bias else None
+            t0 = time.perf_counter()
+            plan = convgemm.explain(x, w, b, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+            dt_s = time.perf_counter() - t0
+            print(f"{dtype_key:5s} {shp.name[:44]:44s} {plan['algorithm']:18s} {plan['config']:30s} {dt_s:6.1f} s")
+    print(f"tuning cache: {cache_path()}")
+    return 0
+
+
 def cmd_info(args) -> int:
     import torch
     import triton
@@ -154,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         _ensure_backend()
     args = build_parser().parse_args(argv)
-    return {"bench": cmd_bench, "info": cmd_info}[args.cmd](args)
+    return {"bench": cmd_bench, "tune": cmd_tune, "info": cmd_info}[args.cmd](args)
 
 
 if __name__ == "__main__":
