@@ -186,23 +186,33 @@ class ImplicitGemm(Algorithm):
         bn = min(128, _small(prob.kg, 32))
         return Config(128, bn, bk if prob.dtype.itemsize == 2 else min(bk, 32), 8 if bn >= 128 else 4, 3)
 
-    #: (A load, B load): the per-tap reduction order
-    LOADS = (cl.gather_im2col_load, cl.gather_weight_load)
+    #: (A load, B init, B load): the per-tap reduction order, the weight read in place
+    LOADS = (cl.gather_im2col_load, cl.gather_weight_init, cl.gather_weight_load)
 
-    def k_tiles(self, prob: ConvProblem, cfg: Config) -> int:
-        return prob.r * prob.s * cdiv(prob.cg, cfg.block_k)
+    def groups_per_gemm(self, prob: ConvProblem) -> int:
+        """How many consecutive groups one GEMM covers (the ``grouped`` algorithm takes several)."""
+        return 1
+
+    def weight_args(self, prob: ConvProblem, w: torch.Tensor, gt: int) -> tuple:
+        return (w, prob.kg, prob.cg, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s)
+
+    def k_tiles(self, prob: ConvProblem, cfg: Config, gt: int) -> int:
+        return prob.r * prob.s * cdiv(gt * prob.cg, cfg.block_k)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
+        # GEMM view: gt groups at a time, so cs input and ks output channels per GEMM
+        gt = self.groups_per_gemm(prob)
+        cs, ks = gt * prob.cg, gt * prob.kg
         M = prob.n * prob.p * prob.q
         a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
              prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-             prob.r, prob.s, prob.cg))  # fmt: skip
-        b = (None, (w, prob.kg, prob.cg, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s))
-        c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, prob.kg))
-        num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
-        fns = (cl.gather_im2col_init, self.LOADS[0], cl.gather_weight_init, self.LOADS[1], cl.gather_output_store)
-        _launch(launch, (num_m * num_n, prob.groups), a, b, c, bias, y, prob.kg, num_m, num_n, self.k_tiles(prob, cfg),
-                cfg, fns, False, prob)  # fmt: skip
+             prob.r, prob.s, cs))  # fmt: skip
+        b = (None, self.weight_args(prob, w, gt))
+        c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, ks))
+        num_m, num_n = cdiv(M, cfg.block_m), cdiv(ks, cfg.block_n)
+        fns = (cl.gather_im2col_init, *self.LOADS, cl.gather_output_store)
+        _launch(launch, (num_m * num_n, prob.groups // gt), a, b, c, bias, y, ks, num_m, num_n,
+                self.k_tiles(prob, cfg, gt), cfg, fns, False, prob)  # fmt: skip
 
 
 class SmallK(ImplicitGemm):
@@ -210,7 +220,7 @@ class SmallK(ImplicitGemm):
     into a handful of dense K tiles instead of one mostly-empty tile per filter tap; wide M tiles."""
 
     name = "small_k"
-    LOADS = (cl.gather_im2col_flat_load, cl.gather_weight_flat_load)
+    LOADS = (cl.gather_im2col_flat_load, cl.gather_weight_init, cl.gather_weight_flat_load)
     MAX_K = 2048
 
     def supports(self, prob: ConvProblem) -> str | None:
@@ -221,7 +231,7 @@ class SmallK(ImplicitGemm):
             return f"C/groups = {prob.cg} fills per-tap K tiles already"
         return None
 
-    def k_tiles(self, prob: ConvProblem, cfg: Config) -> int:
+    def k_tiles(self, prob: ConvProblem, cfg: Config, gt: int) -> int:
         return cdiv(prob.r * prob.s * prob.cg, cfg.block_k)
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
@@ -436,7 +446,7 @@ class Grouped(ImplicitGemm):
             return f"C/groups = {prob.cg}, K/groups = {prob.kg}: groups are wide enough for the per-group kernels"
         return None
 
-    def group_tile(self, prob: ConvProblem) -> int:
+    def groups_per_gemm(self, prob: ConvProblem) -> int:
         """Groups per GEMM: enough for a 32-wide reduction tile, dividing the group count."""
         gt = 1
         while gt * prob.cg < 32 and prob.groups % (gt * 2) == 0:
@@ -446,13 +456,13 @@ class Grouped(ImplicitGemm):
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
             return [self.default_config(prob)]
-        gt = self.group_tile(prob)
+        gt = self.groups_per_gemm(prob)
         bn = min(128, _small(gt * prob.kg, 16))
         bk = min(64, _small(gt * prob.cg, 16))
         return [Config(bm, bn, bk, warps, stages) for bm, warps in ((128, 4), (128, 8), (64, 4)) for stages in (3, 4)]
 
     def default_config(self, prob: ConvProblem) -> Config:
-        gt = self.group_tile(prob)
+        gt = self.groups_per_gemm(prob)
         bn = min(128, _small(gt * prob.kg, 16))
         bk = min(64, _small(gt * prob.cg, 16))
         if interpreting():
@@ -461,20 +471,10 @@ class Grouped(ImplicitGemm):
             return Config(64, min(32, bn), 16, 4, 2)
         return Config(128, bn, bk, 4, 3)
 
-    def run(self, prob, x, w, bias, y, cfg, launch=None):
-        gt = self.group_tile(prob)
-        cs, ks, sgroups = gt * prob.cg, gt * prob.kg, prob.groups // gt
-        M = prob.n * prob.p * prob.q
-        a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
-             prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-             prob.r, prob.s, cs))  # fmt: skip
-        b = (None, (w, prob.kg, prob.cg, gt, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s))
-        c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, ks))
-        num_m, num_n = cdiv(M, cfg.block_m), cdiv(ks, cfg.block_n)
-        fns = (cl.gather_im2col_init, cl.gather_im2col_load, cl.blockdiag_weight_init, cl.blockdiag_weight_load,
-               cl.gather_output_store)  # fmt: skip
-        k_tiles = prob.r * prob.s * cdiv(cs, cfg.block_k)
-        _launch(launch, (num_m * num_n, sgroups), a, b, c, bias, y, ks, num_m, num_n, k_tiles, cfg, fns, False, prob)
+    LOADS = (cl.gather_im2col_load, cl.blockdiag_weight_init, cl.blockdiag_weight_load)
+
+    def weight_args(self, prob: ConvProblem, w: torch.Tensor, gt: int) -> tuple:
+        return (w, prob.kg, prob.cg, gt, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s)
 
 
 class Depthwise(Algorithm):
