@@ -27,10 +27,22 @@ if __name__ == "__main__":
     w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     w1 = torch.randn(64, 64, 1, 1, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     b = torch.randn(64, device="cuda", dtype=torch.bfloat16)
+    xd = torch.randn(1, 64, 8, 8, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    wd = torch.randn(64, 1, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    wg = torch.randn(64, 4, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    ws = torch.randn(64, 3, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    xs = torch.randn(1, 3, 8, 8, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    # (input, weight, padding, groups) each algorithm accepts
+    calls = {
+        "gemm_1x1": (x, w1, 0, 1),
+        "depthwise": (xd, wd, 1, 64),
+        "grouped": (x, wg, 1, 16),
+        "small_k": (xs, ws, 1, 1),
+    }
     for algo in convgemm.algorithms():
-        wt, pad = (w1, 0) if algo == "gemm_1x1" else (w, 1)
-        us = per_call_us(lambda a=algo, wt=wt, pad=pad: convgemm.conv2d(x, wt, b, padding=pad, algorithm=a))
-        print(f"convgemm {algo:18s} {us:7.1f} us/call")
+        xi, wt, pad, g = calls.get(algo, (x, w, 1, 1))
+        fn = lambda a=algo, xi=xi, wt=wt, pad=pad, g=g: convgemm.conv2d(xi, wt, b, padding=pad, groups=g, algorithm=a)  # noqa: E731
+        print(f"convgemm {algo:18s} {per_call_us(fn):7.1f} us/call")
     print(f"torch F.conv2d (cuDNN) 3x3   {per_call_us(lambda: F.conv2d(x, w, b, padding=1)):7.1f} us/call")
     print(f"torch.empty                  {per_call_us(lambda: torch.empty_like(x)):7.1f} us/call")
 

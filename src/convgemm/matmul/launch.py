@@ -47,6 +47,7 @@ def install_tma_encode_cache() -> None:
             _tma_installed = True
             return
         original = nv.make_tensordesc_arg
+        nv._convgemm_original_make_tensordesc_arg = original
         cache: OrderedDict = OrderedDict()
 
         def make_tensordesc_arg(arg, metadata):
@@ -92,31 +93,73 @@ def descriptor(base, shape, strides, block_shape) -> TensorDescriptor:
 
 
 class Launch:
-    """One launch site of a JIT kernel with a fixed specialization.
+    """One launch site of a JIT kernel with a fixed specialization, grid and argument layout.
 
-    The first call goes through Triton (compiling if needed) and keeps the compiled kernel; later
-    calls launch it directly. Under the interpreter every call goes through Triton.
+    The first call goes through Triton (compiling if needed) and keeps the compiled kernel. Later
+    calls take one of two shortcuts:
+
+    - ``relaunch(grid, args)``: the full argument tuple, handed to the compiled kernel's launcher
+      (Triton's own descriptor expansion still runs);
+    - ``fast(bases)``: only the *tensors* of the call, in argument order (the base tensor for a
+      TMA descriptor, the tensor for a pointer argument). Every other argument, the grid and the
+      descriptors' shapes, strides and boxes are the first call's. The encoded ``CUtensorMap`` of
+      each descriptor is kept per base address, and the C launcher is called directly.
+
+    A handle therefore belongs to one problem and one config (a call plan or a tuning candidate):
+    the caller guarantees that every non-tensor argument, and each descriptor's geometry, is the
+    same on every call. Under the interpreter every call goes through Triton.
     """
 
-    __slots__ = ("_compiled", "_tail", "_stream")
+    __slots__ = ("_compiled", "_tail", "_stream", "_fast", "extra")
+
+    #: encoded descriptors kept per descriptor argument (distinct base addresses)
+    DESC_CACHE = 64
 
     def __init__(self) -> None:
         self._compiled = None
+        self._fast = None
+        #: anything the algorithm wants to remember about its first call (fixed per plan)
+        self.extra = None
 
     @property
     def warm(self) -> bool:
         """True once a compiled kernel is held: ``relaunch`` needs no constexprs or options."""
         return self._compiled is not None
 
-    def relaunch(self, grid: tuple[int, int], args: tuple) -> None:
+    @property
+    def fast_ready(self) -> bool:
+        """True when ``fast(bases)`` may be used."""
+        return self._fast is not None
+
+    def relaunch(self, grid: tuple[int, ...], args: tuple) -> None:
         """Launch the held kernel with new runtime arguments (same specialization)."""
         k = self._compiled
         from triton.runtime import driver
 
         stream = self._stream(driver.active.get_current_device())
-        k.run(grid[0], grid[1], 1, stream, k.function, k.packed_metadata, None, None, None, *args, *self._tail)
+        gx, gy, gz = (*grid, 1, 1)[:3]
+        k.run(gx, gy, gz, stream, k.function, k.packed_metadata, None, None, None, *args, *self._tail)
 
-    def __call__(self, fn, grid: tuple[int, int], args: tuple, constexprs: dict, options: dict) -> None:
+    def fast(self, bases: tuple) -> None:
+        """Launch again on new tensors: ``bases`` are the call's tensors in argument order."""
+        raw, head, flat, ptrs, descs, tuples, current_stream = self._fast
+        flat = flat.copy()
+        for pos, i in ptrs:
+            flat[pos] = bases[i]
+        for pos, template, inner in tuples:
+            t = list(template)
+            for j, i in inner:
+                t[j] = bases[i]
+            flat[pos] = tuple(t)
+        for pos, i, cache, encode in descs:
+            t = bases[i]
+            m = cache.get(t.data_ptr())
+            if m is None:
+                m = encode(t)
+            flat[pos] = m
+        raw(*head[0:3], current_stream(), *head[3:], *flat)
+
+    def __call__(self, fn, grid: tuple[int, ...], args: tuple, constexprs: dict, options: dict) -> None:
         if self._compiled is None:
             kernel = fn[grid](*args, **constexprs, **options)
             if not interpreting():
@@ -128,5 +171,77 @@ class Launch:
                 self._tail = tuple(constexprs[name] for name in fn.arg_names[len(args) :])
                 self._stream = driver.active.get_current_stream
                 self._compiled = kernel
+                if os.environ.get("CONVGEMM_FAST_LAUNCH", "1") != "0":
+                    self._fast = _bind_fast(kernel, grid, args, self._tail)
             return
         self.relaunch(grid, args)
+
+
+def _bind_fast(kernel, grid, args: tuple, tail: tuple):
+    """The state ``Launch.fast`` needs, or None when this kernel cannot take the shortcut.
+
+    It reaches inside Triton 3.x's CUDA launcher (``CudaLauncher.launch`` wrapping the compiled
+    C function); anything unexpected -- scratch buffers, another backend, a newer Triton with a
+    different layout -- leaves the handle on ``relaunch``, which only uses public attributes.
+    """
+    try:
+        import torch
+        from triton.backends.nvidia import driver as nv
+        from triton.runtime import driver
+    except ImportError:  # pragma: no cover - another backend
+        return None
+    run = kernel.run
+    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None
+    raw = run.launch
+    code = getattr(raw, "__code__", None)
+    if code is not None:  # Triton's wrapper that expands descriptor arguments: take the C function
+        cells = dict(zip(code.co_freevars, raw.__closure__ or (), strict=True))
+        if "launcher" not in cells:
+            return None
+        raw = cells["launcher"].cell_contents
+    metas = getattr(kernel.metadata, "tensordesc_meta", None) or []
+    encode_one = getattr(nv, "_convgemm_original_make_tensordesc_arg", nv.make_tensordesc_arg)
+    flat, ptrs, descs, tuples = [], [], [], []
+    n_desc = n_base = 0
+    for a in args:
+        if isinstance(a, TensorDescriptor):
+            if n_desc >= len(metas) or metas[n_desc] is None:
+                return None  # lowered without TMA: the launcher wants another expansion
+            meta = metas[n_desc]
+            n_desc += 1
+            enc = encode_one(a, meta)
+            cache = {a.base.data_ptr(): enc[0]}
+
+            def encode(t, a=a, meta=meta, cache=cache):
+                m = encode_one(descriptor(t, a.shape, a.strides, a.block_shape), meta)[0]
+                if len(cache) >= Launch.DESC_CACHE:
+                    cache.clear()
+                cache[t.data_ptr()] = m
+                return m
+
+            descs.append((len(flat), n_base, cache, encode))
+            flat.extend(enc)
+            n_base += 1
+        elif isinstance(a, torch.Tensor):
+            ptrs.append((len(flat), n_base))
+            flat.append(a)
+            n_base += 1
+        elif isinstance(a, tuple):  # the launcher takes a tuple argument as a tuple
+            inner = []
+            for j, e in enumerate(a):
+                if isinstance(e, torch.Tensor):
+                    inner.append((j, n_base))
+                    n_base += 1
+                elif isinstance(e, (tuple, TensorDescriptor)):
+                    return None  # not used by convgemm's kernels: keep the general path
+            if inner:
+                tuples.append((len(flat), a, tuple(inner)))
+            flat.append(a)
+        else:
+            flat.append(a)
+    flat.extend(tail)
+    get_stream, get_device = driver.active.get_current_stream, driver.active.get_current_device
+    head = (*(*grid, 1, 1)[:3], kernel.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+            kernel.packed_metadata, None, None, None)  # fmt: skip
+    return raw, head, flat, tuple(ptrs), tuple(descs), tuple(tuples), lambda: get_stream(get_device())

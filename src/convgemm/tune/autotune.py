@@ -16,7 +16,7 @@ import threading
 import torch
 
 from .._runtime import interpreting
-from ..conv.fprop import ALGORITHMS, Algorithm, Config
+from ..conv.fprop import ALGORITHMS, COMPILE_ONLY, Algorithm, Config
 from ..problem import ConvProblem
 from .cache import TuneCache, cache_path
 
@@ -137,49 +137,93 @@ def _log(prob, algo, cfg, t_ms: float) -> None:
             )
 
 
+def _compile_all(prob, pairs, x, w, bias, scratch) -> None:
+    """Compile every candidate's kernel at once, on a thread pool.
+
+    Most of a Triton compile (MLIR passes, ptxas) runs without the GIL, so candidates compile in
+    parallel: tuning a new shape costs about one compile rather than one per candidate. Errors
+    are ignored here; the candidate's first real launch reports them.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:  # an older Triton: each candidate compiles on its first launch
+        return
+    workers = max(1, min(len(pairs), os.cpu_count() or 1, 16))
+    with ThreadPoolExecutor(max_workers=workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
+        token = COMPILE_ONLY.set(True)
+        try:
+            for algo, cfg in pairs:
+                try:
+                    algo.run(prob, x, w, bias, scratch, cfg, None)
+                except Exception:  # noqa: BLE001, S112 - reported by the launch that follows
+                    continue
+        finally:
+            COMPILE_ONLY.reset(token)
+
+
+def _time_ms(fn, budget_ms: float = 2.0) -> float:
+    """Median time of ``fn`` in ms, over about ``budget_ms`` of back-to-back runs (3 to 50).
+
+    Lighter than ``triton.testing.do_bench`` (no L2 flush, no fixed 10 ms windows): tuning only
+    ranks candidates of one problem against each other, and must stay within a few seconds.
+    """
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        fn()
+    end.record()
+    end.synchronize()
+    n = max(3, min(50, int(budget_ms / max(start.elapsed_time(end) / 3, 1e-3))))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in events:
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in events)
+    return times[n // 2]
+
+
 def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | None]:
-    """Compile every candidate first, then time them back to back.
+    """Compile every candidate first (in parallel), then time them back to back.
 
     Timing right after a compile measures a GPU whose clocks dropped while the host compiled; one
     pass of compiles, then two interleaved timing passes (keeping each candidate's better median),
     keeps the comparison fair.
     """
-    from triton.testing import do_bench
-
     from ..matmul.launch import Launch
 
     scratch = torch.empty_like(y)
+    pairs = [(algo, cfg) for algo in candidates for cfg in algo.configs(prob)]
+    if len(pairs) > 1:
+        _compile_all(prob, pairs, x, w, bias, scratch)
     ready = []
-    for algo in candidates:
-        for cfg in algo.configs(prob):
-            launch = Launch()  # timed as conv2d will run it: without Triton's per-call dispatch
-            try:
-                algo.run(prob, x, w, bias, scratch, cfg, launch)  # compiles; errors surface here
-            except Exception as e:  # noqa: BLE001 - a candidate that cannot run is not a candidate
-                if not ("OutOfResources" in type(e).__name__ or "out of resource" in str(e).lower()):
-                    # not a resource limit: a bug worth reporting, but the call can still succeed
-                    import warnings
+    for algo, cfg in pairs:
+        launch = Launch()  # timed as conv2d will run it: without Triton's per-call dispatch
+        try:
+            algo.run(prob, x, w, bias, scratch, cfg, launch)  # loads the kernel; errors surface here
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run is not a candidate
+            if not ("OutOfResources" in type(e).__name__ or "out of resource" in str(e).lower()):
+                # not a resource limit: a bug worth reporting, but the call can still succeed
+                import warnings
 
-                    warnings.warn(
-                        f"convgemm: {algo.name} [{cfg.describe()}] failed on {prob.describe()} "
-                        f"({type(e).__name__}: {str(e)[:200]}); skipped while tuning",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-                continue
-            ready.append((algo, cfg, launch))
+                warnings.warn(
+                    f"convgemm: {algo.name} [{cfg.describe()}] failed on {prob.describe()} "
+                    f"({type(e).__name__}: {str(e)[:200]}); skipped while tuning",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            continue
+        ready.append((algo, cfg, launch))
     if not ready:  # every config was over budget: fall back to the heuristic (not cached)
         pick = next(a for a in candidates if a.heuristic_ok(prob))
         return pick, pick.default_config(prob), None
     best_t = [float("inf")] * len(ready)
     for _ in range(2):
         for i, (algo, cfg, launch) in enumerate(ready):
-            t = do_bench(
-                lambda a=algo, c=cfg, h=launch: a.run(prob, x, w, bias, scratch, c, h),
-                warmup=5,
-                rep=10,
-                return_mode="median",
-            )
+            t = _time_ms(lambda a=algo, c=cfg, h=launch: a.run(prob, x, w, bias, scratch, c, h))
             best_t[i] = min(best_t[i], t)
     for (algo, cfg, _), t in zip(ready, best_t, strict=True):
         _log(prob, algo, cfg, t)
