@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/convgemm-out}
 mkdir -p "$OUT"
 SUITES=${1:-floor,seed,grouped,small-channel}
 nvidia-smi -L
-(timeout 180 python3 -m pytest -q -n 14 tests -p no:cacheprovider --tb=short -rf 2>&1 | tail -30) > "$OUT/tests.log"
+(timeout 320 python3 -m pytest -q -n 14 tests -p no:cacheprovider --tb=short -rf 2>&1 | tail -30) > "$OUT/tests.log"
 tail -3 "$OUT/tests.log"
 timeout 60 python3 tools/overhead.py --profile > "$OUT/overhead.log" 2>&1; head -6 "$OUT/overhead.log"
 CONVGEMM_TUNE_LOG=$OUT/tune.jsonl timeout 420 python3 -m convgemm bench --suite "$SUITES" --dtype bf16 --check \

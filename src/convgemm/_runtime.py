@@ -37,6 +37,18 @@ def capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors of the current CUDA device (132 on an H200; 1 without a GPU)."""
+    if interpreting() or not torch.cuda.is_available():
+        return 1
+    return _sm_count(torch.cuda.current_device())
+
+
 def has_tma(t: torch.Tensor) -> bool:
     """Can this tensor's device use TMA tensor descriptors (Hopper or newer, or the interpreter)?"""
     if t.device.type == "cpu":

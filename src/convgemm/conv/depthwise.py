@@ -30,9 +30,7 @@ def depthwise_kernel(
     s_xh,
     s_xw,
     s_xc,
-    s_wk,
-    s_wr,
-    s_ws,
+    s_wt,  # tap stride of the packed [R*S, K] weight (channels contiguous)
     s_yn,
     s_yk,
     s_yp,
@@ -60,6 +58,13 @@ def depthwise_kernel(
     acc_t = tl.float64 if ACC_F64 else tl.float32
     acc = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
     x_row = x_ptr + n.to(tl.int64) * s_xn + (c * s_xc)[None, :]
+    # The weights are read as a [BLOCK_Q, BLOCK_K] tile (the same address down each column), not
+    # as a [BLOCK_K] vector: a tile shaped and strided like the input tile gets the input's
+    # register layout, where a vector would be moved into it through shared memory, with a
+    # barrier, at every tap.
+    zero_q = tl.zeros((BLOCK_Q, 1), dtype=tl.int32)
+    w_tile = w_ptr + k[None, :] + zero_q
+    w_ok = k_ok[None, :] & (zero_q == 0)
     iw0 = q * stride_w - pad_w
     for r in tl.static_range(R):
         ih = p * stride_h - pad_h + r * dil_h
@@ -70,9 +75,9 @@ def depthwise_kernel(
             xv = tl.load(
                 x_row + ih.to(tl.int64) * s_xh + (iw * s_xw)[:, None], mask=ok[:, None] & k_ok[None, :], other=0.0
             )
-            wv = tl.load(w_ptr + k * s_wk + r * s_wr + s * s_ws, mask=k_ok, other=0.0)
-            acc += xv.to(acc_t) * wv.to(acc_t)[None, :]
+            wv = tl.load(w_tile + (r * S + s) * s_wt, mask=w_ok, other=0.0)
+            acc += xv.to(acc_t) * wv.to(acc_t)
     if HAS_BIAS:
-        acc += tl.load(b_ptr + k, mask=k_ok, other=0.0).to(acc_t)[None, :]
+        acc += tl.load(b_ptr + k[None, :] + zero_q, mask=w_ok, other=0.0).to(acc_t)
     y = y_ptr + n.to(tl.int64) * s_yn + p.to(tl.int64) * s_yp + (q * s_yq)[:, None] + (k * s_yk)[None, :]
     tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=(q < Q)[:, None] & k_ok[None, :])

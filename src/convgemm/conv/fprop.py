@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._runtime import cdiv, empty, interpreting
+from .._runtime import cdiv, empty, interpreting, sm_count
 from ..matmul import loaders as mm
 from ..matmul.blocks import gemm_kernel
 from ..matmul.launch import Launch, descriptor
@@ -52,12 +52,34 @@ class Config:
     tile_n: int = 0
     tile_h: int = 0
     tile_w: int = 0
+    split_k: int = 1
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
         if self.tile_h:
             s += f" t{self.tile_n}x{self.tile_h}x{self.tile_w}"
+        if self.split_k > 1:
+            s += f" k{self.split_k}"
         return s
+
+
+_counters: dict = {}
+
+
+def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: int):
+    """(workspace, counters) for a split-K launch of ``tiles`` output tiles.
+
+    The workspace (fp32 partials) is allocated per call: it is fully written before it is read.
+    The counters must be zero when a launch starts, and every launch leaves them at zero, so one
+    buffer per device and stream serves every split-K launch on that stream (launches on one
+    stream never overlap).
+    """
+    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    locks = _counters.get(key)
+    if locks is None or locks.numel() < tiles:
+        locks = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+        _counters[key] = locks
+    return torch.empty(tiles * split_k * tile_elems, dtype=torch.float32, device=device), locks
 
 
 def _precision(prob: ConvProblem) -> str:
@@ -84,9 +106,11 @@ def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> Non
     (launch or Launch())(fn, grid, args, constexprs(), options)
 
 
-def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob):
-    """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints)."""
-    args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles)
+def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None):
+    """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints);
+    ``ws`` the (workspace, counters) pair of a split-K config."""
+    ws, locks = ws if ws is not None else (y, y)
+    args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles, ws, locks)
 
     def constexprs():
         return dict(
@@ -104,6 +128,7 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             PRECISION=_precision(prob),
             UPCAST=interpreting() and prob.dtype == torch.bfloat16,
             F64=prob.dtype == torch.float64,
+            SPLIT_K=cfg.split_k,
         )
 
     _run_kernel(launch, gemm_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
@@ -119,13 +144,15 @@ def _nhwc_out(y: torch.Tensor) -> torch.Tensor:
 def _fast_tma(launch, x, w, bias, y) -> None:
     """A repeat call of a TMA algorithm: bases (weight, input, output, bias) of its descriptors.
 
-    ``launch.extra`` holds what the first call found: the padded channel count, and whether the
-    weight was read in place (a channels_last weight with no channel padding) or packed.
+    ``launch.extra`` holds what the first call found: the padded channel count, whether the
+    weight was read in place (a channels_last weight with no channel padding) or packed, and the
+    split-K buffer sizes (None without split-K).
     """
-    cp, in_place = launch.extra
+    cp, in_place, split = launch.extra
     wp = w if in_place else krsc_weight(w, cp)
     yo = _nhwc_out(y)
-    launch.fast((wp, x, yo, yo if bias is None else bias))
+    ws, locks = split_k_buffers(x.device, *split) if split else (yo, yo)
+    launch.fast((wp, x, yo, yo if bias is None else bias, ws, locks))
     if yo is not y:
         y.copy_(yo)
 
@@ -224,7 +251,7 @@ class ImplicitGemm(Algorithm):
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         if launch is not None and launch.fast_ready:  # a repeat call: only the tensors change
-            launch.fast((x, w, y, y if bias is None else bias))
+            launch.fast((x, w, y, y if bias is None else bias, y, y))
             return
         # GEMM view: gt groups at a time, so cs input and ks output channels per GEMM
         gt = self.groups_per_gemm(prob)
@@ -358,8 +385,17 @@ class ImplicitGemmTma(Algorithm):
         if interpreting():
             return [self.default_config(prob)]
         out = []
+        sms = sm_count()
+        k_tiles = prob.r * prob.s * cdiv(prob.cg, bk)
         # (block_m, block_n, warps, stages): 64-row tiles use one warpgroup, 128-row tiles two
-        shapes = [(64, 128, 4, 4), (64, 256, 4, 3), (64, 256, 8, 3), (128, 128, 8, 4), (128, 256, 8, 3)]
+        shapes = [
+            (64, 128, 4, 4),
+            (64, 256, 4, 3),
+            (64, 256, 4, 4),
+            (64, 256, 8, 3),
+            (128, 128, 8, 4),
+            (128, 256, 8, 3),
+        ]
         for bm, bn, warps, stages in shapes:
             if bm == 128 and prob.kg <= 64:
                 continue
@@ -368,6 +404,15 @@ class ImplicitGemmTma(Algorithm):
             for cover, tn, th, tw in tiles[:2]:
                 if cover >= 0.85 * best:
                     out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw))
+            # few output tiles and a long reduction: split K so that the GPU fills up. Only
+            # shapes whose partial-sum epilogue fits in registers (tools/sm90_check.py: 128x256
+            # and 64x256 on 4 warps spill there)
+            _, tn, th, tw = tiles[0]
+            n_tiles = cdiv(prob.kg, bm) * cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw) * prob.groups
+            if (bm * bn) // (32 * warps) <= 64 and n_tiles < 1.5 * sms:
+                for sk in (2, 3, 4):
+                    if k_tiles >= 8 * sk and n_tiles * sk <= 4 * sms:
+                        out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw, split_k=sk))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
@@ -406,9 +451,12 @@ class ImplicitGemmTma(Algorithm):
         c = (y_desc, (prob.p, prob.q))
         fns = (mm.desc2d_init, mm.desc2d_a_load, cl.tma_im2col_init, cl.tma_im2col_load, cl.tma_output_store)
         k_tiles = prob.r * prob.s * c_tiles
-        _launch(launch, (num_m * num_n, g), a, b, c, bias, yo, kg, num_m, num_n, k_tiles, cfg, fns, True, prob)
+        split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
+        ws = split_k_buffers(x.device, *split) if split else None
+        _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, bias, yo, kg, num_m, num_n, k_tiles, cfg, fns,
+                True, prob, ws)  # fmt: skip
         if launch is not None:
-            launch.extra = (cp, wp.data_ptr() == w.data_ptr())
+            launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split)
         if yo is not y:
             y.copy_(yo)
 
@@ -458,10 +506,12 @@ class Gemm1x1(Algorithm):
         y_desc = descriptor(yo, [rows, g, kg], [prob.k, kg, 1], [cfg.block_n, 1, cfg.block_m])
         num_m, num_n = cdiv(kg, cfg.block_m), cdiv(rows, cfg.block_n)
         fns = (mm.desc2d_init, mm.desc2d_a_load, mm.desc_init, mm.desc_b_load, mm.desc_store_t)
-        _launch(launch, (num_m * num_n, g), (w_desc, (kg,)), (x_desc, ()), (y_desc, ()), bias, yo, kg, num_m, num_n, cp // cfg.block_k,
-                cfg, fns, True, prob)  # fmt: skip
+        split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
+        ws = split_k_buffers(x.device, *split) if split else None
+        _launch(launch, (num_m * num_n, g, cfg.split_k), (w_desc, (kg,)), (x_desc, ()), (y_desc, ()), bias, yo, kg,
+                num_m, num_n, cp // cfg.block_k, cfg, fns, True, prob, ws)  # fmt: skip
         if launch is not None:
-            launch.extra = (cp, wp.data_ptr() == w.data_ptr())
+            launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split)
         if yo is not y:
             y.copy_(yo)
 
@@ -552,14 +602,16 @@ class Depthwise(Algorithm):
         return Config(bq, min(128, _small(prob.k, 16)), 0, 4, 1)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
+        # [K, 1, R, S] -> [R*S, K]: each tap's weights contiguous over channels, as the input is
+        wt = w.reshape(prob.k, prob.r * prob.s).t().contiguous()
         if launch is not None and launch.fast_ready:
-            launch.fast((x, w, y if bias is None else bias, y))
+            launch.fast((x, wt, y if bias is None else bias, y))
             return
         from .depthwise import depthwise_kernel
 
         grid = (prob.n * prob.p, cdiv(prob.q, cfg.block_m), cdiv(prob.k, cfg.block_n))
-        args = (x, w, bias if bias is not None else y, y, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg,
-                x.stride(0), x.stride(2), x.stride(3), x.stride(1), w.stride(0), w.stride(2), w.stride(3),
+        args = (x, wt, bias if bias is not None else y, y, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg,
+                x.stride(0), x.stride(2), x.stride(3), x.stride(1), wt.stride(0),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],
                 prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1])  # fmt: skip
         constexprs = lambda: dict(R=prob.r, S=prob.s, BLOCK_Q=cfg.block_m, BLOCK_K=cfg.block_n,  # noqa: E731

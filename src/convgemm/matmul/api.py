@@ -25,13 +25,18 @@ def matmul(
     num_warps: int = 4,
     num_stages: int = 3,
     use_tma: bool | None = None,
+    split_k: int = 1,
 ) -> torch.Tensor:
     """``a @ b (+ bias)`` for 2-D ``a [M, K]``, ``b [K, N]``, ``bias [N]``; fp16, bf16, fp32 or fp64.
 
     Any strides. Accumulates in fp32 (fp64 for fp64); fp32 inputs use TF32 exactly when
     ``torch.backends.cuda.matmul.allow_tf32`` is True. Returns a new contiguous ``[M, N]`` tensor in
     the inputs' dtype. ``use_tma=None`` uses TMA descriptors when the operands allow them.
+    ``split_k > 1`` divides the K tiles among that many programs per output tile (their fp32
+    partials are summed in a fixed order by the last to finish: the result is deterministic).
     """
+    if type(split_k) is not int or split_k < 1:
+        raise ValueError(f"matmul: split_k must be an int >= 1, got {split_k!r}")
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"matmul: a and b must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[1] != b.shape[0]:
@@ -83,7 +88,14 @@ def matmul(
     else:
         precision = "ieee"
     num_pid_m, num_pid_n = cdiv(M, BM), cdiv(N, BN)
-    gemm_kernel[(num_pid_m * num_pid_n, 1)](
+    ws = locks = c
+    if split_k > 1:
+        acc_t = (
+            torch.float64 if a.dtype == torch.float64 else torch.float32
+        )  # partials keep the accumulator's precision
+        ws = torch.empty(num_pid_m * num_pid_n * split_k * BM * BN, dtype=acc_t, device=a.device)
+        locks = torch.zeros(num_pid_m * num_pid_n, dtype=torch.int32, device=a.device)
+    gemm_kernel[(num_pid_m * num_pid_n, 1, split_k)](
         *a_op,
         *b_op,
         *c_op,
@@ -92,6 +104,8 @@ def matmul(
         num_pid_m,
         num_pid_n,
         triton.cdiv(K, BK),
+        ws,
+        locks,
         BLOCK_M=BM,
         BLOCK_N=BN,
         BLOCK_K=BK,
@@ -106,6 +120,7 @@ def matmul(
         PRECISION=precision,
         UPCAST=interpreting() and a.dtype == torch.bfloat16,
         F64=a.dtype == torch.float64,
+        SPLIT_K=split_k,
         num_warps=num_warps,
         num_stages=num_stages,
     )

@@ -48,7 +48,8 @@ def tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 def k_loop(
     a_state,
     b_state,
-    k_tiles,
+    kt_start,
+    kt_end,
     A_LOAD: tl.constexpr,
     B_LOAD: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -57,13 +58,14 @@ def k_loop(
     PRECISION: tl.constexpr,  # "ieee" or "tf32": constexpr so the dot instruction is chosen at compile time
     UPCAST: tl.constexpr,  # dot in fp32: Triton's interpreter multiplies raw bf16 bits otherwise
 ):
-    """Accumulate ``sum_kt A_LOAD(kt) @ B_LOAD(kt)`` in fp32 and return the [BLOCK_M, BLOCK_N] tile.
+    """Accumulate ``sum_kt A_LOAD(kt) @ B_LOAD(kt)`` over ``kt_start <= kt < kt_end`` in fp32 and
+    return the [BLOCK_M, BLOCK_N] tile.
 
     The loop is a plain ``for`` so that Triton's software pipeliner can multi-buffer the loads
     (``num_stages``) and, on Hopper, keep ``wgmma`` asynchronous.
     """
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(k_tiles):
+    for kt in range(kt_start, kt_end):
         a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
         b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
         if UPCAST:
@@ -77,7 +79,8 @@ def k_loop(
 def k_loop_f64(
     a_state,
     b_state,
-    k_tiles,
+    kt_start,
+    kt_end,
     A_LOAD: tl.constexpr,
     B_LOAD: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -86,7 +89,7 @@ def k_loop_f64(
 ):
     """The K loop for float64 operands: accumulates in float64 (used for reference-grade checks)."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64)
-    for kt in range(k_tiles):
+    for kt in range(kt_start, kt_end):
         a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
         b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
         acc = tl.dot(a, b, acc, input_precision="ieee", out_dtype=tl.float64)
@@ -106,6 +109,32 @@ def bias_epilogue(acc, bias_ptr, offs, mask, HAS_BIAS: tl.constexpr, ALONG_M: tl
 
 
 @triton.jit
+def split_k_reduce(
+    acc, ws_ptr, lock_ptr, tile, split, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    """Combine the ``SPLIT_K`` partial tiles of one output tile; returns (sum, is_last).
+
+    Every split writes its fp32 partial to the workspace and takes a ticket from the tile's
+    counter; the split that draws the last ticket adds the others' partials to its own and
+    finishes the tile (``is_last``), then zeroes the counter so the buffer is ready for the next
+    launch. No second kernel, no atomics on the output, and the sum is taken in split order, so
+    the result does not depend on which split finished last.
+    """
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    base = ws_ptr + tile.to(tl.int64) * (SPLIT_K * BLOCK_M * BLOCK_N)
+    tl.store(base + split * (BLOCK_M * BLOCK_N) + offs, acc)
+    tl.debug_barrier()  # every thread's partial is written before the ticket is taken
+    ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    is_last = ticket == SPLIT_K - 1
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype)
+    if is_last:
+        for s in tl.static_range(SPLIT_K):
+            total += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+        tl.store(lock_ptr + tile, 0)
+    return total, is_last
+
+
+@triton.jit
 def gemm_kernel(
     a_desc,
     a_args,
@@ -118,6 +147,8 @@ def gemm_kernel(
     num_pid_m,
     num_pid_n,
     k_tiles,
+    ws_ptr,  # SPLIT_K > 1: workspace in the accumulator dtype, SPLIT_K * BLOCK_M * BLOCK_N per output tile
+    lock_ptr,  # SPLIT_K > 1: one int32 counter per output tile, zero before the launch (and after)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -132,23 +163,37 @@ def gemm_kernel(
     PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
     F64: tl.constexpr,  # float64 operands: accumulate in float64
+    SPLIT_K: tl.constexpr = 1,  # K tiles split over this many programs per output tile
 ):
-    """One output tile per program: grid = (num_pid_m * num_pid_n, batch).
+    """One output tile (or one of its ``SPLIT_K`` K ranges) per program:
+    grid = (num_pid_m * num_pid_n, batch, SPLIT_K).
 
     Every kernel of convgemm is this function with different loaders and stores; see the module
-    docstring for their contract.
+    docstring for their contract. Split-K lets a problem with few output tiles and a long
+    reduction fill the GPU: the splits of a tile meet in ``split_k_reduce``.
     """
     pid_m, pid_n = tile_grid(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     batch = tl.program_id(1)
     a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
     b_state = B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K)
+    kt_start = 0
+    kt_end = k_tiles
+    if SPLIT_K > 1:
+        per_split = tl.cdiv(k_tiles, SPLIT_K)
+        kt_start = tl.program_id(2) * per_split
+        kt_end = tl.minimum(kt_start + per_split, k_tiles)
     if F64:
-        acc = k_loop_f64(a_state, b_state, k_tiles, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
+        acc = k_loop_f64(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
     else:
-        acc = k_loop(a_state, b_state, k_tiles, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST)
-    if BIAS_ALONG_M:
-        offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    else:
-        offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = bias_epilogue(acc, bias_ptr, batch * bias_len + offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
-    C_STORE(c_desc, c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)
+        acc = k_loop(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST)
+    is_last = True
+    if SPLIT_K > 1:
+        tile = (batch * num_pid_m + pid_m) * num_pid_n + pid_n
+        acc, is_last = split_k_reduce(acc, ws_ptr, lock_ptr, tile, tl.program_id(2), SPLIT_K, BLOCK_M, BLOCK_N)
+    if is_last:
+        if BIAS_ALONG_M:
+            offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        else:
+            offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = bias_epilogue(acc, bias_ptr, batch * bias_len + offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
+        C_STORE(c_desc, c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)

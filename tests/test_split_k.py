@@ -1,0 +1,45 @@
+"""Split-K configs of the TMA algorithms, run directly (the tuner only offers them on a GPU)."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import DEVICE
+from reference import assert_close, conv2d_ref
+
+from convgemm._runtime import has_tma
+from convgemm.conv.fprop import ALGORITHMS, Config, spatial_tiles
+from convgemm.conv.layout import tma_aligned
+from convgemm.problem import ConvProblem
+
+
+def _problem(x, w, b, **kw):
+    prob = ConvProblem.from_tensors(x, w, b, **kw)
+    return replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=True)
+
+
+@pytest.mark.parametrize("split_k", [2, 3, 4])
+@pytest.mark.parametrize(
+    "algorithm,shape",
+    [
+        ("implicit_gemm_tma", (2, 32, 5, 6, 48, 3, 3, 1, 1)),  # 9 taps x 2 channel tiles = 18 K tiles
+        ("gemm_1x1", (2, 96, 4, 5, 40, 1, 1, 1, 0)),  # 6 K tiles of 16
+    ],
+)
+def test_split_k_matches_reference(algorithm, shape, split_k):
+    n, c, h, w_, k, r, s, stride, pad = shape
+    dtype = torch.float16
+    x = torch.randn(n, c, h, w_, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(k, c, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    prob = _problem(x, w, b, stride=stride, padding=pad)
+    algo = ALGORITHMS[algorithm]
+    assert algo.supports(prob) is None
+    _, tn, th, tw = spatial_tiles(prob, 32)[0]
+    tiles = dict(tile_n=tn, tile_h=th, tile_w=tw) if algorithm == "implicit_gemm_tma" else {}
+    cfg = Config(32, 32, 16, 4, 1, split_k=split_k, **tiles)
+    ref = conv2d_ref(x, w, b, stride=stride, padding=pad)
+    for _ in range(2):  # the second launch finds its tile counters back at zero
+        y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE).to(memory_format=torch.channels_last)
+        algo.run(prob, x, w, b, y, cfg)
+        assert_close(y, ref, dtype, f"{algorithm} split_k={split_k}")
