@@ -388,8 +388,11 @@ class ImplicitGemmTma(Algorithm):
         sms = sm_count()
         k_tiles = prob.r * prob.s * cdiv(prob.cg, bk)
         # (block_m, block_n, warps, stages): 64-row tiles use one warpgroup, 128-row tiles two
+        # (64, 256, 4, 2) leaves shared memory for two programs per SM: one's epilogue overlaps
+        # the other's K loop
         shapes = [
             (64, 128, 4, 4),
+            (64, 256, 4, 2),
             (64, 256, 4, 3),
             (64, 256, 4, 4),
             (64, 256, 8, 3),

@@ -26,6 +26,10 @@ _lock = threading.Lock()
 _HEURISTIC_ORDER = ("gemm_1x1", "implicit_gemm_tma", "depthwise", "grouped", "small_k", "implicit_gemm")
 
 
+#: algorithm -> algorithms that beat it wherever they apply: it is then tuned with its default only
+_DOMINATED = {"implicit_gemm": ("implicit_gemm_tma", "gemm_1x1")}
+
+
 def autotune_enabled() -> bool:
     return os.environ.get("CONVGEMM_AUTOTUNE", "1") != "0" and not interpreting()
 
@@ -196,7 +200,14 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
     from ..matmul.launch import Launch
 
     scratch = torch.empty_like(y)
-    pairs = [(algo, cfg) for algo in candidates for cfg in algo.configs(prob)]
+    pairs = []
+    for algo in candidates:
+        cfgs = algo.configs(prob)
+        if algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
+            # measured on the H200 (benchmarks/NOTES.md): on problems the TMA kernels take, the
+            # pointer-gather kernel's best config is 1.4-2x slower; one config keeps it a fallback
+            cfgs = [algo.default_config(prob)]
+        pairs += [(algo, cfg) for cfg in cfgs]
     if len(pairs) > 1:
         _compile_all(prob, pairs, x, w, bias, scratch)
     ready = []
