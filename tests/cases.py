@@ -16,6 +16,8 @@ CASES = [
     (3, 64, 6, 5, 32, 1, 1, 1, 0, 1, 1, True),
     # 1x1 stride 2 (ResNet downsample)
     (2, 16, 12, 10, 16, 1, 1, 2, 0, 1, 1, False),
+    # 1x1 stride 3 on odd sizes (13 -> 5 rows, 11 -> 4 columns): the TMA kernel's subsampled view
+    (1, 32, 13, 11, 48, 1, 1, 3, 0, 1, 1, True),
     # 5x5, padding 2
     (1, 3, 13, 11, 2, 5, 5, 1, 2, 1, 1, True),
     # 7x7 stride 3 padding 3

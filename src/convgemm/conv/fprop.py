@@ -368,7 +368,8 @@ def spatial_tiles(prob: ConvProblem, block_n: int) -> list[tuple[float, int, int
 
 
 class ImplicitGemmTma(Algorithm):
-    """Hopper implicit GEMM: TMA boxes of the NHWC input over blocks of output pixels (stride 1)."""
+    """Hopper implicit GEMM: TMA boxes of the NHWC input over blocks of output pixels (stride 1;
+    a strided 1x1 kernel runs as stride 1 on the subsampled input view)."""
 
     name = "implicit_gemm_tma"
 
@@ -376,8 +377,8 @@ class ImplicitGemmTma(Algorithm):
         reason = _tma_common(prob)
         if reason:
             return reason
-        if prob.stride != (1, 1):
-            return f"stride {prob.stride}: the spatial TMA loader handles stride 1 only"
+        if prob.stride != (1, 1) and not prob.is_1x1:
+            return f"stride {prob.stride}: the spatial TMA loader handles stride 1 (and strided 1x1 kernels) only"
         return None
 
     def configs(self, prob: ConvProblem) -> list[Config]:
@@ -436,8 +437,14 @@ class ImplicitGemmTma(Algorithm):
         c_tiles = cp // cfg.block_k
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
+        # a strided 1x1 kernel reads every stride-th pixel: a stride-1 problem on that subsampled
+        # view, whose size is the output's (same base address, strides multiplied)
+        sh, sw = prob.stride
         x_desc = descriptor(
-            x, [prob.n, prob.h, prob.w, g, cg], [x.stride(0), x.stride(2), x.stride(3), cg, 1], box + [cfg.block_k]
+            x,
+            [prob.n, prob.p if sh > 1 else prob.h, prob.q if sw > 1 else prob.w, g, cg],
+            [x.stride(0), x.stride(2) * sh, x.stride(3) * sw, cg, 1],
+            box + [cfg.block_k],
         )
         w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
         yo = _nhwc_out(y)
