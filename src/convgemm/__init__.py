@@ -5,7 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .conv.fprop import ALGORITHMS as _ALGORITHMS
-from .functional import conv2d, explain
+from .functional import conv2d, conv2d_input, conv2d_weight, explain
 from .problem import ConvProblem
 
 
@@ -14,4 +14,4 @@ def algorithms() -> list[str]:
     return list(_ALGORITHMS)
 
 
-__all__ = ["conv2d", "explain", "ConvProblem", "algorithms", "__version__"]
+__all__ = ["conv2d", "conv2d_input", "conv2d_weight", "explain", "ConvProblem", "algorithms", "__version__"]

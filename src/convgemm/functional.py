@@ -10,7 +10,7 @@ import torch
 from ._runtime import check_device, empty, has_tma
 from .conv.layout import as_nhwc, tma_aligned
 from .matmul.launch import Launch
-from .problem import ConvProblem, IntOrPair, Padding
+from .problem import ConvProblem, IntOrPair, Padding, output_memory_format
 from .tune import choose
 
 # Plans: everything decided about a call that depends only on its signature (shapes, strides,
@@ -186,3 +186,118 @@ def explain(
         return {"algorithm": None, "config": None, "problem": prob}
     algo, cfg = choose(prob, x, weight, bias, y, algorithm)
     return {"algorithm": algo.name, "config": cfg.describe(), "problem": prob}
+
+
+def _grad_problem(op, input_size, input_like, weight_like, grad_output, stride, padding, dilation, groups):
+    """Validate a backward call: the forward problem it differentiates, and grad_output's shape."""
+    if not isinstance(grad_output, torch.Tensor):
+        raise TypeError(f"{op}: grad_output must be a torch.Tensor, got {type(grad_output).__name__}")
+    try:
+        size = tuple(int(v) for v in input_size)
+    except TypeError:
+        raise TypeError(f"{op}: the input/weight size must be a sequence of ints, got {input_size!r}") from None
+    if input_like is None and not isinstance(weight_like, torch.Tensor):
+        raise TypeError(f"{op}: weight must be a torch.Tensor, got {type(weight_like).__name__}")
+    # a stand-in with the input's shape, the weight's dtype and device, and no memory
+    x = input_like if input_like is not None else weight_like.new_empty(()).expand(size)
+    prob = ConvProblem.from_tensors(x, weight_like, None, stride, padding, dilation, groups)
+    want = (prob.n, prob.k, prob.p, prob.q)
+    if tuple(grad_output.shape) != want:
+        raise ValueError(
+            f"{op}: grad_output must have the forward output's shape {list(want)} for input {list(x.shape)} and "
+            f"weight {list(weight_like.shape)}, got {list(grad_output.shape)}"
+        )
+    if grad_output.dtype != x.dtype or grad_output.device != x.device:
+        raise TypeError(
+            f"{op}: grad_output is {grad_output.dtype} on {grad_output.device} but the convolution is "
+            f"{x.dtype} on {x.device}; convert it with grad_output.to(...)"
+        )
+    check_device(grad_output, op)
+    return prob
+
+
+def conv2d_input(
+    input_size: tuple[int, int, int, int] | torch.Size,
+    weight: torch.Tensor,
+    grad_output: torch.Tensor,
+    stride: IntOrPair = 1,
+    padding: Padding = 0,
+    dilation: IntOrPair = 1,
+    groups: int = 1,
+    *,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    """The input gradient of ``conv2d`` (dgrad), with ``torch.nn.grad.conv2d_input``'s semantics.
+
+    Args:
+        input_size: the forward input's shape ``[N, C, H, W]``.
+        weight: ``[K, C/groups, R, S]``; grad_output: ``[N, K, P, Q]``, same dtype and device.
+        stride, padding, dilation, groups: the forward call's.
+        memory_format: of the result; default channels_last when grad_output or the weight is
+            channels_last, else contiguous.
+
+    Returns ``[N, C, H, W]`` in grad_output's dtype (fp32 accumulation; fp64 for fp64). Strided
+    convolutions are computed per stride phase, so no work is spent on the zeros a transposed
+    convolution would insert.
+    """
+    from .conv.backward import DGRAD
+
+    prob = _grad_problem("conv2d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
+    if memory_format is None:
+        memory_format = output_memory_format(grad_output, weight)
+    dx = empty((prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device, memory_format)
+    if dx.numel() == 0:
+        return dx
+    if prob.k == 0 or prob.p * prob.q == 0:
+        return dx.zero_()
+    with _device_of(grad_output):
+        DGRAD.run(prob, grad_output, weight, dx, DGRAD.default_config(prob))
+    return dx
+
+
+def conv2d_weight(
+    input: torch.Tensor,
+    weight_size: tuple[int, int, int, int] | torch.Size,
+    grad_output: torch.Tensor,
+    stride: IntOrPair = 1,
+    padding: Padding = 0,
+    dilation: IntOrPair = 1,
+    groups: int = 1,
+    *,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    """The weight gradient of ``conv2d`` (wgrad), with ``torch.nn.grad.conv2d_weight``'s semantics.
+
+    Args:
+        input: the forward input ``[N, C, H, W]``, any strides.
+        weight_size: the weight's shape ``[K, C/groups, R, S]``.
+        grad_output: ``[N, K, P, Q]``, same dtype and device.
+        memory_format: of the result; default channels_last when the input is channels_last.
+
+    Returns ``[K, C/groups, R, S]`` in the input's dtype. The reduction over N*P*Q is split over
+    programs and summed in a fixed order: the result is bitwise reproducible.
+    """
+    from .conv.backward import WGRAD
+
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"conv2d_weight: input must be a torch.Tensor, got {type(input).__name__}")
+    try:
+        wsize = tuple(int(v) for v in weight_size)
+    except TypeError:
+        raise TypeError(f"conv2d_weight: weight_size must be a sequence of ints, got {weight_size!r}") from None
+    w_like = input.new_empty(()).expand(wsize)
+    prob = _grad_problem("conv2d_weight", input.shape, input, w_like, grad_output, stride, padding, dilation, groups)
+    if memory_format is None:
+        memory_format = torch.channels_last if _suggests_cl(input) else torch.contiguous_format
+    dw = empty(wsize, input.dtype, input.device, memory_format)
+    if dw.numel() == 0:
+        return dw
+    if prob.n * prob.p * prob.q == 0:
+        return dw.zero_()
+    with _device_of(input):
+        WGRAD.run(prob, input, grad_output, dw, WGRAD.default_config(prob))
+    return dw
+
+
+def _suggests_cl(t: torch.Tensor) -> bool:
+    return t.dim() == 4 and t.shape[1] > 1 and t.stride(1) == 1 and t.is_contiguous(memory_format=torch.channels_last)

@@ -66,10 +66,10 @@ class Config:
 _counters: dict = {}
 
 
-def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: int):
+def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: int, dtype=torch.float32):
     """(workspace, counters) for a split-K launch of ``tiles`` output tiles.
 
-    The workspace (fp32 partials) is allocated per call: it is fully written before it is read.
+    The workspace (partials in the accumulator's ``dtype``) is allocated per call: it is fully written before it is read.
     The counters must be zero when a launch starts, and every launch leaves them at zero, so one
     buffer per device and stream serves every split-K launch on that stream (launches on one
     stream never overlap).
@@ -79,7 +79,7 @@ def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: 
     if locks is None or locks.numel() < tiles:
         locks = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
         _counters[key] = locks
-    return torch.empty(tiles * split_k * tile_elems, dtype=torch.float32, device=device), locks
+    return torch.empty(tiles * split_k * tile_elems, dtype=dtype, device=device), locks
 
 
 def _precision(prob: ConvProblem) -> str:

@@ -218,3 +218,177 @@ def tma_output_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, 
     n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_N, TILE_H, TILE_W)
     tile = acc.to(y_desc.dtype).T.reshape(TILE_N, TILE_H, TILE_W, 1, BLOCK_M)
     y_desc.store([n, oh0, ow0, g, pid_m * BLOCK_M], tile)
+
+
+# ================================================================ dgrad (natural view)
+# dx[n, c, h, w] = sum over (r, s, k) of dy[n, k, p, q] * w[k, c, r, s], where p * stride_h =
+# h + pad_h - r * dil_h. GEMM: M = input pixels, N = C/g, K = (tap, K/g). With stride > 1 only
+# some taps reach a given input pixel, and which ones depends only on the pixel's *phase*
+# (h mod stride_h, w mod stride_w): one program handles pixels of one phase, and its K loop walks
+# only that phase's taps, read from a host-built table of (r, dy-row offset) pairs (r = -1 pads a
+# shorter list). No inserted zeros are materialised and no multiply-adds are spent on them.
+@triton.jit
+def _dgrad_phase(b, n_phases, phases_w, taps_h, taps_w, Th, Tw):
+    """Grid axis 1 index -> (group, phase row, phase column, that phase's tap tables)."""
+    g = b // n_phases
+    ph = b - g * n_phases
+    phh = ph // phases_w
+    phw = ph - phh * phases_w
+    return g, phh, phw, taps_h + phh * (2 * Th), taps_w + phw * (2 * Tw)
+
+
+@triton.jit
+def _dgrad_tap(kt, k_tiles_per_tap, th_ptr, tw_ptr, Tw):
+    """K-tile index -> (filter row r, dy row offset, filter column s, dy column offset, channel tile);
+    r or s is -1 for a padding entry of the tap table."""
+    t = kt // k_tiles_per_tap
+    kb = kt - t * k_tiles_per_tap
+    t_h = t // Tw
+    t_w = t - t_h * Tw
+    r = tl.load(th_ptr + 2 * t_h)
+    off_h = tl.load(th_ptr + 2 * t_h + 1)
+    s = tl.load(tw_ptr + 2 * t_w)
+    off_w = tl.load(tw_ptr + 2 * t_w + 1)
+    return r, off_h, s, off_w, kb
+
+
+@triton.jit
+def dgrad_dy_init(desc, args, pid_m, b, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A = the gathered output gradient: rows are the input pixels (n, i, j) of one phase,
+    h = phase_h + stride_h * i; columns (tap, k) of group g."""
+    (dy_ptr, s_n, s_p, s_q, s_k, P, Q, Hq, Wq, M, Kg, n_phases, phases_w, taps_h, taps_w, Th, Tw) = args
+    g, phh, phw, th_ptr, tw_ptr = _dgrad_phase(b, n_phases, phases_w, taps_h, taps_w, Th, Tw)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    n = offs_m // (Hq * Wq)
+    rem = offs_m - n * (Hq * Wq)
+    i = rem // Wq
+    j = rem - i * Wq
+    row_off = n.to(tl.int64) * s_n + (g * Kg).to(tl.int64) * s_k
+    return (dy_ptr, row_off, i, j, offs_m < M, s_p, s_q, s_k, P, Q, Kg, th_ptr, tw_ptr, Tw)
+
+
+@triton.jit
+def dgrad_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (dy_ptr, row_off, i, j, mask_m, s_p, s_q, s_k, P, Q, Kg, th_ptr, tw_ptr, Tw) = state
+    r, off_h, s, off_w, kb = _dgrad_tap(kt, tl.cdiv(Kg, BLOCK_K), th_ptr, tw_ptr, Tw)
+    p = i + off_h
+    q = j + off_w
+    k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    ok = mask_m & (p >= 0) & (p < P) & (q >= 0) & (q < Q) & (r >= 0) & (s >= 0)
+    ptrs = dy_ptr + (row_off + p.to(tl.int64) * s_p + q.to(tl.int64) * s_q)[:, None] + (k * s_k)[None, :]
+    return tl.load(ptrs, mask=ok[:, None] & (k < Kg)[None, :], other=0.0)
+
+
+@triton.jit
+def dgrad_w_init(desc, args, pid_n, b, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = the weight ``w[K, C/g, R, S]`` of group g read in place: rows (tap, k), columns c."""
+    (w_ptr, Kg, Cg, s_k, s_c, s_r, s_s, n_phases, phases_w, taps_h, taps_w, Th, Tw) = args
+    g, phh, phw, th_ptr, tw_ptr = _dgrad_phase(b, n_phases, phases_w, taps_h, taps_w, Th, Tw)
+    c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return (w_ptr + (g * Kg).to(tl.int64) * s_k, c * s_c, c < Cg, Kg, s_k, s_r, s_s, th_ptr, tw_ptr, Tw)
+
+
+@triton.jit
+def dgrad_w_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (w_ptr, cols, mask_n, Kg, s_k, s_r, s_s, th_ptr, tw_ptr, Tw) = state
+    r, off_h, s, off_w, kb = _dgrad_tap(kt, tl.cdiv(Kg, BLOCK_K), th_ptr, tw_ptr, Tw)
+    k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    ok = (k < Kg)[:, None] & mask_n[None, :] & (r >= 0) & (s >= 0)
+    ptrs = w_ptr + (k.to(tl.int64) * s_k + r * s_r + s * s_s)[:, None] + cols[None, :]
+    return tl.load(ptrs, mask=ok, other=0.0)
+
+
+@triton.jit
+def dgrad_dx_store(desc, args, acc, pid_m, pid_n, b, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [input pixels of one phase, channels] tile to dx with any strides."""
+    (dx_ptr, s_n, s_c, s_h, s_w, H, W, Hq, Wq, M, Cg, n_phases, phases_w, stride_h, stride_w) = args
+    g = b // n_phases
+    ph = b - g * n_phases
+    phh = ph // phases_w
+    phw = ph - phh * phases_w
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n = offs_m // (Hq * Wq)
+    rem = offs_m - n * (Hq * Wq)
+    i = rem // Wq
+    j = rem - i * Wq
+    h = phh + stride_h * i
+    w = phw + stride_w * j
+    rows = n.to(tl.int64) * s_n + h.to(tl.int64) * s_h + w.to(tl.int64) * s_w
+    cols = (g * Cg + c).to(tl.int64) * s_c
+    mask = ((offs_m < M) & (h < H) & (w < W))[:, None] & (c < Cg)[None, :]
+    tl.store(dx_ptr + rows[:, None] + cols[None, :], acc.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+# ================================================================ wgrad (natural view)
+# dw[k, c, r, s] = sum over output pixels (n, p, q) of dy[n, k, p, q] * x[n, c, p*st - pad + r*dil, ...]
+# GEMM: M = K/g, N = (r, s, c) of group g (flat), K = N*P*Q output pixels: a long reduction over
+# few output tiles, so the launch splits K (``gemm_kernel``'s SPLIT_K, summed in a fixed order).
+@triton.jit
+def _pixels(kt, P, Q, NPQ, BLOCK_K: tl.constexpr):
+    m = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+    n = m // (P * Q)
+    pq = m - n * (P * Q)
+    p = pq // Q
+    return m < NPQ, n, p, pq - p * Q
+
+
+@triton.jit
+def wgrad_dy_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A = dy^T of group g: rows are output channels k, columns output pixels."""
+    (dy_ptr, s_n, s_p, s_q, s_k, P, Q, NPQ, Kg) = args
+    k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    return (dy_ptr, (g * Kg + k).to(tl.int64) * s_k, k < Kg, s_n, s_p, s_q, P, Q, NPQ)
+
+
+@triton.jit
+def wgrad_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (dy_ptr, rows, mask_m, s_n, s_p, s_q, P, Q, NPQ) = state
+    ok, n, p, q = _pixels(kt, P, Q, NPQ, BLOCK_K)
+    cols = n.to(tl.int64) * s_n + p.to(tl.int64) * s_p + q.to(tl.int64) * s_q
+    return tl.load(dy_ptr + rows[:, None] + cols[None, :], mask=mask_m[:, None] & ok[None, :], other=0.0)
+
+
+@triton.jit
+def wgrad_x_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x) of group g: rows output pixels, columns (r, s, c) flat; the column part of
+    every address is fixed for the tile and computed here once."""
+    (x_ptr, s_n, s_h, s_w, s_c, H, W, P, Q, NPQ, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, S, Cg, RSC) = args
+    j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    r = j // (S * Cg)
+    rem = j - r * (S * Cg)
+    s = rem // Cg
+    c = rem - s * Cg
+    dr = r * dil_h
+    ds = s * dil_w
+    col_off = dr.to(tl.int64) * s_h + ds.to(tl.int64) * s_w + (g * Cg + c).to(tl.int64) * s_c
+    return (x_ptr, col_off, dr, ds, j < RSC, s_n, s_h, s_w, H, W, P, Q, NPQ, stride_h, stride_w, pad_h, pad_w)
+
+
+@triton.jit
+def wgrad_x_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (x_ptr, col_off, dr, ds, mask_n, s_n, s_h, s_w, H, W, P, Q, NPQ, stride_h, stride_w, pad_h, pad_w) = state
+    ok, n, p, q = _pixels(kt, P, Q, NPQ, BLOCK_K)
+    ih0 = p * stride_h - pad_h
+    iw0 = q * stride_w - pad_w
+    row_off = n.to(tl.int64) * s_n + ih0.to(tl.int64) * s_h + iw0.to(tl.int64) * s_w
+    ih = ih0[:, None] + dr[None, :]
+    iw = iw0[:, None] + ds[None, :]
+    ok2 = ok[:, None] & mask_n[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    return tl.load(x_ptr + row_off[:, None] + col_off[None, :], mask=ok2, other=0.0)
+
+
+@triton.jit
+def wgrad_dw_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [output channels, (r, s, c)] tile to dw ``[K, C/g, R, S]`` with any strides."""
+    (dw_ptr, s_k, s_c, s_r, s_s, Kg, S, Cg, RSC) = args
+    k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    r = j // (S * Cg)
+    rem = j - r * (S * Cg)
+    s = rem // Cg
+    c = rem - s * Cg
+    rows = (g * Kg + k).to(tl.int64) * s_k
+    cols = r.to(tl.int64) * s_r + s.to(tl.int64) * s_s + c.to(tl.int64) * s_c
+    mask = (k < Kg)[:, None] & (j < RSC)[None, :]
+    tl.store(dw_ptr + rows[:, None] + cols[None, :], acc.to(dw_ptr.dtype.element_ty), mask=mask)

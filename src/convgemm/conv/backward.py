@@ -1,0 +1,145 @@
+"""Backward convolution on the matmul blocks: the data gradient (dgrad) and the weight gradient
+(wgrad), each one ``gemm_kernel`` launch with its own loaders (``conv/loaders.py``).
+
+==========  ==========================  ==========================  ==========================
+direction   GEMM (per group)            A / B                       store
+==========  ==========================  ==========================  ==========================
+dgrad       M = input pixels of one      dy gathered per phase tap /  dx, any strides
+            stride phase, N = C/g,       w read in place
+            K = (phase taps, K/g)
+wgrad       M = K/g, N = (r, s, C/g),    dy^T gathered / im2col(x)    dw, any strides
+            K = N*P*Q (split-K)          gathered, flat (r, s, c)
+==========  ==========================  ==========================  ==========================
+
+Both are deterministic: the only reduction that crosses programs is wgrad's split-K, whose
+partials are summed in split order by one program (``matmul.blocks.split_k_reduce``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from .._runtime import cdiv, interpreting, sm_count
+from ..problem import ConvProblem
+from . import loaders as cl
+from .fprop import Config, _launch, _small, split_k_buffers
+
+_tables: dict = {}
+_tables_lock = threading.Lock()
+
+
+def phase_taps(r: int, stride: int, pad: int, dil: int) -> list[list[tuple[int, int]]]:
+    """For each input phase ``f`` (input row h = f mod stride): the filter rows reaching it and, for
+    each, the offset ``o`` with dy row ``p = (h - f) / stride + o``.
+
+    Row h receives tap r from dy row p exactly when ``p * stride = h + pad - r * dil``; for
+    ``h = f + stride * i`` that is ``p = i + (f + pad - r * dil) / stride`` when the division is
+    exact, so the tap list depends on the phase only.
+    """
+    out = []
+    for f in range(stride):
+        taps = []
+        for rr in range(r):
+            num = f + pad - rr * dil
+            if num % stride == 0:
+                taps.append((rr, num // stride))
+        out.append(taps)
+    return out
+
+
+def tap_table(r: int, stride: int, pad: int, dil: int, device: torch.device) -> tuple[torch.Tensor, int]:
+    """``phase_taps`` as an int32 device tensor ``[stride, T, 2]`` of (r, offset) pairs, padded
+    with (-1, 0) to the longest list ``T`` (at least 1); cached, since it is a pure function."""
+    key = (r, stride, pad, dil, device)
+    hit = _tables.get(key)
+    if hit is None:
+        taps = phase_taps(r, stride, pad, dil)
+        t = max(1, max(len(x) for x in taps))
+        rows = [x + [(-1, 0)] * (t - len(x)) for x in taps]
+        hit = (torch.tensor(rows, dtype=torch.int32).to(device), t)
+        with _tables_lock:
+            _tables[key] = hit
+    return hit
+
+
+class Dgrad:
+    """dx = conv2d's input gradient, per stride phase: no multiply-adds on inserted zeros."""
+
+    name = "dgrad"
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        bk = min(64, _small(prob.kg))
+        if interpreting():
+            return Config(32, min(32, _small(prob.cg)), min(32, bk), 4, 1)
+        if prob.dtype == torch.float64:
+            return Config(64, 32, 16, 4, 2)
+        bn = min(128, _small(prob.cg, 32))
+        return Config(128, bn, bk if prob.dtype.itemsize == 2 else min(bk, 32), 8 if bn >= 128 else 4, 3)
+
+    def run(self, prob: ConvProblem, dy: torch.Tensor, w: torch.Tensor, dx: torch.Tensor, cfg: Config, launch=None):
+        """``dx [N, C, H, W] = dgrad(dy [N, K, P, Q], w [K, C/g, R, S])``; any strides for all three."""
+        sh, sw = prob.stride
+        th, t_h = tap_table(prob.r, sh, prob.pad_h[0], prob.dilation[0], dy.device)
+        tw, t_w = tap_table(prob.s, sw, prob.pad_w[0], prob.dilation[1], dy.device)
+        hq, wq = cdiv(prob.h, sh), cdiv(prob.w, sw)
+        M = prob.n * hq * wq
+        n_phases = sh * sw
+        a = (None, (dy, dy.stride(0), dy.stride(2), dy.stride(3), dy.stride(1), prob.p, prob.q, hq, wq, M, prob.kg,
+                    n_phases, sw, th, tw, t_h, t_w))  # fmt: skip
+        b = (None, (w, prob.kg, prob.cg, w.stride(0), w.stride(1), w.stride(2), w.stride(3), n_phases, sw, th, tw,
+                    t_h, t_w))  # fmt: skip
+        c = (None, (dx, dx.stride(0), dx.stride(1), dx.stride(2), dx.stride(3), prob.h, prob.w, hq, wq, M, prob.cg,
+                    n_phases, sw, sh, sw))  # fmt: skip
+        num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.cg, cfg.block_n)
+        k_tiles = t_h * t_w * cdiv(prob.kg, cfg.block_k)
+        fns = (cl.dgrad_dy_init, cl.dgrad_dy_load, cl.dgrad_w_init, cl.dgrad_w_load, cl.dgrad_dx_store)
+        _launch(launch, (num_m * num_n, prob.groups * n_phases, 1), a, b, c, None, dx, 0, num_m, num_n, k_tiles,
+                cfg, fns, False, prob)  # fmt: skip
+
+
+class Wgrad:
+    """dw = conv2d's weight gradient: a reduction over every output pixel, split over programs."""
+
+    name = "wgrad"
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        rsc = prob.r * prob.s * prob.cg
+        npq = prob.n * prob.p * prob.q
+        if interpreting():
+            return Config(min(32, _small(prob.kg)), min(32, _small(rsc)), 16, 4, 1)
+        if prob.dtype == torch.float64:
+            bm, bn, bk, warps, stages = min(64, _small(prob.kg)), 32, 16, 4, 2
+        else:
+            bm = min(128, _small(prob.kg, 32))
+            bn = min(128, _small(rsc, 32))
+            bk, warps, stages = (64 if prob.dtype.itemsize == 2 else 32), (8 if bm * bn >= 128 * 128 else 4), 3
+        tiles = cdiv(prob.kg, bm) * cdiv(rsc, bn) * prob.groups
+        k_tiles = cdiv(npq, bk)
+        # enough programs for two waves, each reducing at least 8 K tiles
+        split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 8))
+        return Config(bm, bn, bk, warps, stages, split_k=split)
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
+        """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])``; any strides for all three."""
+        rsc = prob.r * prob.s * prob.cg
+        npq = prob.n * prob.p * prob.q
+        a = (None, (dy, dy.stride(0), dy.stride(2), dy.stride(3), dy.stride(1), prob.p, prob.q, npq, prob.kg))
+        b = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, npq,
+                    prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
+                    prob.s, prob.cg, rsc))  # fmt: skip
+        c = (None, (dw, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3), prob.kg, prob.s, prob.cg, rsc))
+        num_m, num_n = cdiv(prob.kg, cfg.block_m), cdiv(rsc, cfg.block_n)
+        k_tiles = cdiv(npq, cfg.block_k)
+        ws = None
+        if cfg.split_k > 1:
+            acc_t = torch.float64 if prob.dtype == torch.float64 else torch.float32
+            ws = split_k_buffers(dy.device, num_m * num_n * prob.groups, cfg.split_k, cfg.block_m * cfg.block_n, acc_t)
+        fns = (cl.wgrad_dy_init, cl.wgrad_dy_load, cl.wgrad_x_init, cl.wgrad_x_load, cl.wgrad_dw_store)
+        _launch(launch, (num_m * num_n, prob.groups, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
+                cfg, fns, False, prob, ws)  # fmt: skip
+
+
+DGRAD = Dgrad()
+WGRAD = Wgrad()

@@ -1,0 +1,130 @@
+"""dgrad and wgrad against float64 torch (torch.nn.grad on the CPU)."""
+
+import pytest
+import torch
+from cases import CASES, case_id
+from conftest import DEVICE
+from reference import assert_close
+
+import convgemm
+from convgemm.conv.backward import WGRAD, phase_taps
+from convgemm.conv.fprop import Config
+from convgemm.problem import ConvProblem
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+
+
+@pytest.fixture(autouse=True)
+def _strict_fp32():
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def make(case, dtype, channels_last=True):
+    n, c, h, w, k, r, s, stride, padding, dilation, groups, _ = case
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=fmt)
+    wt = torch.randn(k, c // groups, r, s, device=DEVICE).to(dtype).to(memory_format=fmt)
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    y_shape = ConvProblem.from_tensors(x, wt, None, **kw).output_shape
+    dy = torch.randn(*y_shape, device=DEVICE).to(dtype).to(memory_format=fmt)
+    return x, wt, dy, kw
+
+
+def ref_grads(x, w, dy, kw):
+    """float64 gradients by autograd through torch's own conv2d on the CPU."""
+    xd = x.detach().double().cpu().requires_grad_()
+    wd = w.detach().double().cpu().requires_grad_()
+    y = torch.nn.functional.conv2d(xd, wd, None, **kw)
+    y.backward(dy.detach().double().cpu())
+    return xd.grad, wd.grad
+
+
+# every case in both layouts in fp32, and channels_last in the 16-bit dtypes (interpreter time)
+@pytest.mark.parametrize(
+    "m,layout", [("fp32", "channels_last"), ("fp32", "nchw"), ("fp16", "channels_last"), ("bf16", "channels_last")]
+)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_dgrad_and_wgrad(case, m, layout):
+    dtype = DTYPES[m]
+    x, w, dy, kw = make(case, dtype, layout == "channels_last")
+    gx, gw = ref_grads(x, w, dy, kw)
+    dx = convgemm.conv2d_input(x.shape, w, dy, **kw)
+    assert_close(dx, gx, dtype, f"dgrad {case_id(case)} {m} {layout}")
+    dw = convgemm.conv2d_weight(x, w.shape, dy, **kw)
+    assert_close(dw, gw, dtype, f"wgrad {case_id(case)} {m} {layout}")
+
+
+# stride 2 and 3 on odd sizes: every phase, including phases no tap reaches (1x1 stride 3)
+STRIDED = [
+    (2, 5, 11, 9, 7, 3, 3, 2, 1, 1, 1, False),
+    (1, 4, 13, 10, 6, 3, 3, 3, 1, 1, 1, False),
+    (1, 3, 10, 13, 5, 5, 4, 3, 2, 1, 1, False),
+    (2, 6, 9, 8, 4, 1, 1, 3, 0, 1, 1, False),
+    (1, 8, 12, 11, 8, 3, 3, 2, 2, 2, 2, False),
+    (2, 6, 11, 9, 12, 3, 3, 2, 1, 1, 6, False),  # depthwise, multiplier 2, stride 2
+    (1, 4, 9, 9, 4, 2, 2, (2, 3), (1, 0), (1, 2), 1, False),
+]
+
+
+@pytest.mark.parametrize("case", STRIDED, ids=case_id)
+def test_strided_phases(case):
+    dtype = torch.float32
+    x, w, dy, kw = make(case, dtype)
+    gx, gw = ref_grads(x, w, dy, kw)
+    assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, dtype, "dgrad")
+    assert_close(convgemm.conv2d_weight(x, w.shape, dy, **kw), gw, dtype, "wgrad")
+
+
+def test_float64_backward():
+    case = (2, 6, 7, 8, 4, 3, 3, 2, 1, 1, 2, False)
+    x, w, dy, kw = make(case, torch.float64)
+    gx, gw = ref_grads(x, w, dy, kw)
+    assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float64, "dgrad")
+    assert_close(convgemm.conv2d_weight(x, w.shape, dy, **kw), gw, torch.float64, "wgrad")
+
+
+@pytest.mark.parametrize("split_k", [2, 3, 7])
+def test_wgrad_split_k_is_right_and_deterministic(split_k):
+    case = (3, 16, 9, 10, 24, 3, 3, 1, 1, 1, 1, False)
+    x, w, dy, kw = make(case, torch.float32)
+    _, gw = ref_grads(x, w, dy, kw)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    cfg = Config(16, 32, 16, 4, 1, split_k=split_k)
+    outs = []
+    for _ in range(2):
+        dw = torch.full(tuple(w.shape), float("nan"), device=DEVICE)
+        WGRAD.run(prob, x, dy, dw, cfg)
+        assert_close(dw, gw, torch.float32, f"split_k={split_k}")
+        outs.append(dw)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_phase_taps():
+    # 3x3, stride 2, pad 1: even rows take the middle tap, odd rows the outer two
+    assert phase_taps(3, 2, 1, 1) == [[(1, 0)], [(0, 1), (2, 0)]]
+    # a 1x1 kernel with stride 3 reaches only phase 0
+    assert phase_taps(1, 3, 0, 1) == [[(0, 0)], [], []]
+
+
+def test_bad_grad_output_shape():
+    x = torch.randn(1, 4, 8, 8, device=DEVICE)
+    w = torch.randn(6, 4, 3, 3, device=DEVICE)
+    dy = torch.randn(1, 6, 7, 7, device=DEVICE)
+    with pytest.raises(ValueError, match=r"grad_output must have the forward output's shape \[1, 6, 6, 6\]"):
+        convgemm.conv2d_input(x.shape, w, dy)
+    with pytest.raises(ValueError, match="grad_output must have"):
+        convgemm.conv2d_weight(x, w.shape, dy)
+    with pytest.raises(TypeError, match="grad_output is torch.float16"):
+        convgemm.conv2d_input(x.shape, w, torch.randn(1, 6, 6, 6, device=DEVICE).half())
+
+
+def test_empty_batch_backward():
+    x = torch.randn(0, 4, 8, 8, device=DEVICE)
+    w = torch.randn(6, 4, 3, 3, device=DEVICE)
+    dy = torch.randn(0, 6, 6, 6, device=DEVICE)
+    assert convgemm.conv2d_input(x.shape, w, dy).shape == (0, 4, 8, 8)
+    dw = convgemm.conv2d_weight(x, w.shape, dy)
+    assert dw.shape == (6, 4, 3, 3) and bool((dw == 0).all())
