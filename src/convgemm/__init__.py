@@ -4,8 +4,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import ops as _ops  # noqa: E402, F401 - registers torch.ops.convgemm.*
 from .conv.fprop import ALGORITHMS as _ALGORITHMS
-from .functional import conv2d, conv2d_input, conv2d_weight, explain
+from .functional import conv2d, conv2d_input, conv2d_weight, conv_transpose2d, explain
 from .problem import ConvProblem
 
 
@@ -14,4 +15,13 @@ def algorithms() -> list[str]:
     return list(_ALGORITHMS)
 
 
-__all__ = ["conv2d", "conv2d_input", "conv2d_weight", "explain", "ConvProblem", "algorithms", "__version__"]
+__all__ = [
+    "conv2d",
+    "conv2d_input",
+    "conv2d_weight",
+    "conv_transpose2d",
+    "explain",
+    "ConvProblem",
+    "algorithms",
+    "__version__",
+]

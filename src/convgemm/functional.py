@@ -39,6 +39,8 @@ def _plain(v):
         return v
     if type(v) in (tuple, list, torch.Size) and all(type(e) is int for e in v):
         return (type(v) is list, *v)
+    if type(v) is Pads4 and all(type(e) is int for e in v):
+        return ("pads4", *v)
     raise TypeError
 
 
@@ -102,6 +104,28 @@ def conv2d(
     unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
+    if _needs_op(input, weight, bias):
+        from .ops import conv2d_op
+
+        y = conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
+    else:
+        y = conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm)
+    return y.squeeze(0) if unbatched else y
+
+
+def _needs_op(input, weight, bias) -> bool:
+    """Whether a call must go through ``torch.ops.convgemm.conv2d``: a gradient is needed, or
+    ``torch.compile`` is tracing. Inference calls skip the dispatcher (its cost is a good part
+    of a small layer's time) and run the same kernels directly."""
+    if torch.compiler.is_compiling():
+        return True
+    if not torch.is_grad_enabled():
+        return False
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (input, weight, bias))
+
+
+def conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm="auto") -> torch.Tensor:
+    """The forward computation for a 4-D input (plans, tuning, kernels); no autograd."""
     sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:
@@ -110,7 +134,7 @@ def conv2d(
         y = empty(prob.output_shape, input.dtype, input.device, fmt)
         with _device_of(input):
             algo.run(prob, as_nhwc(input), weight, bias, y, cfg, launch)
-        return y.squeeze(0) if unbatched else y
+        return y
 
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
     if x is not None:
@@ -123,7 +147,7 @@ def conv2d(
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
                 _plans[sig] = (prob, algo, cfg, launch)
-    return y.squeeze(0) if unbatched else y
+    return y
 
 
 class _NoGuard:
@@ -144,13 +168,29 @@ def _device_of(t: torch.Tensor):
     return _NO_GUARD
 
 
+class Pads4(tuple):
+    """Explicit (top, bottom, left, right) padding: how the custom ops (``convgemm/ops.py``) pass
+    padding, 'same' included, resolved once. Not accepted from users: ``F.conv2d`` has no such form."""
+
+
+def make_problem(input, weight, bias, stride, padding, dilation, groups) -> ConvProblem:
+    """``ConvProblem.from_tensors``, also taking a ``Pads4``."""
+    if isinstance(padding, Pads4):
+        pt, pb, pl, pr = padding
+        if min(padding) < 0:
+            raise ValueError(f"conv2d: padding must be >= 0, got {tuple(padding)}")
+        prob = ConvProblem.from_tensors(input, weight, bias, stride, (max(pt, pb), max(pl, pr)), dilation, groups)
+        return replace(prob, pad_h=(pt, pb), pad_w=(pl, pr))
+    return ConvProblem.from_tensors(input, weight, bias, stride, padding, dilation, groups)
+
+
 def _prepare(input, weight, bias, stride, padding, dilation, groups):
     """Validate, allocate the output, and present the input as NHWC.
 
     Returns ``(problem, x, y)``; ``x`` is None when no kernel is needed (empty output, or an empty
     reduction whose result, the bias, is already in ``y``).
     """
-    prob = ConvProblem.from_tensors(input, weight, bias, stride, padding, dilation, groups)
+    prob = make_problem(input, weight, bias, stride, padding, dilation, groups)
     check_device(input, "conv2d")
     fmt = torch.channels_last if prob.channels_last_out else torch.contiguous_format
     y = empty(prob.output_shape, input.dtype, input.device, fmt)
@@ -200,7 +240,7 @@ def _grad_problem(op, input_size, input_like, weight_like, grad_output, stride, 
         raise TypeError(f"{op}: weight must be a torch.Tensor, got {type(weight_like).__name__}")
     # a stand-in with the input's shape, the weight's dtype and device, and no memory
     x = input_like if input_like is not None else weight_like.new_empty(()).expand(size)
-    prob = ConvProblem.from_tensors(x, weight_like, None, stride, padding, dilation, groups)
+    prob = make_problem(x, weight_like, None, stride, padding, dilation, groups)
     want = (prob.n, prob.k, prob.p, prob.q)
     if tuple(grad_output.shape) != want:
         raise ValueError(
@@ -301,3 +341,91 @@ def conv2d_weight(
 
 def _suggests_cl(t: torch.Tensor) -> bool:
     return t.dim() == 4 and t.shape[1] > 1 and t.stride(1) == 1 and t.is_contiguous(memory_format=torch.channels_last)
+
+
+def _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation):
+    """Validate ``conv_transpose2d`` arguments; return the output size and pair-form arguments."""
+    from .problem import _pair
+
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"conv_transpose2d: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if input.dim() != 4 or weight.dim() != 4:
+        raise ValueError(
+            f"conv_transpose2d: input must be 4-D [N, C_in, H, W] (or 3-D unbatched) and weight 4-D "
+            f"[C_in, C_out/groups, R, S], got {tuple(input.shape)} and {tuple(weight.shape)}"
+        )
+    if isinstance(padding, str):
+        raise ValueError("conv_transpose2d: padding must be an int or a pair (PyTorch has no 'same' here)")
+    st, pad, dil = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    op = _pair(output_padding, "output_padding")
+    if min(st) < 1 or min(dil) < 1 or min(pad) < 0 or min(op) < 0:
+        raise ValueError(
+            f"conv_transpose2d: need stride >= 1, dilation >= 1, padding >= 0 and output_padding >= 0, got "
+            f"stride {st}, dilation {dil}, padding {pad}, output_padding {op}"
+        )
+    for i in range(2):
+        if op[i] >= st[i] and op[i] >= dil[i]:
+            raise ValueError(
+                f"conv_transpose2d: output_padding {op} must be smaller than the stride {st} or the dilation {dil} "
+                "(in each dimension), as in PyTorch"
+            )
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"conv_transpose2d: groups must be an int >= 1, got {groups!r}")
+    n, c_in, h, w = input.shape
+    if weight.shape[0] != c_in:
+        raise ValueError(
+            f"conv_transpose2d: weight.shape[0] = {weight.shape[0]} must equal the input's {c_in} channels "
+            "(the weight is [C_in, C_out/groups, R, S])"
+        )
+    if c_in % groups:
+        raise ValueError(f"conv_transpose2d: groups = {groups} must divide the input's {c_in} channels")
+    c_out = weight.shape[1] * groups
+    r, s = weight.shape[2], weight.shape[3]
+    ho = (h - 1) * st[0] - 2 * pad[0] + dil[0] * (r - 1) + op[0] + 1
+    wo = (w - 1) * st[1] - 2 * pad[1] + dil[1] * (s - 1) + op[1] + 1
+    if ho < 1 or wo < 1:
+        raise ValueError(f"conv_transpose2d: the output would be {ho}x{wo}; reduce the padding")
+    if bias is not None and (not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (c_out,)):
+        raise ValueError(f"conv_transpose2d: bias must be a tensor of shape [{c_out}] (C_out) or None")
+    return [n, c_out, ho, wo], st, pad, dil
+
+
+def conv_transpose2d(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: IntOrPair = 1,
+    padding: IntOrPair = 0,
+    output_padding: IntOrPair = 0,
+    groups: int = 1,
+    dilation: IntOrPair = 1,
+) -> torch.Tensor:
+    """Transposed convolution with ``torch.nn.functional.conv_transpose2d``'s semantics.
+
+    Args:
+        input: ``[N, C_in, H, W]`` (or unbatched ``[C_in, H, W]``), any strides.
+        weight: ``[C_in, C_out/groups, R, S]``; bias ``[C_out]`` or None; same dtype and device.
+        output_padding: extra rows/columns at the bottom/right, smaller than stride or dilation.
+
+    Returns ``[N, C_out, Ho, Wo]`` with ``Ho = (H-1)*stride - 2*padding + dilation*(R-1) +
+    output_padding + 1``. It is conv2d's data gradient (dgrad) with the input as the output
+    gradient, computed per stride phase (no inserted zeros); the bias is added afterwards.
+    Differentiable (``torch.ops.convgemm.conv_transpose2d``).
+    """
+    unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
+    if unbatched:
+        input = input.unsqueeze(0)
+    out_size, st, pad, dil = _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    if _needs_op(input, weight, bias):
+        y = torch.ops.convgemm.conv_transpose2d(input, weight, bias, out_size, list(st), list(pad), list(dil), groups)
+    else:
+        y = conv_transpose2d_forward(input, weight, bias, out_size, st, pad, dil, groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose2d_forward(input, weight, bias, out_size, stride, padding, dilation, groups) -> torch.Tensor:
+    y = conv2d_input(out_size, weight, input, tuple(stride), tuple(padding), tuple(dilation), groups)
+    if bias is not None:
+        y += bias.view(1, -1, 1, 1)
+    return y

@@ -1,0 +1,181 @@
+"""convgemm's PyTorch custom operators: ``torch.ops.convgemm.conv2d`` and its two gradients.
+
+Registered with ``torch.library`` with fake (meta) implementations and autograd, so that eager
+autograd works and ``torch.compile(fullgraph=True)`` traces models that call convgemm without a
+graph break. ``convgemm.conv2d`` goes through ``conv2d`` here whenever a gradient is needed or
+``torch.compile`` is tracing; plain inference calls run the same kernels without the dispatcher.
+
+Padding crosses the operator boundary as four explicit ints (top, bottom, left, right): 'same'
+may pad one more row at the bottom than at the top, which a pair cannot say.
+"""
+
+# no ``from __future__ import annotations``: torch.library reads these annotations as types
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .functional import Pads4, _grad_problem, conv2d_forward, conv2d_input, conv2d_weight, make_problem
+from .problem import output_memory_format
+
+
+def _fmt(t: Tensor, w: Tensor) -> torch.memory_format:
+    return output_memory_format(t, w)
+
+
+@torch.library.custom_op("convgemm::conv2d", mutates_args=())
+def _conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],  # noqa: UP045 - torch.library parses typing.Optional
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+    algorithm: str,
+) -> Tensor:
+    return conv2d_forward(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups, algorithm)
+
+
+@_conv2d.register_fake
+def _(input, weight, bias, stride, padding, dilation, groups, algorithm):
+    prob = make_problem(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups)
+    return input.new_empty(prob.output_shape).contiguous(memory_format=_fmt(input, weight))
+
+
+@torch.library.custom_op("convgemm::conv2d_input", mutates_args=())
+def _conv2d_input(
+    input_size: list[int],
+    weight: Tensor,
+    grad_output: Tensor,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> Tensor:
+    return conv2d_input(input_size, weight, grad_output, tuple(stride), Pads4(padding), tuple(dilation), groups)
+
+
+@_conv2d_input.register_fake
+def _(input_size, weight, grad_output, stride, padding, dilation, groups):
+    _grad_problem("conv2d_input", input_size, None, weight, grad_output, tuple(stride), Pads4(padding),
+                  tuple(dilation), groups)  # fmt: skip
+    return grad_output.new_empty(input_size).contiguous(memory_format=_fmt(grad_output, weight))
+
+
+@torch.library.custom_op("convgemm::conv2d_weight", mutates_args=())
+def _conv2d_weight(
+    input: Tensor,
+    weight_size: list[int],
+    grad_output: Tensor,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> Tensor:
+    return conv2d_weight(input, weight_size, grad_output, tuple(stride), Pads4(padding), tuple(dilation), groups)
+
+
+@_conv2d_weight.register_fake
+def _(input, weight_size, grad_output, stride, padding, dilation, groups):
+    from .functional import _suggests_cl
+
+    fmt = torch.channels_last if _suggests_cl(input) else torch.contiguous_format
+    return input.new_empty(weight_size).contiguous(memory_format=fmt)
+
+
+def _setup_context(ctx, inputs, output):
+    input, weight, bias, stride, padding, dilation, groups, _ = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.conv = (stride, padding, dilation, groups)
+    ctx.has_bias = bias is not None
+
+
+def _backward(ctx, grad):
+    input, weight = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.conv
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.convgemm.conv2d_input(list(input.shape), weight, grad, stride, padding, dilation, groups)
+    if ctx.needs_input_grad[1]:
+        dw = torch.ops.convgemm.conv2d_weight(input, list(weight.shape), grad, stride, padding, dilation, groups)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = grad.sum(dim=(0, 2, 3), dtype=torch.float32).to(grad.dtype)
+    return dx, dw, db, None, None, None, None, None
+
+
+_conv2d.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _pair(v) -> list[int]:
+    return [v, v] if isinstance(v, int) else [v[0], v[1]]
+
+
+def normalize(weight, stride, padding, dilation) -> tuple[list[int], list[int], list[int]]:
+    """``conv2d``'s argument forms as the operator's (stride, 4-int padding, dilation).
+
+    Plain arithmetic that ``torch.compile`` traces; validation is ``make_problem``'s (eagerly
+    before the call, and in the fake implementation while tracing).
+    """
+    st, dil = _pair(stride), _pair(dilation)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return st, [0, 0, 0, 0], dil
+        # 'same' (anything else is refused by make_problem): as PyTorch, the odd pixel at the end
+        th, tw = dil[0] * (weight.shape[2] - 1), dil[1] * (weight.shape[3] - 1)
+        return st, [th // 2, th - th // 2, tw // 2, tw - tw // 2], dil
+    ph, pw = _pair(padding)
+    return st, [ph, ph, pw, pw], dil
+
+
+def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm) -> Tensor:
+    """``torch.ops.convgemm.conv2d`` with ``conv2d``'s argument forms (validated first)."""
+    if not torch.compiler.is_compiling():
+        make_problem(input, weight, bias, stride, padding, dilation, groups)
+    st, pads, dil = normalize(weight, stride, padding, dilation)
+    return torch.ops.convgemm.conv2d(input, weight, bias, st, pads, dil, groups, algorithm)
+
+
+@torch.library.custom_op("convgemm::conv_transpose2d", mutates_args=())
+def _conv_transpose2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],  # noqa: UP045 - torch.library parses typing.Optional
+    output_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> Tensor:
+    from .functional import conv_transpose2d_forward
+
+    return conv_transpose2d_forward(input, weight, bias, output_size, stride, padding, dilation, groups)
+
+
+@_conv_transpose2d.register_fake
+def _(input, weight, bias, output_size, stride, padding, dilation, groups):
+    return input.new_empty(output_size).contiguous(memory_format=_fmt(input, weight))
+
+
+def _setup_transpose(ctx, inputs, output):
+    input, weight, bias, _, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.conv = (stride, [padding[0], padding[0], padding[1], padding[1]], dilation, groups)
+    ctx.has_bias = bias is not None
+
+
+def _backward_transpose(ctx, grad):
+    # y = dgrad(x; w), so dL/dx = conv2d(dL/dy, w) and dL/dw = wgrad(input = dL/dy, grad_output = x)
+    input, weight = ctx.saved_tensors
+    stride, pads, dilation, groups = ctx.conv
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.convgemm.conv2d(grad, weight, None, stride, pads, dilation, groups, "auto")
+    if ctx.needs_input_grad[1]:
+        dw = torch.ops.convgemm.conv2d_weight(grad, list(weight.shape), input, stride, pads, dilation, groups)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = grad.sum(dim=(0, 2, 3), dtype=torch.float32).to(grad.dtype)
+    return dx, dw, db, None, None, None, None, None
+
+
+_conv_transpose2d.register_autograd(_backward_transpose, setup_context=_setup_transpose)

@@ -1,0 +1,135 @@
+"""Autograd, the custom operators, opcheck and torch.compile."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from cases import CASES, case_id
+from conftest import DEVICE, INTERPRET
+from reference import assert_close
+
+import convgemm
+import convgemm.ops  # noqa: F401 - registers torch.ops.convgemm.*
+
+
+@pytest.fixture(autouse=True)
+def _strict_fp32():
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def _leaf(t):
+    return t.detach().clone().requires_grad_()
+
+
+@pytest.mark.parametrize("case", CASES[::3], ids=case_id)
+def test_autograd_matches_float64(case):
+    n, c, h, w, k, r, s, stride, padding, dilation, groups, has_bias = case
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    x = torch.randn(n, c, h, w, device=DEVICE).to(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // groups, r, s, device=DEVICE)
+    b = torch.randn(k, device=DEVICE) if has_bias else None
+    xs, ws = _leaf(x), _leaf(wt)
+    bs = _leaf(b) if has_bias else None
+    y = convgemm.conv2d(xs, ws, bs, **kw)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+
+    xr, wr = _leaf(x.double().cpu()), _leaf(wt.double().cpu())
+    br = _leaf(b.double().cpu()) if has_bias else None
+    F.conv2d(xr, wr, br, **kw).backward(dy.double().cpu())
+    assert_close(xs.grad, xr.grad, torch.float32, "input grad")
+    assert_close(ws.grad, wr.grad, torch.float32, "weight grad")
+    if has_bias:
+        assert_close(bs.grad, br.grad, torch.float32, "bias grad")
+
+
+def test_gradcheck_float64():
+    """float64 runs the same GEMM kernels with float64 operands and accumulation (k_loop_f64)."""
+    x = torch.randn(1, 4, 5, 4, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 2, 3, 3, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    fn = lambda x, w, b: convgemm.conv2d(x, w, b, stride=2, padding=1, groups=2)  # noqa: E731
+    # fast mode (random projections: a few evaluations, not one per element) under the interpreter
+    assert torch.autograd.gradcheck(fn, (x, w, b), eps=1e-6, atol=1e-7, fast_mode=INTERPRET)
+
+
+def _op_args():
+    x = torch.randn(2, 4, 7, 6, device=DEVICE, requires_grad=True)
+    w = torch.randn(6, 4, 3, 3, device=DEVICE, requires_grad=True)
+    b = torch.randn(6, device=DEVICE, requires_grad=True)
+    return x, w, b
+
+
+def test_opcheck_conv2d():
+    x, w, b = _op_args()
+    torch.library.opcheck(torch.ops.convgemm.conv2d.default, (x, w, b, [2, 1], [1, 1, 0, 1], [1, 1], 1, "auto"))
+    torch.library.opcheck(torch.ops.convgemm.conv2d.default, (x, w, None, [1, 1], [0, 0, 0, 0], [1, 1], 1, "auto"))
+
+
+def test_opcheck_gradients():
+    x, w, _ = _op_args()
+    dy = torch.randn(2, 6, 4, 5, device=DEVICE)
+    args = ([2, 4, 7, 6], w.detach(), dy, [2, 1], [1, 1, 0, 1], [1, 1], 1)
+    torch.library.opcheck(torch.ops.convgemm.conv2d_input.default, args)
+    args = (x.detach(), [6, 4, 3, 3], dy, [2, 1], [1, 1, 0, 1], [1, 1], 1)
+    torch.library.opcheck(torch.ops.convgemm.conv2d_weight.default, args)
+
+
+def test_same_padding_with_even_kernel_through_the_op():
+    """'same' with a 4x4 kernel pads one more row at the bottom: the op carries four pads."""
+    x = torch.randn(1, 3, 7, 6, device=DEVICE, requires_grad=True)
+    w = torch.randn(5, 3, 4, 4, device=DEVICE, requires_grad=True)
+    y = convgemm.conv2d(x, w, padding="same")
+    y.sum().backward()
+    xr, wr = _leaf(x.double().cpu()), _leaf(w.double().cpu())
+    F.conv2d(xr, wr, padding="same").sum().backward()
+    assert_close(y, F.conv2d(x.double().cpu(), w.double().cpu(), padding="same"), torch.float32, "y")
+    assert_close(x.grad, xr.grad, torch.float32, "input grad")
+    assert_close(w.grad, wr.grad, torch.float32, "weight grad")
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(8, 3, 3, 3) * 0.3)
+        self.b1 = torch.nn.Parameter(torch.randn(8) * 0.1)
+        self.w2 = torch.nn.Parameter(torch.randn(8, 2, 3, 3) * 0.3)
+        self.w3 = torch.nn.Parameter(torch.randn(4, 8, 1, 1) * 0.3)
+
+    def forward(self, x):
+        x = torch.relu(convgemm.conv2d(x, self.w1, self.b1, padding=1))
+        x = torch.relu(convgemm.conv2d(x, self.w2, stride=2, padding=1, groups=4))
+        return convgemm.conv2d(x, self.w3).mean(dim=(2, 3))
+
+
+def test_torch_compile_fullgraph_forward_and_backward():
+    torch.manual_seed(0)
+    model = SmallCNN().to(DEVICE)
+    x = torch.randn(2, 3, 9, 8, device=DEVICE)
+    # on the CPU (interpreter) no code generation: aot_eager still traces the whole graph
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager" if INTERPRET else "inductor")
+    y_ref = model(x)
+    y_ref.sum().backward()
+    grads_ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    y = compiled(x)
+    y.sum().backward()
+    torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
+    for p, g in zip(model.parameters(), grads_ref, strict=True):
+        torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-5)
+
+
+def test_inference_skips_the_dispatcher(monkeypatch):
+    """Without a gradient to compute, conv2d calls the kernels directly (no custom-op overhead)."""
+    import convgemm.ops as ops
+
+    def boom(*a, **k):
+        raise AssertionError("went through the op")
+
+    monkeypatch.setattr(ops, "conv2d_op", boom)
+    x, w, b = (t.detach() for t in _op_args())
+    convgemm.conv2d(x, w, b)
+    with torch.no_grad():
+        convgemm.conv2d(x.requires_grad_(), w, b)

@@ -1,0 +1,71 @@
+"""conv_transpose2d against float64 torch: forward, every output_padding, and gradients."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE
+from reference import assert_close
+
+import convgemm
+
+# (N, C_in, H, W, C_out, R, S, stride, padding, output_padding, dilation, groups, bias)
+CASES = [
+    (2, 4, 5, 6, 6, 3, 3, 1, 1, 0, 1, 1, True),
+    (1, 6, 4, 5, 4, 3, 3, 2, 1, 0, 1, 1, True),
+    (1, 6, 4, 5, 4, 3, 3, 2, 1, 1, 1, 1, False),  # every output_padding of stride 2
+    (2, 4, 3, 4, 8, 4, 4, 3, 1, 0, 1, 2, True),
+    (2, 4, 3, 4, 8, 4, 4, 3, 1, 1, 1, 2, False),
+    (2, 4, 3, 4, 8, 4, 4, 3, 1, 2, 1, 2, True),  # ... and of stride 3
+    (1, 5, 5, 4, 3, 3, 2, (2, 1), (0, 1), (1, 0), (2, 1), 1, True),
+    (1, 8, 4, 4, 8, 3, 3, 2, 1, 1, 1, 8, True),  # depthwise
+]
+
+
+def _id(c):
+    return "x".join(str(v).replace(" ", "") for v in c)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_conv_transpose2d(case):
+    n, cin, h, w, cout, r, s, stride, padding, opad, dil, groups, has_bias = case
+    kw = dict(stride=stride, padding=padding, output_padding=opad, groups=groups, dilation=dil)
+    x = torch.randn(n, cin, h, w, device=DEVICE).to(memory_format=torch.channels_last)
+    wt = torch.randn(cin, cout // groups, r, s, device=DEVICE)
+    b = torch.randn(cout, device=DEVICE) if has_bias else None
+    xs, ws = x.clone().requires_grad_(), wt.clone().requires_grad_()
+    bs = b.clone().requires_grad_() if has_bias else None
+    y = convgemm.conv_transpose2d(xs, ws, bs, **kw)
+    xr, wr = x.double().cpu().requires_grad_(), wt.double().cpu().requires_grad_()
+    br = b.double().cpu().requires_grad_() if has_bias else None
+    yr = F.conv_transpose2d(xr, wr, br, **kw)
+    assert_close(y, yr, torch.float32, "forward")
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    yr.backward(dy.double().cpu())
+    assert_close(xs.grad, xr.grad, torch.float32, "input grad")
+    assert_close(ws.grad, wr.grad, torch.float32, "weight grad")
+    if has_bias:
+        assert_close(bs.grad, br.grad, torch.float32, "bias grad")
+    with torch.no_grad():  # the inference path, without the operator
+        assert_close(convgemm.conv_transpose2d(x, wt, b, **kw), yr.detach(), torch.float32, "no_grad")
+
+
+def test_conv_transpose2d_errors():
+    x = torch.randn(1, 4, 5, 5, device=DEVICE)
+    w = torch.randn(4, 2, 3, 3, device=DEVICE)
+    with pytest.raises(ValueError, match="output_padding .* must be smaller than the stride"):
+        convgemm.conv_transpose2d(x, w, stride=2, output_padding=2)
+    with pytest.raises(ValueError, match="weight.shape\\[0\\] = 3 must equal the input's 4 channels"):
+        convgemm.conv_transpose2d(x, torch.randn(3, 2, 3, 3, device=DEVICE))
+    with pytest.raises(ValueError, match="no 'same'"):
+        convgemm.conv_transpose2d(x, w, padding="same")
+    with pytest.raises(ValueError, match="bias must be a tensor of shape \\[2\\]"):
+        convgemm.conv_transpose2d(x, w, torch.randn(4, device=DEVICE))
+
+
+def test_opcheck_conv_transpose2d():
+    x = torch.randn(1, 4, 3, 4, device=DEVICE, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, device=DEVICE, requires_grad=True)
+    b = torch.randn(3, device=DEVICE, requires_grad=True)
+    args = (x, w, b, [1, 3, 6, 8], [2, 2], [1, 1], [1, 1], 1)
+    torch.library.opcheck(torch.ops.convgemm.conv_transpose2d.default, args)
