@@ -347,3 +347,13 @@ def test_tune_command_parses_and_refuses_without_a_gpu():
     assert args.cmd == "tune" and args.suite == "craft" and args.dtype == "bf16,fp16"
     if DEVICE == "cpu":
         assert main(["tune", "--suite", "tiny"]) == 2
+
+
+def test_bench_direction_choices():
+    from convgemm.cli import _directions, build_parser
+
+    args = build_parser().parse_args(["bench", "--direction", "all"])
+    assert _directions(args.direction) == ("fwd", "dgrad", "wgrad")
+    assert _directions("wgrad") == ("wgrad",)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "--direction", "sideways"])

@@ -37,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an extra shape (repeatable)")  # fmt: skip
     b.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32 (strict IEEE), tf32")
     b.add_argument(
-        "--direction", default="fwd", choices=["fwd"], help="fwd (dgrad and wgrad come with the backward passes)"
+        "--direction",
+        default="fwd",
+        choices=["fwd", "dgrad", "wgrad", "all"],
+        help="fwd, dgrad (input gradient), wgrad (weight gradient), or all three; backward against "
+        "cuDNN's convolution_backward",
     )
     b.add_argument(
         "--layout", default="channels_last", choices=["channels_last", "nchw"], help="convgemm's input layout"
@@ -100,13 +104,14 @@ def cmd_bench(args) -> int:
             "[yellow]No CUDA GPU: running a correctness demo under Triton's interpreter on small shapes "
             "(convgemm vs float64 PyTorch on the CPU). No timings are claimed.[/yellow]"
         )
-        ok = runner.interpreter_demo(suite("tiny"), console.print)
+        ok = runner.interpreter_demo(suite("tiny"), console.print, _directions(args.direction))
         console.print("[green]all outputs match[/green]" if ok else "[red]some outputs do not match[/red]")
         return 0 if ok else 1
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = len(shapes) * len(dtypes)
+    directions = _directions(args.direction)
+    total = len(shapes) * len(dtypes) * len(directions)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as prog:
@@ -115,7 +120,7 @@ def cmd_bench(args) -> int:
         def step(row):
             prog.update(task, advance=1, description=f"{row.dtype} {row.name[:40]}")
 
-        res = runner.run(shapes, dtypes, args.layout, baselines, args.check, progress=step)
+        res = runner.run(shapes, dtypes, args.layout, baselines, args.check, progress=step, directions=directions)
     c = res.ceilings
     console.print(
         f"{res.gpu} · ceilings: bf16 {c['bf16_tflops']:.0f}, fp16 {c['fp16_tflops']:.0f}, tf32 {c['tf32_tflops']:.0f}, "
@@ -194,6 +199,10 @@ def cmd_info(args) -> int:
 
     print(f"tuning cache: {cache_path()} ({len(TuneCache())} entries)")
     return 0
+
+
+def _directions(arg: str) -> tuple[str, ...]:
+    return ("fwd", "dgrad", "wgrad") if arg == "all" else (arg,)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -246,8 +246,73 @@ def run_shape(
     return row
 
 
+def run_shape_backward(
+    shp: Shape, suite: str, dtype_key: str, layout: str, direction: str, check: bool, ceilings: dict
+) -> Row:
+    """dgrad or wgrad of one shape: convgemm against cuDNN's ``convolution_backward``."""
+    import convgemm
+    from convgemm.conv.backward import DGRAD, WGRAD
+
+    dtype = DTYPES[dtype_key]
+    torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
+    torch.backends.cudnn.benchmark = True
+    cl = layout == "channels_last"
+    row = Row(suite, shp.name, shp.spec(), dtype_key, direction, layout, shp.flops / 1e9)
+    fmt = torch.channels_last if cl else torch.contiguous_format
+    sets = []
+    for x, w, _ in _make_sets(shp, dtype, cl, torch.cuda.get_device_properties(0).L2_cache_size):
+        y_shape = (shp.n, shp.k, shp.p, shp.q)
+        sets.append((x, w, torch.randn(y_shape, device="cuda", dtype=dtype).contiguous(memory_format=fmt)))
+    args = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+    if direction == "dgrad":
+        ours = lambda x, w, dy: convgemm.conv2d_input(x.shape, w, dy, **args)  # noqa: E731
+        mask = [True, False, False]
+    else:
+        ours = lambda x, w, dy: convgemm.conv2d_weight(x, w.shape, dy, **args)  # noqa: E731
+        mask = [False, True, False]
+    pair = lambda v: [v, v] if isinstance(v, int) else list(v)  # noqa: E731
+
+    def cudnn(x, w, dy):
+        out = torch.ops.aten.convolution_backward(dy, x, w, None, pair(shp.stride), pair(shp.pad), pair(shp.dil),
+                                                  False, [0, 0], shp.groups, mask)  # fmt: skip
+        return out[0] if direction == "dgrad" else out[1]
+
+    t0 = time.perf_counter()
+    y = ours(*sets[0])
+    torch.cuda.synchronize()
+    row.tune_s = time.perf_counter() - t0
+    rot = _Rotation(sets)
+    row.convgemm_us = _bench(lambda: ours(*rot.next()))
+    x0, w0, _ = sets[0]
+    prob = convgemm.ConvProblem.from_tensors(x0, w0, None, **args)
+    row.algorithm = direction
+    row.config = (DGRAD if direction == "dgrad" else WGRAD).default_config(prob).describe()
+    crot = _Rotation(sets)
+    cudnn(*sets[0])
+    row.cudnn_us = _bench(lambda: cudnn(*crot.next()))
+    row.cudnn_layout = layout
+    row.speedup = row.cudnn_us / row.convgemm_us
+    if check:
+        ref = cudnn(*sets[0]).double()
+        row.rel_err = ((y.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+        row.ok = bool(math.isfinite(row.rel_err) and row.rel_err <= CHECK_TOL[dtype_key])
+    row.tflops = shp.flops / row.convgemm_us / 1e6
+    row.roofline_us = roofline_us(shp, dtype_key, ceilings)
+    row.roofline_pct = 100 * row.roofline_us / row.convgemm_us
+    row.cudnn_tflops = shp.flops / row.cudnn_us / 1e6
+    row.cudnn_roofline_pct = 100 * row.roofline_us / row.cudnn_us
+    del sets, y
+    return row
+
+
 def run(
-    shapes: list[tuple[str, Shape]], dtypes: list[str], layout: str, baselines: list[str], check: bool, progress=None
+    shapes: list[tuple[str, Shape]],
+    dtypes: list[str],
+    layout: str,
+    baselines: list[str],
+    check: bool,
+    progress=None,
+    directions: tuple[str, ...] = ("fwd",),
 ) -> Result:
     """Benchmark every (suite, shape) x dtype on the current CUDA device."""
     ceilings = measure_ceilings()
@@ -259,49 +324,56 @@ def run(
     )
     old_tf32 = torch.backends.cudnn.allow_tf32
     try:
-        for dk in dtypes:
-            for suite_name, shp in shapes:
-                try:
-                    row = run_shape(shp, suite_name, dk, layout, baselines, check, ceilings)
-                except torch.cuda.OutOfMemoryError:
-                    row = Row(
-                        suite_name,
-                        shp.name,
-                        shp.spec(),
-                        dk,
-                        "fwd",
-                        layout,
-                        shp.flops / 1e9,
-                        ok=False,
-                        note="out of memory",
-                    )
-                    torch.cuda.empty_cache()
-                res.rows.append(row)
-                if progress:
-                    progress(row)
+        for direction in directions:
+            for dk in dtypes:
+                for suite_name, shp in shapes:
+                    try:
+                        if direction == "fwd":
+                            row = run_shape(shp, suite_name, dk, layout, baselines, check, ceilings)
+                        else:
+                            row = run_shape_backward(shp, suite_name, dk, layout, direction, check, ceilings)
+                    except torch.cuda.OutOfMemoryError:
+                        row = Row(suite_name, shp.name, shp.spec(), dk, direction, layout, shp.flops / 1e9, ok=False,
+                                  note="out of memory")  # fmt: skip
+                        torch.cuda.empty_cache()
+                    res.rows.append(row)
+                    if progress:
+                        progress(row)
     finally:
         torch.backends.cudnn.allow_tf32 = old_tf32
     return res
 
 
-def interpreter_demo(shapes: list[Shape], print_fn=print) -> bool:
+def interpreter_demo(shapes: list[Shape], print_fn=print, directions: tuple[str, ...] = ("fwd",)) -> bool:
     """No GPU: check convgemm against float64 torch on the CPU under Triton's interpreter."""
     import convgemm
 
     ok = True
-    for shp in shapes:
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            x = torch.randn(shp.n, shp.c, shp.h, shp.w).to(dtype)
-            w = torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s).to(dtype)
-            b = torch.randn(shp.k).to(dtype) if shp.bias else None
-            args = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
-            y = convgemm.conv2d(x, w, b, **args)
-            ref = F.conv2d(x.double(), w.double(), None if b is None else b.double(), **args)
-            err = ((y.double() - ref).norm() / ref.norm()).item()
-            tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype]
-            good = math.isfinite(err) and err <= tol
-            ok &= good
-            print_fn(f"  {shp.name:28s} {dtype_name(dtype):5s} rel_err {err:.2e}  {'ok' if good else 'FAIL'}")
+    for direction in directions:
+        for shp in shapes:
+            for dtype in (torch.float32, torch.float16, torch.bfloat16):
+                x = torch.randn(shp.n, shp.c, shp.h, shp.w).to(dtype)
+                w = torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s).to(dtype)
+                b = torch.randn(shp.k).to(dtype) if shp.bias else None
+                args = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+                if direction == "fwd":
+                    y = convgemm.conv2d(x, w, b, **args)
+                    ref = F.conv2d(x.double(), w.double(), None if b is None else b.double(), **args)
+                else:
+                    dy = torch.randn(shp.n, shp.k, shp.p, shp.q).to(dtype)
+                    if direction == "dgrad":
+                        y = convgemm.conv2d_input(x.shape, w, dy, **args)
+                        ref = torch.nn.grad.conv2d_input(x.shape, w.double(), dy.double(), **args)
+                    else:
+                        y = convgemm.conv2d_weight(x, w.shape, dy, **args)
+                        ref = torch.nn.grad.conv2d_weight(x.double(), w.shape, dy.double(), **args)
+                err = ((y.double() - ref).norm() / ref.norm()).item()
+                tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype]
+                good = math.isfinite(err) and err <= tol
+                ok &= good
+                print_fn(
+                    f"  {direction:5s} {shp.name:28s} {dtype_name(dtype):5s} rel_err {err:.2e}  {'ok' if good else 'FAIL'}"
+                )
     return ok
 
 
