@@ -285,6 +285,9 @@ def conv2d_input(
     prob = _grad_problem("conv2d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
     if memory_format is None:
         memory_format = output_memory_format(grad_output, weight)
+    if dgrad_as_forward(prob) and prob.k > 0 and prob.c > 0 and prob.n > 0:
+        dx = _dgrad_by_forward(prob, weight, grad_output)
+        return dx if dx.is_contiguous(memory_format=memory_format) else dx.contiguous(memory_format=memory_format)
     dx = empty((prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device, memory_format)
     if dx.numel() == 0:
         return dx
@@ -293,6 +296,29 @@ def conv2d_input(
     with _device_of(grad_output):
         DGRAD.run(prob, grad_output, weight, dx, DGRAD.default_config(prob))
     return dx
+
+
+def dgrad_as_forward(prob: ConvProblem) -> bool:
+    """Whether dgrad runs as a forward convolution (stride 1, padding within the dilated kernel).
+
+    With stride 1, dx is the forward convolution of dy with the weight flipped in R and S and its
+    two channel axes swapped (per group), padded by ``dil * (R - 1) - pad`` on each side: then
+    every forward algorithm, TMA and tuning included, serves dgrad too. Strided layers use the
+    per-phase dgrad kernel (``conv/backward.py``).
+    """
+    er, es = prob.dilation[0] * (prob.r - 1), prob.dilation[1] * (prob.s - 1)
+    return prob.stride == (1, 1) and max(prob.pad_h) <= er and max(prob.pad_w) <= es
+
+
+def _dgrad_by_forward(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    g, kg, cg = prob.groups, prob.kg, prob.cg
+    # w [K, C/g, R, S] -> w' [C, K/g, R, S]: per group, swap the channel axes and flip the taps
+    wt = weight.reshape(g, kg, cg, prob.r, prob.s).transpose(1, 2).flip(3, 4).reshape(prob.c, kg, prob.r, prob.s)
+    cl = output_memory_format(dy, weight) == torch.channels_last
+    wt = wt.contiguous(memory_format=torch.channels_last if cl else torch.contiguous_format)
+    er, es = prob.dilation[0] * (prob.r - 1), prob.dilation[1] * (prob.s - 1)
+    pads = Pads4((er - prob.pad_h[0], er - prob.pad_h[1], es - prob.pad_w[0], es - prob.pad_w[1]))
+    return conv2d_forward(dy, wt, None, (1, 1), pads, prob.dilation, g)
 
 
 def conv2d_weight(
