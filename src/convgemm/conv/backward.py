@@ -112,9 +112,9 @@ class Wgrad:
         if prob.dtype == torch.float64:
             bm, bn, bk, warps, stages = min(64, _small(prob.kg)), 32, 16, 4, 2
         else:
-            bm = min(128, _small(prob.kg, 32))
-            bn = min(128, _small(rsc, 32))
-            bk, warps, stages = (64 if prob.dtype.itemsize == 2 else 32), (8 if bm * bn >= 128 * 128 else 4), 3
+            # the gathers' 2-D masks and int64 offsets cost registers: 64x64 tiles on 4 warps
+            # compile without spills (tools/sm90_check.py: 168 registers), 64x128x64 spills
+            bm, bn, bk, warps, stages = 64, 64, (64 if prob.dtype.itemsize == 2 else 32), 4, 3
         tiles = cdiv(prob.kg, bm) * cdiv(rsc, bn) * prob.groups
         k_tiles = cdiv(npq, bk)
         # enough programs for two waves, each reducing at least 8 K tiles

@@ -109,10 +109,8 @@ def bias_epilogue(acc, bias_ptr, offs, mask, HAS_BIAS: tl.constexpr, ALONG_M: tl
 
 
 @triton.jit
-def split_k_reduce(
-    acc, ws_ptr, lock_ptr, tile, split, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
-):
-    """Combine the ``SPLIT_K`` partial tiles of one output tile; returns (sum, is_last).
+def split_k_reduce(acc, ws_ptr, lock_ptr, tile, split, n_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Combine the ``n_split`` partial tiles of one output tile; returns (sum, is_last).
 
     Every split writes its fp32 partial to the workspace and takes a ticket from the tile's
     counter; the split that draws the last ticket adds the others' partials to its own and
@@ -121,14 +119,14 @@ def split_k_reduce(
     the result does not depend on which split finished last.
     """
     offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    base = ws_ptr + tile.to(tl.int64) * (SPLIT_K * BLOCK_M * BLOCK_N)
+    base = ws_ptr + tile.to(tl.int64) * n_split * (BLOCK_M * BLOCK_N)
     tl.store(base + split * (BLOCK_M * BLOCK_N) + offs, acc)
     tl.debug_barrier()  # every thread's partial is written before the ticket is taken
     ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
-    is_last = ticket == SPLIT_K - 1
+    is_last = ticket == n_split - 1
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype)
     if is_last:
-        for s in tl.static_range(SPLIT_K):
+        for s in range(n_split):
             total += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
         tl.store(lock_ptr + tile, 0)
     return total, is_last
@@ -163,10 +161,10 @@ def gemm_kernel(
     PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
     F64: tl.constexpr,  # float64 operands: accumulate in float64
-    SPLIT_K: tl.constexpr = 1,  # K tiles split over this many programs per output tile
+    SPLIT_K: tl.constexpr = 1,  # > 1: K tiles split over grid axis 2 (its size is the split count)
 ):
-    """One output tile (or one of its ``SPLIT_K`` K ranges) per program:
-    grid = (num_pid_m * num_pid_n, batch, SPLIT_K).
+    """One output tile (or one of its K ranges) per program:
+    grid = (num_pid_m * num_pid_n, batch, number of K splits).
 
     Every kernel of convgemm is this function with different loaders and stores; see the module
     docstring for their contract. Split-K lets a problem with few output tiles and a long
@@ -179,7 +177,9 @@ def gemm_kernel(
     kt_start = 0
     kt_end = k_tiles
     if SPLIT_K > 1:
-        per_split = tl.cdiv(k_tiles, SPLIT_K)
+        # the split count is the grid's third axis, not a compile-time constant: one compiled
+        # kernel serves every split count (wgrad picks one per shape)
+        per_split = tl.cdiv(k_tiles, tl.num_programs(2))
         kt_start = tl.program_id(2) * per_split
         kt_end = tl.minimum(kt_start + per_split, k_tiles)
     if F64:
@@ -189,7 +189,9 @@ def gemm_kernel(
     is_last = True
     if SPLIT_K > 1:
         tile = (batch * num_pid_m + pid_m) * num_pid_n + pid_n
-        acc, is_last = split_k_reduce(acc, ws_ptr, lock_ptr, tile, tl.program_id(2), SPLIT_K, BLOCK_M, BLOCK_N)
+        acc, is_last = split_k_reduce(
+            acc, ws_ptr, lock_ptr, tile, tl.program_id(2), tl.num_programs(2), BLOCK_M, BLOCK_N
+        )
     if is_last:
         if BIAS_ALONG_M:
             offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
