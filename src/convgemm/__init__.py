@@ -4,10 +4,14 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import nn
 from . import ops as _ops  # noqa: E402, F401 - registers torch.ops.convgemm.*
 from .conv.fprop import ALGORITHMS as _ALGORITHMS
 from .functional import conv2d, conv2d_input, conv2d_weight, conv_transpose2d, explain
 from .problem import ConvProblem
+
+patch = nn.patch
+unpatch = nn.unpatch
 
 
 def algorithms() -> list[str]:
@@ -21,6 +25,9 @@ __all__ = [
     "conv2d_weight",
     "conv_transpose2d",
     "explain",
+    "nn",
+    "patch",
+    "unpatch",
     "ConvProblem",
     "algorithms",
     "__version__",

@@ -1,0 +1,109 @@
+"""Drop-in ``torch.nn`` modules running on convgemm, and ``patch`` / ``unpatch`` for whole models.
+
+``convgemm.nn.Conv2d`` and ``convgemm.nn.ConvTranspose2d`` subclass the ``torch.nn`` classes:
+same constructor, parameters, ``state_dict`` and ``padding_mode`` handling; only the convolution
+itself is convgemm's. ``patch(model)`` turns every ``nn.Conv2d`` / ``nn.ConvTranspose2d`` of a
+model into them *in place* by swapping the module's class, so parameters, buffers, hooks,
+device, dtype and training mode are untouched; ``unpatch`` swaps the classes back.
+
+The kernels read the weight in place or repack it on each call (as ``F.conv2d`` converts
+weights for cuDNN), so nothing is cached and an in-place weight update -- an optimizer step,
+``load_state_dict``, even a write through ``.data`` -- is always seen.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..functional import conv2d, conv_transpose2d
+
+__all__ = ["Conv2d", "ConvTranspose2d", "patch", "unpatch"]
+
+
+class Conv2d(nn.Conv2d):
+    """``torch.nn.Conv2d`` computed by ``convgemm.conv2d`` (every ``padding_mode``)."""
+
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        if self.padding_mode != "zeros":
+            # reflect / replicate / circular: pad explicitly, then an unpadded convolution
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose2d(nn.ConvTranspose2d):
+    """``torch.nn.ConvTranspose2d`` computed by ``convgemm.conv_transpose2d``."""
+
+    def forward(self, input: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        if self.padding_mode != "zeros":
+            raise ValueError("Only 'zeros' padding mode is supported for ConvTranspose2d (as in PyTorch)")
+        num_spatial_dims = 2
+        output_padding = self._output_padding(
+            input, output_size, self.stride, self.padding, self.kernel_size, num_spatial_dims, self.dilation
+        )
+        return conv_transpose2d(
+            input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups, self.dilation
+        )
+
+
+_SWAPS = {nn.Conv2d: Conv2d, nn.ConvTranspose2d: ConvTranspose2d}
+_BACK = {v: k for k, v in _SWAPS.items()}
+
+
+def _selected(name: str, include: Iterable[str] | None, exclude: Iterable[str] | None) -> bool:
+    """``fnmatch`` patterns over qualified module names (``'backbone.*'``, ``'*.conv1'``)."""
+    if include is not None and not any(fnmatch.fnmatchcase(name, p) for p in include):
+        return False
+    return not (exclude is not None and any(fnmatch.fnmatchcase(name, p) for p in exclude))
+
+
+def _check_patterns(arg: str, patterns) -> list[str] | None:
+    if patterns is None:
+        return None
+    if isinstance(patterns, str):
+        return [patterns]
+    patterns = list(patterns)
+    if not all(isinstance(p, str) for p in patterns):
+        raise TypeError(f"patch: {arg} must be a pattern string or a list of them, got {patterns!r}")
+    return patterns
+
+
+def patch(
+    model: nn.Module, include: str | Iterable[str] | None = None, exclude: str | Iterable[str] | None = None
+) -> nn.Module:
+    """Run every ``nn.Conv2d`` and ``nn.ConvTranspose2d`` of ``model`` on convgemm, in place.
+
+    Args:
+        model: any module; it is modified in place and returned.
+        include, exclude: ``fnmatch`` patterns (or lists of them) over qualified module names as
+            ``model.named_modules()`` gives them; a module is patched when it matches ``include``
+            (default: all) and not ``exclude``.
+
+    Only modules of exactly those two classes are swapped (a subclass may override ``forward``
+    in ways convgemm cannot know). Parameters, buffers, hooks, device, dtype and training mode
+    are untouched: the module's class changes, nothing else.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"patch: model must be a torch.nn.Module, got {type(model).__name__}")
+    include, exclude = _check_patterns("include", include), _check_patterns("exclude", exclude)
+    for name, mod in model.named_modules():
+        new = _SWAPS.get(type(mod))
+        if new is not None and _selected(name, include, exclude):
+            mod.__class__ = new
+    return model
+
+
+def unpatch(model: nn.Module) -> nn.Module:
+    """Undo ``patch``: every convgemm module of ``model`` becomes its ``torch.nn`` class again."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"unpatch: model must be a torch.nn.Module, got {type(model).__name__}")
+    for mod in model.modules():
+        old = _BACK.get(type(mod))
+        if old is not None:
+            mod.__class__ = old
+    return model

@@ -1,0 +1,121 @@
+"""convgemm.nn drop-in modules and patch / unpatch."""
+
+import pytest
+import torch
+from conftest import DEVICE
+from reference import assert_close
+from torch import nn
+
+import convgemm
+
+
+@pytest.fixture(autouse=True)
+def _strict_fp32():
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def _ref(module, x):
+    """The torch module's output in float64 on the CPU (a deep copy, so the original is untouched)."""
+    import copy
+
+    m = convgemm.unpatch(copy.deepcopy(module)).double().cpu()
+    with torch.no_grad():
+        return m(x.double().cpu())
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv2d_module_padding_modes(padding_mode):
+    torch.manual_seed(0)
+    m = convgemm.nn.Conv2d(4, 6, 3, stride=(1, 2), padding=(2, 1), dilation=(2, 1), padding_mode=padding_mode)
+    m = m.to(DEVICE)
+    x = torch.randn(2, 4, 9, 8, device=DEVICE)
+    with torch.no_grad():
+        assert_close(m(x), _ref(m, x), torch.float32, padding_mode)
+
+
+def test_conv2d_module_state_dict_round_trip():
+    torch.manual_seed(0)
+    ref = nn.Conv2d(3, 5, 3, padding="same", groups=1).to(DEVICE)
+    ours = convgemm.nn.Conv2d(3, 5, 3, padding="same").to(DEVICE)
+    ours.load_state_dict(ref.state_dict())
+    assert set(ours.state_dict()) == set(ref.state_dict())
+    x = torch.randn(1, 3, 7, 6, device=DEVICE)
+    with torch.no_grad():
+        assert_close(ours(x), _ref(ref, x), torch.float32, "state_dict")
+
+
+def test_conv_transpose2d_module_with_output_size():
+    torch.manual_seed(0)
+    m = convgemm.nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1).to(DEVICE)
+    x = torch.randn(1, 6, 5, 4, device=DEVICE)
+    with torch.no_grad():
+        y = m(x, output_size=[10, 8])
+        assert y.shape == (1, 4, 10, 8)
+        ref = convgemm.unpatch(__import__("copy").deepcopy(m)).double().cpu()(x.double().cpu(), output_size=[10, 8])
+    assert_close(y, ref, torch.float32, "output_size")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.body = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=2), nn.ReLU(), nn.Conv2d(8, 8, 1))
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.head = nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        return self.head(self.up(self.body(torch.relu(self.stem(x)))))
+
+
+def test_patch_swaps_in_place_and_unpatch_restores():
+    torch.manual_seed(0)
+    model = Net().to(DEVICE).eval()
+    params = [id(p) for p in model.parameters()]
+    x = torch.randn(2, 3, 6, 5, device=DEVICE)
+    ref = _ref(model, x)
+    assert convgemm.patch(model) is model
+    assert type(model.stem) is convgemm.nn.Conv2d and type(model.up) is convgemm.nn.ConvTranspose2d
+    assert [id(p) for p in model.parameters()] == params and not model.training
+    with torch.no_grad():
+        assert_close(model(x), ref, torch.float32, "patched")
+    convgemm.unpatch(model)
+    assert type(model.stem) is nn.Conv2d and type(model.up) is nn.ConvTranspose2d
+
+
+def test_patch_include_exclude():
+    model = Net()
+    convgemm.patch(model, include=["body.*", "head"], exclude="body.2")
+    assert type(model.body[0]) is convgemm.nn.Conv2d
+    assert type(model.body[2]) is nn.Conv2d and type(model.stem) is nn.Conv2d
+    assert type(model.head) is convgemm.nn.Conv2d and type(model.up) is nn.ConvTranspose2d
+    with pytest.raises(TypeError, match="patch: model must be a torch.nn.Module"):
+        convgemm.patch("not a model")
+    with pytest.raises(TypeError, match="include must be a pattern string"):
+        convgemm.patch(model, include=[1])
+
+
+def test_in_place_weight_updates_are_seen():
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Sequential(nn.Conv2d(3, 4, 3))).to(DEVICE)
+    x = torch.randn(1, 3, 5, 5, device=DEVICE)
+    with torch.no_grad():
+        y0 = m(x)
+        m[0].weight.mul_(2)  # an optimizer-style in-place update
+        assert_close(m(x), _ref(m, x), torch.float32, "after mul_")
+        m[0].weight.data.zero_()  # through .data: no version bump, still seen (nothing is cached)
+        assert torch.allclose(m(x), m[0].bias.view(1, -1, 1, 1).expand_as(y0))
+
+
+def test_patched_training_step_matches():
+    torch.manual_seed(0)
+    model = Net().to(DEVICE)
+    twin = __import__("copy").deepcopy(model)
+    convgemm.patch(model)
+    x = torch.randn(2, 3, 6, 5, device=DEVICE)
+    for m in (model, twin):
+        m(x).square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
+        assert_close(p.grad, q.grad.double().cpu(), torch.float32, name)
