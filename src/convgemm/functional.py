@@ -104,6 +104,7 @@ def conv2d(
     unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
+    input, weight, bias = _autocast(input, weight, bias)
     if _needs_op(input, weight, bias):
         from .ops import conv2d_op
 
@@ -111,6 +112,21 @@ def conv2d(
     else:
         y = conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm)
     return y.squeeze(0) if unbatched else y
+
+
+def _autocast(input, weight, bias):
+    """Under ``torch.autocast``, convolutions run in the autocast dtype, as ``F.conv2d`` does."""
+    if not isinstance(input, torch.Tensor):
+        return input, weight, bias
+    dev = input.device.type
+    if not torch.is_autocast_enabled(dev):
+        return input, weight, bias
+    dt = torch.get_autocast_dtype(dev)
+
+    def cast(t):
+        return t.to(dt) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64 else t
+
+    return cast(input), cast(weight), cast(bias)
 
 
 def _needs_op(input, weight, bias) -> bool:
@@ -442,6 +458,7 @@ def conv_transpose2d(
     unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
+    input, weight, bias = _autocast(input, weight, bias)
     out_size, st, pad, dil = _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation)
     if _needs_op(input, weight, bias):
         y = torch.ops.convgemm.conv_transpose2d(input, weight, bias, out_size, list(st), list(pad), list(dil), groups)

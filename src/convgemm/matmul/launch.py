@@ -78,11 +78,19 @@ def install_tma_encode_cache() -> None:
 
 
 def descriptor(base, shape, strides, block_shape) -> TensorDescriptor:
-    """A host TMA descriptor without ``TensorDescriptor``'s per-call validation.
+    """A host TMA descriptor without ``TensorDescriptor``'s per-call validation (strides of
+    size-1 dimensions are replaced by dense ones).
 
     The algorithms check alignment once, in ``supports()``; re-validating every stride on every
     call costs microseconds that matter for small convolutions.
     """
+    # a size-1 dimension is never stepped, but PyTorch may give it any stride (an NCHW output of
+    # 1x1 pixels is also "channels_last" with stride 1 there): make it the dense one, which the
+    # copy engine accepts (16-byte multiples) whenever the inner dimensions are aligned
+    strides = list(strides)
+    for i in range(len(shape) - 2, -1, -1):
+        if shape[i] == 1:
+            strides[i] = strides[i + 1] * shape[i + 1]
     d = object.__new__(TensorDescriptor)
     d.base = base
     d.shape = shape
