@@ -357,3 +357,22 @@ def test_bench_direction_choices():
     assert _directions("wgrad") == ("wgrad",)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "--direction", "sideways"])
+
+
+def test_bench_model_flags():
+    from convgemm.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "--model", "resnet50", "--train", "--no-compile"])
+    assert args.model == "resnet50" and args.train and args.no_compile
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "--model", "vgg"])
+
+
+def test_bench_model_demo_without_gpu(capsys):
+    """Without a GPU, --model runs the width-1/8 network under the interpreter and claims no timings."""
+    from convgemm.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("the demo is what runs without a GPU")
+    assert main(["bench", "--model", "craft"]) == 0
+    assert main(["bench", "--model", "resnet50"]) == 2  # needs --train

@@ -33,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated suites: seed, floor, resnet50, craft, grouped, small-channel, all",
     )
+    b.add_argument("--model", default=None, choices=["craft", "resnet50"],
+                   help="a whole network instead of layers: craft (inference, 1x768x768) or resnet50 (--train)")  # fmt: skip
+    b.add_argument("--train", action="store_true", help="with --model resnet50: time a training step (batch 64)")
+    b.add_argument("--no-compile", action="store_true", help="with --model: eager only, skip torch.compile")
     b.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups]",
                    help="an extra shape (repeatable)")  # fmt: skip
     b.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32 (strict IEEE), tf32")
@@ -75,6 +79,46 @@ def _shapes(args) -> list:
     return out
 
 
+def _bench_model(args, dtypes, console) -> int:
+    from .bench import models, report, runner
+
+    if args.model == "resnet50" and not args.train:
+        console.print("[red]--model resnet50 times a training step: add --train[/red]")
+        return 2
+    if args.model == "craft" and args.train:
+        console.print("[red]--model craft is inference only: drop --train[/red]")
+        return 2
+    if runner.interpreting():
+        console.print(
+            "[yellow]No CUDA GPU: a correctness demo of the model (width 1/8, 32x32) under Triton's "
+            "interpreter. No timings are claimed.[/yellow]"
+        )
+        return 0 if models.interpreter_demo(args.model, console.print) else 1
+    import datetime
+
+    import torch
+
+    res = runner.Result(
+        gpu=torch.cuda.get_device_name(0),
+        versions=runner.versions(),
+        ceilings=runner.measure_ceilings(),
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+    for dk in dtypes:
+        if args.model == "craft":
+            res.rows += models.bench_craft(dk, not args.no_compile)
+        else:
+            res.rows += models.bench_resnet50_train(dk, not args.no_compile)
+    for r in res.rows:
+        console.print(
+            f"{r.name:32s} {r.dtype:5s} convgemm {r.convgemm_us:9.1f} us  cuDNN {r.cudnn_us:9.1f} us  "
+            f"{r.speedup:5.2f}x  rel_err {r.rel_err:.1e} {'ok' if r.ok else 'MISMATCH'}"
+        )
+    if args.json:
+        report.write_json(res, args.json)
+    return 0 if all(r.ok for r in res.rows) else 1
+
+
 def cmd_bench(args) -> int:
     from rich.console import Console
 
@@ -91,6 +135,8 @@ def cmd_bench(args) -> int:
         if b not in ("cudnn", "inductor"):
             console.print(f"[red]--baseline {b!r}: choose from cudnn, inductor[/red]")
             return 2
+    if args.model is not None:
+        return _bench_model(args, dtypes, console)
     try:
         shapes = _shapes(args)
     except ValueError as e:
