@@ -235,3 +235,19 @@ def test_empty_batch_returns_empty_output(bias, channels_last):
 def test_empty_batch_still_validates():
     with pytest.raises(ValueError, match="input has 8 channels"):
         convgemm.conv2d(t(0, 8, 5, 5), t(4, 2, 3, 3))
+
+
+def test_errors_doc_is_current(monkeypatch):
+    """docs/errors.md is generated from BAD: regenerate it (tools/errors_table.py) when a message changes."""
+    if DEVICE != "cpu":
+        pytest.skip("docs/errors.md is generated under the interpreter (a few messages name the device)")
+    import importlib.util
+    import os
+
+    monkeypatch.setattr(fprop, "_run_kernel", _REAL_LAUNCH)  # the generator never reaches a kernel anyway
+    root = os.path.join(os.path.dirname(__file__), "..")
+    spec = importlib.util.spec_from_file_location("errors_table", os.path.join(root, "tools", "errors_table.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with open(os.path.join(root, "docs", "errors.md")) as f:
+        assert f.read() == mod.render(), "docs/errors.md is stale: run python tools/errors_table.py"
