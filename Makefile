@@ -26,8 +26,8 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 test: setup
-	$(PY) -m ruff check src tests tools
-	$(PY) -m ruff format --check src tests tools
+	$(PY) -m ruff check src tests tools examples
+	$(PY) -m ruff format --check src tests tools examples
 	$(PY) -m pytest -q
 
 bench: setup
