@@ -1,0 +1,70 @@
+"""Property-based tests: random valid problems x every algorithm that takes them x every direction,
+against the float64 reference. A bounded run here (CI, interpreter); set CONVGEMM_FUZZ_EXAMPLES for
+a long one (on a GPU: ``CONVGEMM_FUZZ_EXAMPLES=2000 pytest tests/test_fuzz.py``)."""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import assert_close
+
+import convgemm
+from convgemm.problem import ConvProblem
+
+EXAMPLES = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES", "40"))
+
+
+@st.composite
+def problems(draw):
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    cg = draw(st.integers(1, 6))
+    kg = draw(st.integers(1, 6))
+    r, s = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pad = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    h = draw(st.integers(max(1, dil[0] * (r - 1) + 1 - 2 * pad[0]), 9))
+    w = draw(st.integers(max(1, dil[1] * (s - 1) + 1 - 2 * pad[1]), 9))
+    n = draw(st.integers(1, 2))
+    bias = draw(st.booleans())
+    cl = draw(st.booleans())
+    return n, cg * groups, h, w, kg * groups, r, s, stride, pad, dil, groups, bias, cl
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.data())
+def test_random_problems(p, data):
+    n, c, h, w, k, r, s, stride, pad, dil, groups, has_bias, cl = p
+    kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
+    fmt = torch.channels_last if cl else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device=DEVICE).to(memory_format=fmt)
+    wt = torch.randn(k, c // groups, r, s, device=DEVICE)
+    b = torch.randn(k, device=DEVICE) if has_bias else None
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        prob = ConvProblem.from_tensors(x, wt, b, **kw)
+        ref = F.conv2d(x.double().cpu(), wt.double().cpu(), None if b is None else b.double().cpu(), **kw)
+        algorithm = data.draw(st.sampled_from(["auto", *convgemm.algorithms()]), label="algorithm")
+        try:
+            y = convgemm.conv2d(x, wt, b, **kw, algorithm=algorithm)
+        except ValueError as e:  # this algorithm does not take the problem: it must say so
+            assert "cannot run" in str(e), e
+        else:
+            assert_close(y, ref, torch.float32, f"fwd {algorithm} {p}")
+        dy = torch.randn(prob.output_shape, device=DEVICE)
+        gx = torch.nn.grad.conv2d_input(x.shape, wt.double().cpu(), dy.double().cpu(), **kw)
+        gw = torch.nn.grad.conv2d_weight(x.double().cpu(), wt.shape, dy.double().cpu(), **kw)
+        assert_close(convgemm.conv2d_input(x.shape, wt, dy, **kw), gx, torch.float32, f"dgrad {p}")
+        assert_close(convgemm.conv2d_weight(x, wt.shape, dy, **kw), gw, torch.float32, f"wgrad {p}")
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+@pytest.fixture(autouse=True)
+def _no_tuning(monkeypatch):
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
