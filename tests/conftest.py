@@ -37,3 +37,12 @@ def device():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(1234)
+
+
+@pytest.fixture
+def no_tf32():
+    """Strict IEEE fp32 convolutions (cuDNN's TF32 flag off) for one test, restored after."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old

@@ -10,13 +10,8 @@ from reference import assert_close
 import convgemm
 import convgemm.ops  # noqa: F401 - registers torch.ops.convgemm.*
 
-
-@pytest.fixture(autouse=True)
-def _strict_fp32():
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32 = old
+# fp32 means strict IEEE fp32 here (the reference thresholds assume it)
+pytestmark = pytest.mark.usefixtures("no_tf32")
 
 
 def _leaf(t):

@@ -14,12 +14,8 @@ from convgemm.problem import ConvProblem
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
 
 
-@pytest.fixture(autouse=True)
-def _strict_fp32():
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32 = old
+# fp32 means strict IEEE fp32 here (the reference thresholds assume it)
+pytestmark = pytest.mark.usefixtures("no_tf32")
 
 
 def make(case, dtype, channels_last=True):

@@ -10,7 +10,7 @@ import torch
 from ._runtime import check_device, empty, has_tma
 from .conv.layout import as_nhwc, tma_aligned
 from .matmul.launch import Launch
-from .problem import ConvProblem, IntOrPair, Padding, output_memory_format
+from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, output_memory_format
 from .tune import choose
 
 # Plans: everything decided about a call that depends only on its signature (shapes, strides,
@@ -370,7 +370,7 @@ def conv2d_weight(
     w_like = input.new_empty(()).expand(wsize)
     prob = _grad_problem("conv2d_weight", input.shape, input, w_like, grad_output, stride, padding, dilation, groups)
     if memory_format is None:
-        memory_format = torch.channels_last if _suggests_cl(input) else torch.contiguous_format
+        memory_format = torch.channels_last if _suggest_channels_last(input) else torch.contiguous_format
     dw = empty(wsize, input.dtype, input.device, memory_format)
     if dw.numel() == 0:
         return dw
@@ -379,10 +379,6 @@ def conv2d_weight(
     with _device_of(input):
         WGRAD.run(prob, input, grad_output, dw, WGRAD.default_config(prob))
     return dw
-
-
-def _suggests_cl(t: torch.Tensor) -> bool:
-    return t.dim() == 4 and t.shape[1] > 1 and t.stride(1) == 1 and t.is_contiguous(memory_format=torch.channels_last)
 
 
 def _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation):

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from .functional import Pads4, _grad_problem, conv2d_forward, conv2d_input, conv2d_weight, make_problem
-from .problem import output_memory_format
+from .problem import _suggest_channels_last, output_memory_format
 
 
 def _fmt(t: Tensor, w: Tensor) -> torch.memory_format:
@@ -78,9 +78,7 @@ def _conv2d_weight(
 
 @_conv2d_weight.register_fake
 def _(input, weight_size, grad_output, stride, padding, dilation, groups):
-    from .functional import _suggests_cl
-
-    fmt = torch.channels_last if _suggests_cl(input) else torch.contiguous_format
+    fmt = torch.channels_last if _suggest_channels_last(input) else torch.contiguous_format
     return input.new_empty(weight_size).contiguous(memory_format=fmt)
 
 

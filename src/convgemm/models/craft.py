@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import init_deterministic
+
 # VGG16-BN's feature layers: channel counts, "M" for a 2x2 max pool
 _VGG16 = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512]
 # where CRAFT cuts the feature sequence into slices (indices into the flat layer list)
@@ -96,21 +98,3 @@ class CRAFT(nn.Module):
             y = F.interpolate(y, size=skip.shape[2:], mode="bilinear", align_corners=False)
             y = up(torch.cat([y, skip], dim=1))
         return self.conv_cls(y).permute(0, 2, 3, 1)
-
-
-def init_deterministic(model: nn.Module, seed: int) -> None:
-    """He-normal convolution weights, small biases, and non-trivial batch-norm statistics, all
-    drawn from one seeded generator (the same numbers on every machine)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
-                fan_in = m.weight[0].numel()
-                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * (2.0 / fan_in) ** 0.5)
-                if m.bias is not None:
-                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.01)
-            elif isinstance(m, nn.BatchNorm2d):
-                m.weight.copy_(1 + 0.1 * torch.randn(m.weight.shape, generator=g))
-                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
-                m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=g))
-                m.running_var.copy_(1 + 0.1 * torch.rand(m.running_var.shape, generator=g))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .craft import init_deterministic
+from . import init_deterministic
 
 
 class Bottleneck(nn.Module):
