@@ -1,6 +1,16 @@
 """Property-based tests: random valid problems x every algorithm that takes them x every direction,
-against the float64 reference. A bounded run here (CI, interpreter); set CONVGEMM_FUZZ_EXAMPLES for
-a long one (on a GPU: ``CONVGEMM_FUZZ_EXAMPLES=2000 pytest tests/test_fuzz.py``)."""
+against the float64 reference.
+
+A bounded run here (CI, interpreter: 40 examples, one shard). A long run on a GPU, sharded over
+pytest-xdist workers::
+
+    CONVGEMM_FUZZ_EXAMPLES=2000 CONVGEMM_FUZZ_SHARDS=14 pytest -n 14 tests/test_fuzz.py
+
+``CONVGEMM_FUZZ_EXAMPLES`` is the total: each of the ``CONVGEMM_FUZZ_SHARDS`` shards (one test
+each) draws ``ceil(EXAMPLES / SHARDS)`` problems with its own Hypothesis seed,
+``CONVGEMM_FUZZ_SEED * SHARDS + shard``, so shards draw different problems and a run is
+reproducible; set ``CONVGEMM_FUZZ_SEED`` to draw a fresh set.
+"""
 
 import os
 
@@ -8,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import DEVICE
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from reference import assert_close
 
@@ -16,6 +26,9 @@ import convgemm
 from convgemm.problem import ConvProblem
 
 EXAMPLES = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES", "40"))
+SHARDS = max(1, int(os.environ.get("CONVGEMM_FUZZ_SHARDS", "1")))
+SEED = int(os.environ.get("CONVGEMM_FUZZ_SEED", "0"))
+PER_SHARD = -(-EXAMPLES // SHARDS)
 
 
 @st.composite
@@ -35,9 +48,19 @@ def problems(draw):
     return n, cg * groups, h, w, kg * groups, r, s, stride, pad, dil, groups, bias, cl
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(problems(), st.data())
-def test_random_problems(p, data):
+@pytest.mark.parametrize("shard", range(SHARDS), ids=[f"shard{i}" for i in range(SHARDS)])
+def test_random_problems(shard):
+    @seed(SEED * SHARDS + shard)
+    @settings(max_examples=PER_SHARD, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(problems(), st.data())
+    def check(p, data):
+        check_problem(p, data)
+
+    check()
+
+
+def check_problem(p, data):
+    """One drawn problem: forward with a drawn algorithm (or its refusal), dgrad and wgrad."""
     n, c, h, w, k, r, s, stride, pad, dil, groups, has_bias, cl = p
     kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
     fmt = torch.channels_last if cl else torch.contiguous_format
