@@ -105,6 +105,51 @@ def test_wgrad_split_k_is_right_and_deterministic(split_k):
     assert torch.equal(outs[0], outs[1])
 
 
+TMA_WGRAD = [
+    # N, C, H, W, K, R, S, stride, padding, dilation, groups
+    (2, 16, 9, 10, 24, 3, 3, 1, 1, 1, 1),
+    (1, 24, 7, 5, 16, 3, 3, 1, 2, 2, 1),  # dilation, padding past the kernel
+    (2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 2),  # groups
+    (2, 16, 9, 9, 16, 1, 1, 2, 0, 1, 1),  # strided 1x1: the subsampled view
+    (3, 8, 6, 7, 8, 5, 5, 1, 2, 1, 1),
+    (2, 40, 5, 6, 24, 1, 3, 1, (0, 1), 1, 1),  # channels not a multiple of the tile
+]
+
+
+@pytest.mark.parametrize("split_k", [1, 3])
+@pytest.mark.parametrize("layout", ["channels_last", "nchw"])
+@pytest.mark.parametrize("case", TMA_WGRAD, ids=str)
+def test_wgrad_tma(case, layout, split_k):
+    """The TMA wgrad (16-bit, stride 1 or strided 1x1): the kernel conv2d_weight picks there."""
+    from dataclasses import replace
+
+    from convgemm.conv.backward import WGRAD_TMA, choose_wgrad
+
+    n, c, h, w, k, r, s, stride, padding, dilation, groups = case
+    x, wt, dy, kw = make((n, c, h, w, k, r, s, stride, padding, dilation, groups, False), torch.float16,
+                         layout == "channels_last")  # fmt: skip
+    _, gw = ref_grads(x, wt, dy, kw)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    algo, cfg, xn, dyn = choose_wgrad(prob, x, dy)
+    assert algo is WGRAD_TMA, "conv2d_weight must take the TMA kernel here"
+    dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=torch.float16)
+    algo.run(prob, xn, dyn, dw, replace(cfg, split_k=split_k))
+    assert_close(dw, gw, torch.float16, f"wgrad_tma {case} split {split_k}")
+    assert_close(convgemm.conv2d_weight(x, wt.shape, dy, **kw), gw, torch.float16, "conv2d_weight")
+
+
+def test_wgrad_tma_refuses():
+    from convgemm.conv.backward import WGRAD_TMA
+
+    x, wt, dy, kw = make((2, 16, 9, 9, 16, 3, 3, 2, 1, 1, 1, False), torch.float16)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    assert "stride" in WGRAD_TMA.supports(prob, x, dy)
+    x, wt, dy, kw = make((2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, False), torch.float32)
+    assert "fp16 or bf16" in WGRAD_TMA.supports(ConvProblem.from_tensors(x, wt, None, **kw), x, dy)
+    x, wt, dy, kw = make((2, 12, 9, 9, 16, 3, 3, 1, 1, 1, 1, False), torch.float16)  # 24-byte pixel rows
+    assert "aligned" in WGRAD_TMA.supports(ConvProblem.from_tensors(x, wt, None, **kw), x, dy)
+
+
 def test_phase_taps():
     # 3x3, stride 2, pad 1: even rows take the middle tap, odd rows the outer two
     assert phase_taps(3, 2, 1, 1) == [[(1, 0)], [(0, 1), (2, 0)]]

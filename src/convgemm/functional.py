@@ -359,7 +359,7 @@ def conv2d_weight(
     Returns ``[K, C/groups, R, S]`` in the input's dtype. The reduction over N*P*Q is split over
     programs and summed in a fixed order: the result is bitwise reproducible.
     """
-    from .conv.backward import WGRAD
+    from .conv.backward import wgrad
 
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"conv2d_weight: input must be a torch.Tensor, got {type(input).__name__}")
@@ -377,7 +377,7 @@ def conv2d_weight(
     if prob.n * prob.p * prob.q == 0:
         return dw.zero_()
     with _device_of(input):
-        WGRAD.run(prob, input, grad_output, dw, WGRAD.default_config(prob))
+        wgrad(prob, input, grad_output, dw)
     return dw
 
 

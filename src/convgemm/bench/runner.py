@@ -251,7 +251,8 @@ def run_shape_backward(
 ) -> Row:
     """dgrad or wgrad of one shape: convgemm against cuDNN's ``convolution_backward``."""
     import convgemm
-    from convgemm.conv.backward import DGRAD, WGRAD
+    from convgemm.conv.backward import DGRAD, choose_wgrad
+    from convgemm.functional import dgrad_as_forward
 
     dtype = DTYPES[dtype_key]
     torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
@@ -285,8 +286,13 @@ def run_shape_backward(
     row.convgemm_us = _bench(lambda: ours(*rot.next()))
     x0, w0, _ = sets[0]
     prob = convgemm.ConvProblem.from_tensors(x0, w0, None, **args)
-    row.algorithm = direction
-    row.config = (DGRAD if direction == "dgrad" else WGRAD).default_config(prob).describe()
+    if direction == "wgrad":
+        algo, cfg, _, _ = choose_wgrad(prob, x0, sets[0][2])
+        row.algorithm, row.config = algo.name, cfg.describe()
+    elif dgrad_as_forward(prob):
+        row.algorithm, row.config = "dgrad_as_forward", "forward conv of dy (tuned)"
+    else:
+        row.algorithm, row.config = DGRAD.name, DGRAD.default_config(prob).describe()
     crot = _Rotation(sets)
     cudnn(*sets[0])
     row.cudnn_us = _bench(lambda: cudnn(*crot.next()))

@@ -9,9 +9,14 @@ dgrad       M = input pixels of one      dy gathered per phase tap /  dx, any st
             K = (phase taps, K/g)
 wgrad       M = K/g, N = (r, s, C/g),    dy^T gathered / im2col(x)    dw, any strides
             K = N*P*Q (split-K)          gathered, flat (r, s, c)
+wgrad_tma   M = K/g, N = (r, s, Cp),     dy^T and im2col(x) as TMA    dw, any strides
+            K = pixel blocks (split-K)   boxes of one pixel block
 ==========  ==========================  ==========================  ==========================
 
-Both are deterministic: the only reduction that crosses programs is wgrad's split-K, whose
+``wgrad_tma`` (Hopper, 16-bit, stride 1 or a strided 1x1 kernel, 16-byte aligned NHWC) is the
+fast path; ``wgrad`` takes everything else.
+
+All are deterministic: the only reduction that crosses programs is wgrad's split-K, whose
 partials are summed in split order by one program (``matmul.blocks.split_k_reduce``).
 """
 
@@ -21,10 +26,12 @@ import threading
 
 import torch
 
-from .._runtime import cdiv, interpreting, sm_count
+from .._runtime import cdiv, has_tma, interpreting, sm_count
+from ..matmul.launch import descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
-from .fprop import Config, _launch, _small, split_k_buffers
+from .fprop import Config, _launch, _small, spatial_tiles, split_k_buffers
+from .layout import as_nhwc, tma_aligned
 
 _tables: dict = {}
 _tables_lock = threading.Lock()
@@ -141,5 +148,93 @@ class Wgrad:
                 cfg, fns, False, prob, ws)  # fmt: skip
 
 
+class WgradTma:
+    """wgrad through the copy engine: each K tile is one block of output pixels, read as a TMA
+    box of dy and, shifted by the N tile's filter tap, a box of x (zero-filled at the edges)."""
+
+    name = "wgrad_tma"
+
+    def problem_ok(self, prob: ConvProblem, x: torch.Tensor) -> bool:
+        """Whether the problem and device (not yet the tensors' alignment) suit this kernel."""
+        return prob.dtype in (torch.float16, torch.bfloat16) and has_tma(x) and (prob.stride == (1, 1) or prob.is_1x1)
+
+    def supports(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> str | None:
+        """None if this kernel takes ``prob`` with NHWC ``x`` and ``dy``, else why not."""
+        if prob.dtype not in (torch.float16, torch.bfloat16):
+            return f"the TMA wgrad takes fp16 or bf16 (its dy^T operand is M-major), not {prob.dtype}"
+        if not has_tma(x):
+            return "the device has no TMA (needs compute capability >= 9.0)"
+        if prob.stride != (1, 1) and not prob.is_1x1:
+            return f"stride {prob.stride}: the TMA wgrad takes stride 1 (and unpadded strided 1x1 kernels)"
+        if not tma_aligned(x, prob.cg) or not tma_aligned(dy, prob.kg):
+            return "the NHWC input or grad_output is not 16-byte aligned (base, strides, or channels per group)"
+        return None
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        if interpreting():
+            bm, bn, bk, warps, stages = min(32, _small(prob.kg)), min(32, _small(prob.cg)), 16, 4, 1
+        else:
+            bm = 128 if prob.kg >= 128 else 64
+            bn = 128 if prob.cg >= 128 else min(64, _small(prob.cg))
+            bk, warps, stages = 64, (8 if bm * bn >= 128 * 128 else 4), 4
+        _, tn, th, tw = spatial_tiles(prob, bk)[0]
+        tiles = cdiv(prob.kg, bm) * prob.r * prob.s * cdiv(prob.cg, bn) * prob.groups
+        k_tiles = cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+        # enough programs for two waves, each reducing at least 4 pixel blocks
+        split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 4))
+        return Config(bm, bn, bk, warps, stages, split_k=split, tile_n=tn, tile_h=th, tile_w=tw)
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
+        """``dw [K, C/g, R, S] = wgrad(x, dy)`` for NHWC ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``
+        that ``supports`` accepted; dw may have any strides."""
+        g, cg, kg = prob.groups, prob.cg, prob.kg
+        box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
+        sh, sw = prob.stride
+        # a strided 1x1 kernel reads every stride-th pixel: stride 1 on that subsampled view
+        x_desc = descriptor(
+            x,
+            [prob.n, prob.p if sh > 1 else prob.h, prob.q if sw > 1 else prob.w, g, cg],
+            [x.stride(0), x.stride(2) * sh, x.stride(3) * sw, cg, 1],
+            box + [cfg.block_n],
+        )
+        dy_desc = descriptor(
+            dy, [prob.n, prob.p, prob.q, g, kg], [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1], box + [cfg.block_m]
+        )
+        c_tiles = cdiv(cg, cfg.block_n)
+        num_m, num_n = cdiv(kg, cfg.block_m), prob.r * prob.s * c_tiles
+        k_tiles = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        a = (dy_desc, (prob.p, prob.q))
+        b = (x_desc, (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s,
+                      c_tiles))  # fmt: skip
+        c = (None, (dw, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3), kg, prob.s, cg, c_tiles))
+        ws = None
+        if cfg.split_k > 1:
+            ws = split_k_buffers(dy.device, num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n, torch.float32)
+        fns = (cl.tma_wgrad_dy_init, cl.tma_wgrad_dy_load, cl.tma_wgrad_x_init, cl.tma_wgrad_x_load,
+               cl.wgrad_dw_tap_store)  # fmt: skip
+        _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
+                cfg, fns, False, prob, ws)  # fmt: skip
+
+
+def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
+    """The wgrad kernel for ``prob``: ``(kernel, config, x, dy)`` with the tensors it reads.
+
+    ``wgrad_tma`` on NHWC views (an NCHW tensor is copied: one pass over it costs less than the
+    gather kernel's strided reads) when it applies, else the gather kernel on the tensors as given.
+    """
+    if WGRAD_TMA.problem_ok(prob, x):
+        xn, dyn = as_nhwc(x), as_nhwc(dy)
+        if WGRAD_TMA.supports(prob, xn, dyn) is None:
+            return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
+    return WGRAD, WGRAD.default_config(prob), x, dy
+
+
+def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
+    """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])`` by ``choose_wgrad``'s kernel."""
+    algo, cfg, x, dy = choose_wgrad(prob, x, dy)
+    algo.run(prob, x, dy, dw, cfg)
+
+
 DGRAD = Dgrad()
 WGRAD = Wgrad()
+WGRAD_TMA = WgradTma()

@@ -392,3 +392,61 @@ def wgrad_dw_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOC
     cols = r.to(tl.int64) * s_r + s.to(tl.int64) * s_s + c.to(tl.int64) * s_c
     mask = (k < Kg)[:, None] & (j < RSC)[None, :]
     tl.store(dw_ptr + rows[:, None] + cols[None, :], acc.to(dw_ptr.dtype.element_ty), mask=mask)
+
+
+# ================================================================ wgrad (TMA, stride 1)
+# The same GEMM as above, read through the copy engine. Each N tile lies inside one filter tap
+# (r, s): its columns are a block of channels of that tap (channels padded to the tile), so the
+# im2col operand of a K tile is one TMA box of x -- the pixel block's box shifted by the tap, out
+# of bounds zero-filled (padding for free) -- and the dy^T operand is the same pixel block's box
+# of dy. K tile kt is the kt-th TILE_N x TILE_H x TILE_W block of output pixels.
+@triton.jit
+def tma_wgrad_dy_init(dy_desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A = dy^T over NHWC dy viewed as ``[N, P, Q, groups, K/groups]``, box ``[TILE_N, TILE_H,
+    TILE_W, 1, BLOCK_M]`` with ``TILE_N * TILE_H * TILE_W = BLOCK_K`` pixels."""
+    (P, Q) = args
+    return (dy_desc, pid_m * BLOCK_M, g, P, Q)
+
+
+@triton.jit
+def tma_wgrad_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    # the [pixels, channels] box transposed: an M-major A operand, which wgmma reads from shared
+    # memory for 16-bit types
+    dy_desc, k0, g, P, Q = state
+    TILE_N: tl.constexpr = dy_desc.block_shape[0]
+    TILE_H: tl.constexpr = dy_desc.block_shape[1]
+    TILE_W: tl.constexpr = dy_desc.block_shape[2]
+    n, p0, q0 = _spatial_tile(kt, P, Q, TILE_N, TILE_H, TILE_W)
+    return dy_desc.load([n, p0, q0, g, k0]).reshape(BLOCK_K, BLOCK_M).T
+
+
+@triton.jit
+def tma_wgrad_x_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x) for the tap and channel block of N tile ``pid_n``; x is NHWC viewed as
+    ``[N, H, W, groups, C/groups]`` (a strided 1x1 kernel: the subsampled view)."""
+    (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles) = args
+    r, s, cb = _tap_split(pid_n, c_tiles, S)
+    return (x_desc, r * dil_h - pad_h, s * dil_w - pad_w, g, cb * BLOCK_N, P, Q)
+
+
+@triton.jit
+def tma_wgrad_x_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, dh, dw, g, c0, P, Q = state
+    TILE_N: tl.constexpr = x_desc.block_shape[0]
+    TILE_H: tl.constexpr = x_desc.block_shape[1]
+    TILE_W: tl.constexpr = x_desc.block_shape[2]
+    n, p0, q0 = _spatial_tile(kt, P, Q, TILE_N, TILE_H, TILE_W)
+    return x_desc.load([n, p0 + dh, q0 + dw, g, c0]).reshape(BLOCK_K, BLOCK_N)
+
+
+@triton.jit
+def wgrad_dw_tap_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [output channels, channels of one tap] tile to dw ``[K, C/g, R, S]``, any strides."""
+    (dw_ptr, s_k, s_c, s_r, s_s, Kg, S, Cg, c_tiles) = args
+    r, s, cb = _tap_split(pid_n, c_tiles, S)
+    k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    c = cb * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = (g * Kg + k).to(tl.int64) * s_k
+    cols = r.to(tl.int64) * s_r + s.to(tl.int64) * s_s + c.to(tl.int64) * s_c
+    mask = (k < Kg)[:, None] & (c < Cg)[None, :]
+    tl.store(dw_ptr + rows[:, None] + cols[None, :], acc.to(dw_ptr.dtype.element_ty), mask=mask)
