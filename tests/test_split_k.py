@@ -43,3 +43,24 @@ def test_split_k_matches_reference(algorithm, shape, split_k):
         y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE).to(memory_format=torch.channels_last)
         algo.run(prob, x, w, b, y, cfg)
         assert_close(y, ref, dtype, f"{algorithm} split_k={split_k}")
+
+
+@pytest.mark.parametrize("per_sm", [1, 2])
+@pytest.mark.parametrize("shape", [(2, 32, 5, 6, 48, 3, 3, 1, 1), (3, 16, 7, 9, 40, 3, 3, 1, 2)])
+def test_persistent_matches_reference(shape, per_sm):
+    """Persistent configs: a fixed set of programs walks every tile (1 SM without a GPU, so one or
+    two programs cover all 2 x 7-16 tiles here); the tuner only offers them on a GPU."""
+    n, c, h, w_, k, r, s, stride, pad = shape
+    dtype = torch.float16
+    x = torch.randn(n, c, h, w_, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(k, c, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    prob = _problem(x, w, b, stride=stride, padding=pad)
+    algo = ALGORITHMS["implicit_gemm_tma"]
+    assert algo.supports(prob) is None
+    _, tn, th, tw = spatial_tiles(prob, 16)[0]
+    cfg = Config(32, 16, 16, 4, 2, tile_n=tn, tile_h=th, tile_w=tw, persistent=per_sm)
+    ref = conv2d_ref(x, w, b, stride=stride, padding=pad)
+    y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE).to(memory_format=torch.channels_last)
+    algo.run(prob, x, w, b, y, cfg)
+    assert_close(y, ref, dtype, f"persistent {per_sm}/SM")

@@ -27,7 +27,7 @@ import torch
 
 from .._runtime import cdiv, empty, interpreting, sm_count
 from ..matmul import loaders as mm
-from ..matmul.blocks import gemm_kernel
+from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel
 from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
@@ -53,6 +53,7 @@ class Config:
     tile_h: int = 0
     tile_w: int = 0
     split_k: int = 1
+    persistent: int = 0  # > 0: persistent_gemm_kernel with this many programs per SM
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -60,6 +61,8 @@ class Config:
             s += f" t{self.tile_n}x{self.tile_h}x{self.tile_w}"
         if self.split_k > 1:
             s += f" k{self.split_k}"
+        if self.persistent:
+            s += f" p{self.persistent}"
         return s
 
 
@@ -131,7 +134,12 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             SPLIT_K=min(cfg.split_k, 2),  # a switch: the count is the grid's third axis
         )
 
-    _run_kernel(launch, gemm_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+    fn = gemm_kernel
+    if cfg.persistent:
+        # one batch entry, no split: a fixed number of programs walks every tile
+        assert grid[1] == 1 and cfg.split_k == 1, "persistent configs take groups == 1 and no split-K"
+        fn, grid = persistent_gemm_kernel, (min(num_m * num_n, cfg.persistent * sm_count()), 1, 1)
+    _run_kernel(launch, fn, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
 
 def _nhwc_out(y: torch.Tensor) -> torch.Tensor:
@@ -408,6 +416,13 @@ class ImplicitGemmTma(Algorithm):
             for cover, tn, th, tw in tiles[:2]:
                 if cover >= 0.85 * best:
                     out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw))
+            # persistent: the next tile's loads overlap this tile's epilogue (short K loops);
+            # two programs per SM where two fit in shared memory
+            if prob.groups == 1:
+                _, tn, th, tw = tiles[0]
+                smem = stages * (bm + bn) * bk * prob.dtype.itemsize + bm * bn * prob.dtype.itemsize
+                for per_sm in (1, 2) if smem <= 110_000 else (1,):
+                    out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw, persistent=per_sm))
             # few output tiles and a long reduction: split K so that the GPU fills up. Only
             # shapes whose partial-sum epilogue fits in registers (tools/sm90_check.py: 128x256
             # and 64x256 on 4 warps spill there)

@@ -199,3 +199,70 @@ def gemm_kernel(
             offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = bias_epilogue(acc, bias_ptr, batch * bias_len + offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
         C_STORE(c_desc, c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def persistent_gemm_kernel(
+    a_desc,
+    a_args,
+    b_desc,
+    b_args,
+    c_desc,
+    c_args,
+    bias_ptr,
+    bias_len,
+    num_pid_m,
+    num_pid_n,
+    k_tiles,
+    ws_ptr,  # unused: the signature is gemm_kernel's, so one launcher serves both
+    lock_ptr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    A_INIT: tl.constexpr,
+    A_LOAD: tl.constexpr,
+    B_INIT: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    C_STORE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BIAS_ALONG_M: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    F64: tl.constexpr,
+    SPLIT_K: tl.constexpr = 1,
+):
+    """``gemm_kernel``'s work with a fixed number of programs (grid = (programs,)), each walking
+    the output tiles ``pid, pid + programs, ...`` of batch entry 0.
+
+    The tile loop and the K loop are flattened into one software-pipelined loop
+    (``tl.range(..., flatten=True)``), so the loads of a program's next tile are in flight while
+    it finishes the current one's epilogue: what short reductions (a 3x3 layer with 64-256
+    channels has 9-36 K tiles) lose to the fill and drain of a one-tile program.
+    """
+    start = tl.program_id(0)
+    step = tl.num_programs(0)
+    num_tiles = num_pid_m * num_pid_n
+    # the epilogue's tile index is carried separately from the loop variable so that the
+    # pipeliner does not tie the prologue's and epilogue's uses of one value together
+    tile_c = start - step
+    for tile_id in tl.range(start, num_tiles, step, flatten=True):
+        pid_m, pid_n = tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        a_state = A_INIT(a_desc, a_args, pid_m, 0, BLOCK_M, BLOCK_K)
+        b_state = B_INIT(b_desc, b_args, pid_n, 0, BLOCK_N, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(k_tiles):
+            a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
+            b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        tile_c += step
+        pid_m, pid_n = tile_grid(tile_c, num_pid_m, num_pid_n, GROUP_M)
+        if BIAS_ALONG_M:
+            offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        else:
+            offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = bias_epilogue(acc, bias_ptr, offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
+        C_STORE(c_desc, c_args, acc, pid_m, pid_n, 0, BLOCK_M, BLOCK_N)
