@@ -100,8 +100,53 @@ def test_in_place_weight_updates_are_seen():
         y0 = m(x)
         m[0].weight.mul_(2)  # an optimizer-style in-place update
         assert_close(m(x), _ref(m, x), torch.float32, "after mul_")
-        m[0].weight.data.zero_()  # through .data: no version bump, still seen (nothing is cached)
+        m[0].weight.data.zero_()  # through .data: no version bump, so the packed copy must be dropped
+        convgemm.nn.clear_weight_cache(m)
         assert torch.allclose(m(x), m[0].bias.view(1, -1, 1, 1).expand_as(y0))
+
+
+def _cached(mod):
+    return mod.__dict__.get("_convgemm_packed")
+
+
+def test_weight_cache_is_reused_and_invalidated():
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Sequential(nn.Conv2d(8, 8, 3, padding=1))).to(DEVICE)
+    x = torch.randn(2, 8, 6, 6, device=DEVICE)
+    conv = m[0]
+    with torch.no_grad():
+        m(x)
+        first = _cached(conv)
+        assert first is not None and first[1].is_contiguous(memory_format=torch.channels_last)
+        m(x)
+        assert _cached(conv) is first, "an unchanged weight must not be packed again"
+    # an optimizer step (in place, under no_grad) changes the version: the next call repacks
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    m(x).square().mean().backward()
+    assert _cached(conv) is first, "a call that needs gradients uses the parameters, not the cache"
+    opt.step()
+    with torch.no_grad():
+        y = m(x)
+    assert _cached(conv) is not first
+    assert_close(y, _ref(m, x), torch.float32, "after an optimizer step")
+    # load_state_dict copies in place: seen too
+    sd = {k: torch.randn_like(v) for k, v in m.state_dict().items()}
+    m.load_state_dict(sd)
+    with torch.no_grad():
+        assert_close(m(x), _ref(m, x), torch.float32, "after load_state_dict")
+    convgemm.unpatch(m)
+    assert _cached(conv) is None
+
+
+def test_weight_cache_under_autocast_holds_the_cast_weight():
+    m = convgemm.patch(nn.Conv2d(8, 8, 3, padding=1)).to(DEVICE)
+    x = torch.randn(1, 8, 5, 5, device=DEVICE)
+    dt = torch.bfloat16 if DEVICE == "cpu" else torch.float16
+    with torch.no_grad(), torch.autocast(DEVICE, dtype=dt):
+        y = m(x)
+    assert y.dtype == dt and _cached(m)[1].dtype == dt and m.weight.dtype == torch.float32
+    with torch.no_grad():
+        assert m(x).dtype == torch.float32 and _cached(m)[1].dtype == torch.float32
 
 
 def test_patched_training_step_matches():

@@ -6,9 +6,13 @@ itself is convgemm's. ``patch(model)`` turns every ``nn.Conv2d`` / ``nn.ConvTran
 model into them *in place* by swapping the module's class, so parameters, buffers, hooks,
 device, dtype and training mode are untouched; ``unpatch`` swaps the classes back.
 
-The kernels read the weight in place or repack it on each call (as ``F.conv2d`` converts
-weights for cuDNN), so nothing is cached and an in-place weight update -- an optimizer step,
-``load_state_dict``, even a write through ``.data`` -- is always seen.
+Inference calls (no gradient needed) keep a packed copy of the weight and bias: cast to the
+autocast dtype when autocast is on, and the weight in KRSC order (channels_last), which the TMA
+kernels read in place. The copy is keyed by the parameter's address, dtype and version counter, so
+any in-place update -- an optimizer step, ``load_state_dict``, ``copy_`` -- makes the next call
+pack again. A write through ``.data`` bypasses the version counter (as it bypasses autograd): call
+``convgemm.nn.clear_weight_cache(model)`` after one. Calls that need a gradient, and
+``torch.compile`` tracing, use the parameters directly and cache nothing.
 """
 
 from __future__ import annotations
@@ -22,13 +26,48 @@ from torch import nn
 
 from ..functional import conv2d, conv_transpose2d
 
-__all__ = ["Conv2d", "ConvTranspose2d", "patch", "unpatch"]
+__all__ = ["Conv2d", "ConvTranspose2d", "patch", "unpatch", "clear_weight_cache"]
+
+_CACHE_ATTR = "_convgemm_packed"
+
+
+def _key(t: torch.Tensor | None):
+    return None if t is None else (t.data_ptr(), t._version, t.dtype, t.device, t.shape, t.stride())
+
+
+def _packed(module: nn.Module, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+    """The (weight, bias) the kernels should read: a cached packed copy for inference calls."""
+    if torch.compiler.is_compiling() or not isinstance(input, torch.Tensor):
+        return weight, bias
+    if torch.is_grad_enabled() and (weight.requires_grad or (bias is not None and bias.requires_grad)):
+        return weight, bias  # the gradient must reach the parameters themselves
+    dt, dev = weight.dtype, input.device.type
+    if torch.is_autocast_enabled(dev) and weight.is_floating_point() and weight.dtype != torch.float64:
+        dt = torch.get_autocast_dtype(dev)
+    key = (_key(weight), _key(bias), dt)
+    hit = module.__dict__.get(_CACHE_ATTR)
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    with torch.no_grad():
+        w = weight.detach().to(dt).contiguous(memory_format=torch.channels_last)
+        b = None if bias is None else bias.detach().to(dt)
+    module.__dict__[_CACHE_ATTR] = (key, w, b)
+    return w, b
+
+
+def clear_weight_cache(model: nn.Module) -> nn.Module:
+    """Drop the packed weight copies of every convgemm module of ``model`` (needed only after a
+    write through ``.data``, which PyTorch's version counters do not see); returns ``model``."""
+    for mod in model.modules():
+        mod.__dict__.pop(_CACHE_ATTR, None)
+    return model
 
 
 class Conv2d(nn.Conv2d):
     """``torch.nn.Conv2d`` computed by ``convgemm.conv2d`` (every ``padding_mode``)."""
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        weight, bias = _packed(self, input, weight, bias)
         if self.padding_mode != "zeros":
             # reflect / replicate / circular: pad explicitly, then an unpadded convolution
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
@@ -46,8 +85,9 @@ class ConvTranspose2d(nn.ConvTranspose2d):
         output_padding = self._output_padding(
             input, output_size, self.stride, self.padding, self.kernel_size, num_spatial_dims, self.dilation
         )
+        weight, bias = _packed(self, input, self.weight, self.bias)
         return conv_transpose2d(
-            input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups, self.dilation
+            input, weight, bias, self.stride, self.padding, output_padding, self.groups, self.dilation
         )
 
 
@@ -106,4 +146,5 @@ def unpatch(model: nn.Module) -> nn.Module:
         old = _BACK.get(type(mod))
         if old is not None:
             mod.__class__ = old
+            mod.__dict__.pop(_CACHE_ATTR, None)
     return model

@@ -1,0 +1,53 @@
+"""Where a call's time goes (GPU): torch.profiler over warm calls of one direction and shape.
+
+    PYTHONPATH=src python3 tools/profile_call.py --direction dgrad --shape 64,64,56,56,64,3,3,1,1,1,1
+
+Prints the kernels launched per call with their CUDA time, and the host time per call, so a
+slow direction can be told apart as "slow kernel", "extra kernels" or "host-bound".
+"""
+
+import argparse
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import convgemm
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--direction", default="fwd", choices=["fwd", "dgrad", "wgrad"])
+    ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S,stride,pad,dil,groups")
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    ap.add_argument("--calls", type=int, default=20)
+    a = ap.parse_args()
+    n, c, h, w, k, r, s, st, pad, dil, g = (int(v) for v in a.shape.split(","))
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
+    cl = torch.channels_last
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dt).contiguous(memory_format=cl)
+    wt = torch.randn(k, c // g, r, s, device="cuda", dtype=dt).contiguous(memory_format=cl)
+    kw = dict(stride=st, padding=pad, dilation=dil, groups=g)
+    y = torch.nn.functional.conv2d(x, wt, **kw)
+    dy = torch.randn_like(y).contiguous(memory_format=cl)
+    fn = {
+        "fwd": lambda: convgemm.conv2d(x, wt, None, **kw),
+        "dgrad": lambda: convgemm.conv2d_input(x.shape, wt, dy, **kw),
+        "wgrad": lambda: convgemm.conv2d_weight(x, wt.shape, dy, **kw),
+    }[a.direction]
+    fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(a.calls):
+        fn()
+    torch.cuda.synchronize()
+    print(f"{a.direction} {a.shape} {a.dtype}: {(time.perf_counter() - t) / a.calls * 1e6:.1f} us/call wall")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(a.calls):
+            fn()
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=60))
+
+
+if __name__ == "__main__":
+    main()
