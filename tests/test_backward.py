@@ -198,3 +198,18 @@ def test_dgrad_route():
     assert dgrad_as_forward(ConvProblem.from_tensors(x, w, None, **kw))
     assert not dgrad_as_forward(ConvProblem.from_tensors(x, w, None, **dict(kw, stride=2)))
     assert not dgrad_as_forward(ConvProblem.from_tensors(x, w, None, **dict(kw, padding=3)))
+
+
+def test_repeat_dgrad_sees_in_place_weight_updates_and_new_weights():
+    """Repeat stride-1 dgrad calls reuse a plan and the flipped weight (on a GPU): an in-place
+    update, or another weight tensor, must still be seen."""
+    case = (2, 8, 7, 6, 16, 3, 3, 1, 1, 1, 1, False)
+    x, w, dy, kw = make(case, torch.float32)
+    for step in range(3):
+        gx, _ = ref_grads(x, w, dy, kw)
+        assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, f"step {step}")
+        with torch.no_grad():
+            w.mul_(-0.5)  # an optimizer-style update: bumps the version counter
+    w2 = torch.randn_like(w)
+    gx, _ = ref_grads(x, w2, dy, kw)
+    assert_close(convgemm.conv2d_input(x.shape, w2, dy, **kw), gx, torch.float32, "another weight")

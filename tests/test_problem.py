@@ -231,3 +231,12 @@ def test_min_bytes():
     prob = _prob(dtype=torch.float16, has_bias=True)
     elems = 8 * 16 * 14 * 14 + 32 * 16 * 9 + 8 * 32 * 14 * 14 + 32
     assert prob.min_bytes() == 2 * elems
+
+
+def test_more_than_2_31_pixels_is_refused_clearly():
+    # meta tensors: the shapes alone, no memory
+    x = torch.empty(2, 1, 32768, 32769, device="meta")
+    w = torch.empty(4, 1, 1, 1, device="meta")
+    with pytest.raises(ValueError, match=r"pixels .* reach 2\*\*31.*split the batch"):
+        ConvProblem.from_tensors(x, w, None)
+    ConvProblem.from_tensors(x[:1], w, None)  # one image of 1.07e9 pixels is fine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import replace
 
 import torch
@@ -27,6 +28,7 @@ def clear_plans() -> None:
     """Forget every plan (they are rebuilt, and re-tuned if need be, on the next call)."""
     with _plans_lock:
         _plans.clear()
+        _flipped.clear()
 
 
 def _plain(v):
@@ -298,10 +300,26 @@ def conv2d_input(
     """
     from .conv.backward import DGRAD
 
-    prob = _grad_problem("conv2d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
-    if memory_format is None:
-        memory_format = output_memory_format(grad_output, weight)
+    # a repeat call (same shapes, strides, dtypes and arguments) skips validation, as conv2d does
+    sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
+    if sig is not None:
+        try:
+            sig = (*sig, tuple(int(v) for v in input_size), memory_format)
+        except (TypeError, ValueError):
+            sig = None
+    hit = _plans.get(sig) if sig is not None else None
+    if hit is not None:
+        prob, memory_format = hit
+    else:
+        prob = _grad_problem("conv2d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
+        if memory_format is None:
+            memory_format = output_memory_format(grad_output, weight)
     if dgrad_as_forward(prob) and prob.k > 0 and prob.c > 0 and prob.n > 0:
+        if sig is not None and hit is None:
+            with _plans_lock:
+                if len(_plans) >= _MAX_PLANS:
+                    _plans.clear()
+                _plans[sig] = (prob, memory_format)
         dx = _dgrad_by_forward(prob, weight, grad_output)
         return dx if dx.is_contiguous(memory_format=memory_format) else dx.contiguous(memory_format=memory_format)
     dx = empty((prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device, memory_format)
@@ -326,15 +344,40 @@ def dgrad_as_forward(prob: ConvProblem) -> bool:
     return prob.stride == (1, 1) and max(prob.pad_h) <= er and max(prob.pad_w) <= es
 
 
-def _dgrad_by_forward(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+_flipped: dict[tuple, tuple] = {}
+_MAX_FLIPPED = 64
+
+
+def _flipped_weight(prob: ConvProblem, weight: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """w [K, C/g, R, S] -> w' [C, K/g, R, S]: per group, the channel axes swapped and the taps
+    flipped. Kept per weight tensor and version counter: a backward pass reuses the forward's
+    weight object, and any in-place update (an optimizer step) bumps the version. Like autograd's
+    own saved-tensor check, a write through ``.data`` is not seen."""
     g, kg, cg = prob.groups, prob.kg, prob.cg
-    # w [K, C/g, R, S] -> w' [C, K/g, R, S]: per group, swap the channel axes and flip the taps
-    wt = weight.reshape(g, kg, cg, prob.r, prob.s).transpose(1, 2).flip(3, 4).reshape(prob.c, kg, prob.r, prob.s)
+    cacheable = weight.device.type == "cuda" and not torch.compiler.is_compiling()
+    if cacheable:
+        key = (id(weight), weight.data_ptr(), weight._version, weight.shape, weight.stride(), weight.dtype,
+               weight.device, g, channels_last)  # fmt: skip
+        hit = _flipped.get(key)
+        if hit is not None and hit[0]() is weight:
+            return hit[1]
+    wt = weight.detach().reshape(g, kg, cg, prob.r, prob.s).transpose(1, 2).flip(3, 4)
+    wt = wt.reshape(prob.c, kg, prob.r, prob.s)
+    wt = wt.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    if cacheable:
+        with _plans_lock:
+            if len(_flipped) >= _MAX_FLIPPED:
+                _flipped.clear()
+            _flipped[key] = (weakref.ref(weight), wt)
+    return wt
+
+
+def _dgrad_by_forward(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     cl = output_memory_format(dy, weight) == torch.channels_last
-    wt = wt.contiguous(memory_format=torch.channels_last if cl else torch.contiguous_format)
+    wt = _flipped_weight(prob, weight, cl)
     er, es = prob.dilation[0] * (prob.r - 1), prob.dilation[1] * (prob.s - 1)
     pads = Pads4((er - prob.pad_h[0], er - prob.pad_h[1], es - prob.pad_w[0], es - prob.pad_w[1]))
-    return conv2d_forward(dy, wt, None, (1, 1), pads, prob.dilation, g)
+    return conv2d_forward(dy, wt, None, (1, 1), pads, prob.dilation, prob.groups)
 
 
 def conv2d_weight(

@@ -343,6 +343,12 @@ class ConvProblem:
                 f"conv2d: the output would be empty: input {h}x{w} with padding {pad_h}/{pad_w} is smaller than the "
                 f"dilated kernel {eff_r}x{eff_s} (output {prob.p}x{prob.q}); use a larger input or more padding"
             )
+        # pixel indices (n, h, w flattened) are 32-bit in the kernels; element offsets are 64-bit
+        if max(n * h * w, n * prob.p * prob.q) >= 2**31:
+            raise ValueError(
+                f"conv2d: {max(n * h * w, n * prob.p * prob.q)} pixels (batch x height x width) reach 2**31, "
+                "past what convgemm indexes; split the batch into smaller calls"
+            )
         return prob
 
 

@@ -79,5 +79,7 @@ def depthwise_kernel(
             acc += xv.to(acc_t) * wv.to(acc_t)
     if HAS_BIAS:
         acc += tl.load(b_ptr + k[None, :] + zero_q, mask=w_ok, other=0.0).to(acc_t)
-    y = y_ptr + n.to(tl.int64) * s_yn + p.to(tl.int64) * s_yp + (q * s_yq)[:, None] + (k * s_yk)[None, :]
+    # 64-bit: an NCHW output's channel stride is P*Q, and K*P*Q may pass 2**31
+    y = y_ptr + n.to(tl.int64) * s_yn + p.to(tl.int64) * s_yp + (q.to(tl.int64) * s_yq)[:, None]
+    y += (k.to(tl.int64) * s_yk)[None, :]
     tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=(q < Q)[:, None] & k_ok[None, :])

@@ -220,9 +220,11 @@ def _bind_fast(kernel, grid, args: tuple, tail: tuple):
             n_desc += 1
             enc = encode_one(a, meta)
             cache = {a.base.data_ptr(): enc[0]}
+            # the geometry only: a handle kept in a plan must not keep the first call's tensors alive
+            geom = (list(a.shape), list(a.strides), list(a.block_shape))
 
-            def encode(t, a=a, meta=meta, cache=cache):
-                m = encode_one(descriptor(t, a.shape, a.strides, a.block_shape), meta)[0]
+            def encode(t, geom=geom, meta=meta, cache=cache):
+                m = encode_one(descriptor(t, *geom), meta)[0]
                 if len(cache) >= Launch.DESC_CACHE:
                     cache.clear()
                 cache[t.data_ptr()] = m
@@ -233,7 +235,7 @@ def _bind_fast(kernel, grid, args: tuple, tail: tuple):
             n_base += 1
         elif isinstance(a, torch.Tensor):
             ptrs.append((len(flat), n_base))
-            flat.append(a)
+            flat.append(None)  # every call supplies its own tensor
             n_base += 1
         elif isinstance(a, tuple):  # the launcher takes a tuple argument as a tuple
             inner = []
@@ -243,9 +245,10 @@ def _bind_fast(kernel, grid, args: tuple, tail: tuple):
                     n_base += 1
                 elif isinstance(e, (tuple, TensorDescriptor)):
                     return None  # not used by convgemm's kernels: keep the general path
+            template = tuple(None if isinstance(e, torch.Tensor) else e for e in a)
             if inner:
-                tuples.append((len(flat), a, tuple(inner)))
-            flat.append(a)
+                tuples.append((len(flat), template, tuple(inner)))
+            flat.append(template)
         else:
             flat.append(a)
     flat.extend(tail)
