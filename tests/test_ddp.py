@@ -15,6 +15,9 @@ def _torchrun(*extra, timeout):
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(os.path.dirname(__file__), "..", "src"), env.get("PYTHONPATH", "")]
     )
+    # gloo picks its network interface from the hostname; machines without a network (the GPU
+    # sandbox) have only the loopback one
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", EXAMPLE, *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 

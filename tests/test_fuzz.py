@@ -4,7 +4,11 @@ against the float64 reference.
 A bounded run here (CI, interpreter: 40 examples, one shard). A long run on a GPU, sharded over
 pytest-xdist workers::
 
-    CONVGEMM_FUZZ_EXAMPLES=2000 CONVGEMM_FUZZ_SHARDS=14 pytest -n 14 tests/test_fuzz.py
+    CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=2000 CONVGEMM_FUZZ_SHARDS=28 pytest -n 14 tests/test_fuzz.py
+
+``CONVGEMM_AUTOTUNE=0`` keeps ``auto`` on the heuristic choice: with tuning on, every new random
+shape compiles and times a dozen candidates, and on the H200 no 143-example shard finished within
+220 s. More shards than workers make progress visible as shards finish.
 
 ``CONVGEMM_FUZZ_EXAMPLES`` is the total: each of the ``CONVGEMM_FUZZ_SHARDS`` shards (one test
 each) draws ``ceil(EXAMPLES / SHARDS)`` problems with its own Hypothesis seed,
