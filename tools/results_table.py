@@ -3,7 +3,9 @@
     python tools/results_table.py benchmarks/results/h200-2026-11-30.json            # print it
     python tools/results_table.py benchmarks/results/h200-2026-11-30.json --update README.md
 
-``--update`` replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->``.
+``--update`` replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->``;
+with ``--block NAME``, between ``<!-- results-NAME:start -->`` and ``<!-- results-NAME:end -->``
+(a README may carry several generated tables).
 """
 
 from __future__ import annotations
@@ -34,19 +36,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json")
     ap.add_argument("--update", metavar="README", default=None)
+    ap.add_argument("--block", default=None, help="update the block named NAME instead of the main one")
     a = ap.parse_args()
+    start, end = (START, END) if not a.block else (f"<!-- results-{a.block}:start -->", f"<!-- results-{a.block}:end -->")
     table = render(a.json)
     if not a.update:
         print(table)
         return 0
     text = open(a.update).read()
-    if START not in text or END not in text:
-        print(f"{a.update}: markers {START} / {END} not found", file=sys.stderr)
+    if start not in text or end not in text:
+        print(f"{a.update}: markers {start} / {end} not found", file=sys.stderr)
         return 1
-    pre, rest = text.split(START, 1)
-    _, post = rest.split(END, 1)
+    pre, rest = text.split(start, 1)
+    _, post = rest.split(end, 1)
     with open(a.update, "w") as f:
-        f.write(pre + START + "\n" + table + "\n" + END + post)
+        f.write(pre + start + "\n" + table + "\n" + end + post)
     return 0
 
 
