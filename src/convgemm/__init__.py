@@ -8,6 +8,7 @@ from . import nn
 from . import ops as _ops  # noqa: E402, F401 - registers torch.ops.convgemm.*
 from .conv.fprop import ALGORITHMS as _ALGORITHMS
 from .functional import conv2d, conv2d_input, conv2d_weight, conv_transpose2d, explain
+from .functional1d import conv1d, conv_transpose1d
 from .problem import ConvProblem
 
 patch = nn.patch
@@ -20,6 +21,8 @@ def algorithms() -> list[str]:
 
 
 __all__ = [
+    "conv1d",
+    "conv_transpose1d",
     "conv2d",
     "conv2d_input",
     "conv2d_weight",

@@ -1,10 +1,10 @@
 """Drop-in ``torch.nn`` modules running on convgemm, and ``patch`` / ``unpatch`` for whole models.
 
-``convgemm.nn.Conv2d`` and ``convgemm.nn.ConvTranspose2d`` subclass the ``torch.nn`` classes:
-same constructor, parameters, ``state_dict`` and ``padding_mode`` handling; only the convolution
-itself is convgemm's. ``patch(model)`` turns every ``nn.Conv2d`` / ``nn.ConvTranspose2d`` of a
-model into them *in place* by swapping the module's class, so parameters, buffers, hooks,
-device, dtype and training mode are untouched; ``unpatch`` swaps the classes back.
+``convgemm.nn.Conv1d``, ``Conv2d``, ``ConvTranspose1d`` and ``ConvTranspose2d`` subclass the
+``torch.nn`` classes: same constructor, parameters, ``state_dict`` and ``padding_mode`` handling;
+only the convolution itself is convgemm's. ``patch(model)`` turns every such ``torch.nn`` module
+of a model into its convgemm class *in place* by swapping the module's class, so parameters,
+buffers, hooks, device, dtype and training mode are untouched; ``unpatch`` swaps the classes back.
 
 Inference calls (no gradient needed) keep a packed copy of the weight and bias: cast to the
 autocast dtype when autocast is on, and the weight in KRSC order (channels_last), which the TMA
@@ -25,8 +25,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..functional import conv2d, conv_transpose2d
+from ..functional1d import conv1d, conv_transpose1d
 
-__all__ = ["Conv2d", "ConvTranspose2d", "patch", "unpatch", "clear_weight_cache"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "patch", "unpatch", "clear_weight_cache"]
 
 _CACHE_ATTR = "_convgemm_packed"
 
@@ -49,7 +50,9 @@ def _packed(module: nn.Module, input: torch.Tensor, weight: torch.Tensor, bias: 
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
     with torch.no_grad():
-        w = weight.detach().to(dt).contiguous(memory_format=torch.channels_last)
+        w = weight.detach().to(dt)
+        # KRSC for 2-D weights (the TMA kernels read it in place); 1-D weights are viewed as 2-D
+        w = w.contiguous(memory_format=torch.channels_last) if w.dim() == 4 else w.contiguous()
         b = None if bias is None else bias.detach().to(dt)
     module.__dict__[_CACHE_ATTR] = (key, w, b)
     return w, b
@@ -91,7 +94,38 @@ class ConvTranspose2d(nn.ConvTranspose2d):
         )
 
 
-_SWAPS = {nn.Conv2d: Conv2d, nn.ConvTranspose2d: ConvTranspose2d}
+class Conv1d(nn.Conv1d):
+    """``torch.nn.Conv1d`` computed by ``convgemm.conv1d`` (every ``padding_mode``)."""
+
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        weight, bias = _packed(self, input, weight, bias)
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return conv1d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose1d(nn.ConvTranspose1d):
+    """``torch.nn.ConvTranspose1d`` computed by ``convgemm.conv_transpose1d``."""
+
+    def forward(self, input: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        if self.padding_mode != "zeros":
+            raise ValueError("Only 'zeros' padding mode is supported for ConvTranspose1d (as in PyTorch)")
+        output_padding = self._output_padding(
+            input, output_size, self.stride, self.padding, self.kernel_size, 1, self.dilation
+        )
+        weight, bias = _packed(self, input, self.weight, self.bias)
+        return conv_transpose1d(
+            input, weight, bias, self.stride, self.padding, output_padding, self.groups, self.dilation
+        )
+
+
+_SWAPS = {
+    nn.Conv1d: Conv1d,
+    nn.Conv2d: Conv2d,
+    nn.ConvTranspose1d: ConvTranspose1d,
+    nn.ConvTranspose2d: ConvTranspose2d,
+}
 _BACK = {v: k for k, v in _SWAPS.items()}
 
 
@@ -116,7 +150,8 @@ def _check_patterns(arg: str, patterns) -> list[str] | None:
 def patch(
     model: nn.Module, include: str | Iterable[str] | None = None, exclude: str | Iterable[str] | None = None
 ) -> nn.Module:
-    """Run every ``nn.Conv2d`` and ``nn.ConvTranspose2d`` of ``model`` on convgemm, in place.
+    """Run every ``nn.Conv1d``, ``nn.Conv2d``, ``nn.ConvTranspose1d`` and ``nn.ConvTranspose2d`` of
+    ``model`` on convgemm, in place.
 
     Args:
         model: any module; it is modified in place and returned.
@@ -124,7 +159,7 @@ def patch(
             ``model.named_modules()`` gives them; a module is patched when it matches ``include``
             (default: all) and not ``exclude``.
 
-    Only modules of exactly those two classes are swapped (a subclass may override ``forward``
+    Only modules of exactly those four classes are swapped (a subclass may override ``forward``
     in ways convgemm cannot know). Parameters, buffers, hooks, device, dtype and training mode
     are untouched: the module's class changes, nothing else.
     """
