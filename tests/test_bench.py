@@ -34,8 +34,9 @@ def test_suite_shapes_are_valid(name):
     assert shapes, name
     for shp in shapes:
         assert isinstance(shp, Shape)
-        assert min(shp.n, shp.c, shp.h, shp.w, shp.k, shp.r, shp.s, shp.stride, shp.dil, shp.groups) >= 1, shp
-        assert shp.pad >= 0, shp
+        pairs = [v if isinstance(v, tuple) else (v, v) for v in (shp.stride, shp.pad, shp.dil)]
+        assert min(shp.n, shp.c, shp.h, shp.w, shp.k, shp.r, shp.s, *pairs[0], *pairs[2], shp.groups) >= 1, shp
+        assert min(pairs[1]) >= 0, shp
         assert shp.c % shp.groups == 0 and shp.k % shp.groups == 0, shp
         assert _meta_output(shp) == (shp.n, shp.k, shp.p, shp.q), shp.name
         assert shp.flops == 2 * shp.n * shp.k * shp.p * shp.q * (shp.c // shp.groups) * shp.r * shp.s

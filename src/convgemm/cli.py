@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--suite",
         default=None,
-        help="comma-separated suites: seed, floor, resnet50, craft, grouped, small-channel, all",
+        help="comma-separated suites: seed, floor, resnet50, craft, grouped, small-channel, conv1d, all",
     )
     b.add_argument("--model", default=None, choices=["craft", "resnet50"],
                    help="a whole network instead of layers: craft (inference, 1x768x768) or resnet50 (--train)")  # fmt: skip

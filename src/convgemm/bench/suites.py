@@ -10,12 +10,26 @@ A shape is ``N,C,H,W,K,R,S,stride,pad,dil,groups`` plus a bias flag and a name. 
 * ``small-channel``: first layers and heads with 1-16 channels.
 * ``all``: the union of seed, resnet50, craft, grouped and small-channel (duplicates removed;
   every ``floor`` shape is in resnet50 or craft).
+* ``conv1d``: wav2vec2's feature-extractor convolutions (batch 8, 5 s of 16 kHz audio) and the
+  short causal depthwise convolutions of Mamba/Hyena-style blocks (kernel 4, padding 3, batch 8),
+  as 2-D problems of height 1 (``convgemm.conv1d`` runs exactly these). Not part of ``all``.
 * ``tiny``: small shapes for the interpreter demo (no GPU).
+
+``stride``, ``pad`` and ``dil`` are an int (both spatial dimensions) or an (H, W) pair; in a
+``--shape`` string a pair is written ``AxB``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+def _two(v: int | tuple[int, int]) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _fmt(v: int | tuple[int, int]) -> str:
+    return str(v) if isinstance(v, int) else f"{v[0]}x{v[1]}"
 
 
 @dataclass(frozen=True)
@@ -28,19 +42,21 @@ class Shape:
     k: int
     r: int
     s: int
-    stride: int = 1
-    pad: int = 0
-    dil: int = 1
+    stride: int | tuple[int, int] = 1
+    pad: int | tuple[int, int] = 0
+    dil: int | tuple[int, int] = 1
     groups: int = 1
     bias: bool = True
 
     @property
     def p(self) -> int:
-        return (self.h + 2 * self.pad - self.dil * (self.r - 1) - 1) // self.stride + 1
+        st, pad, dil = _two(self.stride)[0], _two(self.pad)[0], _two(self.dil)[0]
+        return (self.h + 2 * pad - dil * (self.r - 1) - 1) // st + 1
 
     @property
     def q(self) -> int:
-        return (self.w + 2 * self.pad - self.dil * (self.s - 1) - 1) // self.stride + 1
+        st, pad, dil = _two(self.stride)[1], _two(self.pad)[1], _two(self.dil)[1]
+        return (self.w + 2 * pad - dil * (self.s - 1) - 1) // st + 1
 
     @property
     def flops(self) -> int:
@@ -49,7 +65,7 @@ class Shape:
     def spec(self) -> str:
         """The ``--shape`` string for this shape."""
         f = (self.n, self.c, self.h, self.w, self.k, self.r, self.s, self.stride, self.pad, self.dil, self.groups)
-        return ",".join(map(str, f))
+        return ",".join(map(_fmt, f))
 
     def params(self) -> tuple:
         return (
@@ -70,10 +86,20 @@ class Shape:
 
 def parse_shape(text: str, name: str | None = None) -> Shape:
     """``'N,C,H,W,K,R,S,stride,pad,dil,groups'`` (the last four optional) -> Shape."""
+
+    def val(i: int, v: str):
+        if 7 <= i <= 9 and "x" in v:  # stride, pad, dil: an (H, W) pair
+            a, b = v.split("x", 1)
+            return (int(a), int(b))
+        return int(v)
+
     try:
-        vals = [int(v) for v in text.split(",")]
+        vals = [val(i, v) for i, v in enumerate(text.split(","))]
     except ValueError:
-        raise ValueError(f"--shape {text!r}: expected integers N,C,H,W,K,R,S[,stride,pad,dil,groups]") from None
+        raise ValueError(
+            f"--shape {text!r}: expected integers N,C,H,W,K,R,S[,stride,pad,dil,groups] (stride, pad, dil may be "
+            "an HxW pair)"
+        ) from None
     if len(vals) < 7 or len(vals) > 11:
         raise ValueError(
             f"--shape {text!r}: expected 7 to 11 integers N,C,H,W,K,R,S[,stride,pad,dil,groups], got {len(vals)}"
@@ -81,7 +107,7 @@ def parse_shape(text: str, name: str | None = None) -> Shape:
     defaults = [1, 0, 1, 1]
     vals = vals + defaults[len(vals) - 7 :]
     n, c, h, w, k, r, s, st, pad, dil, g = vals
-    if min(n, c, h, w, k, r, s, st, dil, g) < 1 or pad < 0 or c % g or k % g:
+    if min(n, c, h, w, k, r, s, *_two(st), *_two(dil), g) < 1 or min(_two(pad)) < 0 or c % g or k % g:
         raise ValueError(f"--shape {text!r}: sizes must be >= 1, padding >= 0, and groups must divide C and K")
     shp = Shape(name or f"custom {text}", n, c, h, w, k, r, s, st, pad, dil, g)
     if shp.p < 1 or shp.q < 1:
@@ -232,6 +258,25 @@ def _tiny() -> list[Shape]:
     ]
 
 
+def _conv1d() -> list[Shape]:
+    b = 8
+    out = []
+    # wav2vec2 (base) feature extractor on 5 s of 16 kHz audio: 1->512 k10 s5, 4x 512->512 k3 s2,
+    # 2x 512->512 k2 s2; no bias
+    length = 80_000
+    for i, (c, r, st) in enumerate(((1, 10, 5), (512, 3, 2), (512, 3, 2), (512, 3, 2), (512, 3, 2), (512, 2, 2),
+                                    (512, 2, 2))):  # fmt: skip
+        shp = Shape(
+            f"wav2vec2 conv{i} {c}->512 k{r} s{st} @{length}", b, c, 1, length, 512, 1, r, (1, st), 0, bias=False
+        )
+        out.append(shp)
+        length = shp.q
+    # causal depthwise conv1d, kernel 4: padded by 3 (the sequence model keeps the first L outputs)
+    for c, length in ((1024, 8192), (4096, 4096), (8192, 2048)):
+        out.append(Shape(f"causal dw conv1d k4 {c} @{length}", b, c, 1, length, c, 1, 4, 1, (0, 3), 1, c))
+    return out
+
+
 SUITES = {
     "seed": _seed,
     "floor": _floor,
@@ -239,6 +284,7 @@ SUITES = {
     "craft": _craft,
     "grouped": _grouped,
     "small-channel": _small_channel,
+    "conv1d": _conv1d,
     "tiny": _tiny,
 }
 
