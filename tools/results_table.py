@@ -38,7 +38,9 @@ def main() -> int:
     ap.add_argument("--update", metavar="README", default=None)
     ap.add_argument("--block", default=None, help="update the block named NAME instead of the main one")
     a = ap.parse_args()
-    start, end = (START, END) if not a.block else (f"<!-- results-{a.block}:start -->", f"<!-- results-{a.block}:end -->")
+    start, end = (
+        (START, END) if not a.block else (f"<!-- results-{a.block}:start -->", f"<!-- results-{a.block}:end -->")
+    )
     table = render(a.json)
     if not a.update:
         print(table)

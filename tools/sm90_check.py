@@ -30,7 +30,7 @@ def _resolve(v):
     return v
 
 
-def compile_report(target: str, sig: dict, consts: dict, warps: int, stages: int, out: str) -> dict:
+def compile_report(target: str, sig: dict, consts: dict, warps: int, stages: int, out: str, maxnreg: int = 0) -> dict:
     os.environ.pop("TRITON_INTERPRET", None)
     import triton
     from triton.backends.compiler import GPUTarget
@@ -73,7 +73,10 @@ def compile_report(target: str, sig: dict, consts: dict, warps: int, stages: int
         constexprs={**{(fn.arg_names.index(k),): v for k, v in consts.items()}, **cpaths},
         attrs=attrs,
     )
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    options = {"num_warps": warps, "num_stages": stages}
+    if maxnreg:
+        options["maxnreg"] = maxnreg
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     os.makedirs(out, exist_ok=True)
     bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     cubin = os.path.join(out, f"{name}.cubin")
@@ -113,8 +116,11 @@ def main() -> None:
     ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--stages", type=int, default=3)
     ap.add_argument("--out", default="/tmp/sm90_check")
+    ap.add_argument("--maxnreg", type=int, default=0, help="cap registers per thread (Triton's maxnreg option)")
     a = ap.parse_args()
-    r = compile_report(a.target, ast.literal_eval(a.sig), ast.literal_eval(a.const), a.warps, a.stages, a.out)
+    r = compile_report(
+        a.target, ast.literal_eval(a.sig), ast.literal_eval(a.const), a.warps, a.stages, a.out, a.maxnreg
+    )
     print("  ".join(f"{k}={v}" for k, v in r.items()))
 
 

@@ -109,9 +109,11 @@ def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> Non
     (launch or Launch())(fn, grid, args, constexprs(), options)
 
 
-def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None):
+def _launch(
+    launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None, refine=None
+):
     """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints);
-    ``ws`` the (workspace, counters) pair of a split-K config."""
+    ``ws`` the (workspace, counters) pair of a split-K config; ``refine`` the kernel's ``REFINE``."""
     ws, locks = ws if ws is not None else (y, y)
     args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles, ws, locks)
 
@@ -132,12 +134,13 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             UPCAST=interpreting() and prob.dtype == torch.bfloat16,
             F64=prob.dtype == torch.float64,
             SPLIT_K=min(cfg.split_k, 2),  # a switch: the count is the grid's third axis
+            REFINE=refine,
         )
 
     fn = gemm_kernel
     if cfg.persistent:
         # one batch entry, no split: a fixed number of programs walks every tile
-        assert grid[1] == 1 and cfg.split_k == 1, "persistent configs take groups == 1 and no split-K"
+        assert grid[1] == 1 and cfg.split_k == 1 and refine is None, "persistent: groups == 1, no split-K or REFINE"
         fn, grid = persistent_gemm_kernel, (min(num_m * num_n, cfg.persistent * sm_count()), 1, 1)
     _run_kernel(launch, fn, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
@@ -212,6 +215,7 @@ class ImplicitGemm(Algorithm):
     """The general implicit GEMM: pointer gathers, any stride/padding/dilation/groups/layout/dtype."""
 
     name = "implicit_gemm"
+    REFINE = None
 
     def supports(self, prob: ConvProblem) -> str | None:
         return None
@@ -273,7 +277,7 @@ class ImplicitGemm(Algorithm):
         num_m, num_n = cdiv(M, cfg.block_m), cdiv(ks, cfg.block_n)
         fns = (cl.gather_im2col_init, *self.LOADS, cl.gather_output_store)
         _launch(launch, (num_m * num_n, prob.groups // gt), a, b, c, bias, y, ks, num_m, num_n,
-                self.k_tiles(prob, cfg, gt), cfg, fns, False, prob)  # fmt: skip
+                self.k_tiles(prob, cfg, gt), cfg, fns, False, prob, refine=self.REFINE)  # fmt: skip
 
 
 class SmallK(ImplicitGemm):
@@ -583,6 +587,9 @@ class Grouped(ImplicitGemm):
         return Config(128, bn, bk, 4, 3)
 
     LOADS = (cl.gather_im2col_load, cl.blockdiag_weight_init, cl.blockdiag_weight_load)
+    # a NaN or Inf input times another group's zero weight would reach every group of the GEMM:
+    # tiles with non-finite sums are recomputed one group at a time
+    REFINE = cl.blockdiag_refine
 
     def weight_args(self, prob: ConvProblem, w: torch.Tensor, gt: int) -> tuple:
         return (w, prob.kg, prob.cg, gt, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s)

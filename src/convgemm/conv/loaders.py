@@ -156,6 +156,53 @@ def blockdiag_weight_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexp
 
 
 @triton.jit
+def blockdiag_refine(
+    acc,
+    a_state,
+    b_state,
+    kt_start,
+    kt_end,
+    A_LOAD: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """Exact NaN/Inf semantics for the block-diagonal GEMM (``gemm_kernel``'s ``REFINE``).
+
+    A non-finite input times another group's zero weight is NaN, which the one-GEMM-per-super-
+    group product would add to every group's outputs. Any non-finite input makes the tile's sum
+    non-finite (0 * Inf and NaN both give NaN), so only such tiles -- in practice none -- are
+    recomputed, one group at a time with the other groups' input channels masked out.
+    """
+    bad = (acc != acc) | (tl.abs(acc) == float("inf"))
+    if tl.max(bad.to(tl.int32)) > 0:
+        (w_ptr, rows, mask_n, group_n, s_c, s_r, s_s, S, Cg, GT) = b_state
+        c_tiles = tl.cdiv(GT * Cg, BLOCK_K)
+        # not pipelined (num_stages=1): this rare path must not claim registers for prefetched
+        # tiles, which would cost the common path occupancy
+        for gi in tl.range(0, GT, num_stages=1):
+            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype)
+            for kt in tl.range(kt_start, kt_end, num_stages=1):
+                cb = kt % c_tiles
+                in_group = (cb * BLOCK_K + tl.arange(0, BLOCK_K)) // Cg == gi
+                a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
+                a = tl.where(in_group[None, :], a, tl.zeros_like(a))
+                b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
+                if acc.dtype == tl.float64:
+                    part = tl.dot(a, b, part, input_precision="ieee", out_dtype=tl.float64)
+                else:
+                    if UPCAST:
+                        a = a.to(tl.float32)
+                        b = b.to(tl.float32)
+                    part = tl.dot(a, b, part, input_precision=PRECISION)
+            acc = tl.where((group_n == gi)[None, :], part, acc)
+    return acc
+
+
+@triton.jit
 def gather_output_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [pixels, channels] tile to y with any strides (NCHW or NHWC)."""
     (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg) = args
