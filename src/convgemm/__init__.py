@@ -9,6 +9,7 @@ from . import ops as _ops  # noqa: E402, F401 - registers torch.ops.convgemm.*
 from .conv.fprop import ALGORITHMS as _ALGORITHMS
 from .functional import conv2d, conv2d_input, conv2d_weight, conv_transpose2d, explain
 from .functional1d import conv1d, conv_transpose1d
+from .functional3d import conv3d, conv3d_input, conv3d_weight, conv_transpose3d
 from .problem import ConvProblem
 
 patch = nn.patch
@@ -27,6 +28,10 @@ __all__ = [
     "conv2d_input",
     "conv2d_weight",
     "conv_transpose2d",
+    "conv3d",
+    "conv3d_input",
+    "conv3d_weight",
+    "conv_transpose3d",
     "explain",
     "nn",
     "patch",

@@ -1,6 +1,6 @@
 """Drop-in ``torch.nn`` modules running on convgemm, and ``patch`` / ``unpatch`` for whole models.
 
-``convgemm.nn.Conv1d``, ``Conv2d``, ``ConvTranspose1d`` and ``ConvTranspose2d`` subclass the
+``convgemm.nn.Conv1d``, ``Conv2d``, ``Conv3d`` and ``ConvTranspose1d/2d/3d`` subclass the
 ``torch.nn`` classes: same constructor, parameters, ``state_dict`` and ``padding_mode`` handling;
 only the convolution itself is convgemm's. ``patch(model)`` turns every such ``torch.nn`` module
 of a model into its convgemm class *in place* by swapping the module's class, so parameters,
@@ -26,8 +26,10 @@ from torch import nn
 
 from ..functional import conv2d, conv_transpose2d
 from ..functional1d import conv1d, conv_transpose1d
+from ..functional3d import conv3d, conv_transpose3d
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "patch", "unpatch", "clear_weight_cache"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "patch", "unpatch",
+           "clear_weight_cache"]  # fmt: skip
 
 _CACHE_ATTR = "_convgemm_packed"
 
@@ -120,11 +122,39 @@ class ConvTranspose1d(nn.ConvTranspose1d):
         )
 
 
+class Conv3d(nn.Conv3d):
+    """``torch.nn.Conv3d`` computed by ``convgemm.conv3d`` (every ``padding_mode``)."""
+
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        weight, bias = _packed(self, input, weight, bias)
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return conv3d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return conv3d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose3d(nn.ConvTranspose3d):
+    """``torch.nn.ConvTranspose3d`` computed by ``convgemm.conv_transpose3d``."""
+
+    def forward(self, input: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        if self.padding_mode != "zeros":
+            raise ValueError("Only 'zeros' padding mode is supported for ConvTranspose3d (as in PyTorch)")
+        output_padding = self._output_padding(
+            input, output_size, self.stride, self.padding, self.kernel_size, 3, self.dilation
+        )
+        weight, bias = _packed(self, input, self.weight, self.bias)
+        return conv_transpose3d(
+            input, weight, bias, self.stride, self.padding, output_padding, self.groups, self.dilation
+        )
+
+
 _SWAPS = {
     nn.Conv1d: Conv1d,
     nn.Conv2d: Conv2d,
+    nn.Conv3d: Conv3d,
     nn.ConvTranspose1d: ConvTranspose1d,
     nn.ConvTranspose2d: ConvTranspose2d,
+    nn.ConvTranspose3d: ConvTranspose3d,
 }
 _BACK = {v: k for k, v in _SWAPS.items()}
 
@@ -150,8 +180,8 @@ def _check_patterns(arg: str, patterns) -> list[str] | None:
 def patch(
     model: nn.Module, include: str | Iterable[str] | None = None, exclude: str | Iterable[str] | None = None
 ) -> nn.Module:
-    """Run every ``nn.Conv1d``, ``nn.Conv2d``, ``nn.ConvTranspose1d`` and ``nn.ConvTranspose2d`` of
-    ``model`` on convgemm, in place.
+    """Run every ``nn.Conv1d/2d/3d`` and ``nn.ConvTranspose1d/2d/3d`` of ``model`` on convgemm,
+    in place.
 
     Args:
         model: any module; it is modified in place and returned.
@@ -159,7 +189,7 @@ def patch(
             ``model.named_modules()`` gives them; a module is patched when it matches ``include``
             (default: all) and not ``exclude``.
 
-    Only modules of exactly those four classes are swapped (a subclass may override ``forward``
+    Only modules of exactly those six classes are swapped (a subclass may override ``forward``
     in ways convgemm cannot know). Parameters, buffers, hooks, device, dtype and training mode
     are untouched: the module's class changes, nothing else.
     """

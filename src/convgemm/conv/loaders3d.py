@@ -1,0 +1,218 @@
+"""Loaders and stores for 3-D convolutions (pointer gathers, any strides), for ``gemm_kernel``.
+
+The 2-D gather loaders with a depth axis: an output pixel is (n, od, oh, ow), a filter tap
+(t, r, s), and a K tile of the forward covers one tap and a block of channels. Out-of-bounds taps
+(padding) are masked to zero. Offsets are 64-bit. See ``convgemm.matmul.blocks`` for the contract.
+
+=========  ===============================  ================================  ==================
+direction  M / N / K (per group)            A / B                             store
+=========  ===============================  ================================  ==================
+forward    N*OD*P*Q / K/g / (t,r,s) x C/g   im2col(x) gathered / w in place   y, any strides
+dgrad      N*D*H*W / C/g / (t,r,s) x K/g    dy gathered where the tap lands   dx, any strides
+                                            on a strided position / w
+wgrad      K/g / (t,r,s,c) flat / N*OD*P*Q  dy^T gathered / im2col(x)^T       dw, any strides
+=========  ===============================  ================================  ==================
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tap3(kt, c_tiles, R, S):
+    """K-tile index -> (t, r, s, channel tile)."""
+    tap = kt // c_tiles
+    cb = kt - tap * c_tiles
+    t = tap // (R * S)
+    rem = tap - t * (R * S)
+    r = rem // S
+    return t, r, rem - r * S, cb
+
+
+@triton.jit
+def _pixel3(m, A, B, C):
+    """Flat pixel index over [N, A, B, C] -> (n, a, b, c)."""
+    abc = A * B * C
+    n = m // abc
+    rem = m - n * abc
+    a = rem // (B * C)
+    rem = rem - a * (B * C)
+    b = rem // C
+    return n, a, b, rem - b * C
+
+
+# ================================================================ forward
+@triton.jit
+def im2col3d_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (x_ptr, s_n, s_d, s_h, s_w, s_c, D, H, W, OD, P, Q, M, st_d, st_h, st_w, pd, ph, pw, dd, dh, dw, R, S, Cg) = args
+    m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    n, od, oh, ow = _pixel3(m, OD, P, Q)
+    id0 = od * st_d - pd
+    ih0 = oh * st_h - ph
+    iw0 = ow * st_w - pw
+    row_off = (n.to(tl.int64) * s_n + (g * Cg).to(tl.int64) * s_c + id0.to(tl.int64) * s_d
+               + ih0.to(tl.int64) * s_h + iw0.to(tl.int64) * s_w)  # fmt: skip
+    return (x_ptr, row_off, id0, ih0, iw0, m < M, s_d, s_h, s_w, s_c, D, H, W, dd, dh, dw, R, S, Cg)
+
+
+@triton.jit
+def im2col3d_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (x_ptr, row_off, id0, ih0, iw0, mask_m, s_d, s_h, s_w, s_c, D, H, W, dd, dh, dw, R, S, Cg) = state
+    t, r, s, cb = _tap3(kt, tl.cdiv(Cg, BLOCK_K), R, S)
+    idd = id0 + t * dd
+    ih = ih0 + r * dh
+    iw = iw0 + s * dw
+    ok = mask_m & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    tap_off = (t * dd).to(tl.int64) * s_d + (r * dh).to(tl.int64) * s_h + (s * dw).to(tl.int64) * s_w
+    c = cb * BLOCK_K + tl.arange(0, BLOCK_K)
+    ptrs = x_ptr + (row_off + tap_off)[:, None] + (c * s_c)[None, :]
+    return tl.load(ptrs, mask=ok[:, None] & (c < Cg)[None, :], other=0.0)
+
+
+@triton.jit
+def weight3d_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = w ``[K, C/g, T, R, S]`` read in place: output channels of group g along N."""
+    (w_ptr, Kg, Cg, s_k, s_c, s_t, s_r, s_s, R, S) = args
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return (w_ptr, (g * Kg + offs_n).to(tl.int64) * s_k, offs_n < Kg, s_c, s_t, s_r, s_s, R, S, Cg)
+
+
+@triton.jit
+def weight3d_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (w_ptr, rows, mask_n, s_c, s_t, s_r, s_s, R, S, Cg) = state
+    t, r, s, cb = _tap3(kt, tl.cdiv(Cg, BLOCK_K), R, S)
+    c = cb * BLOCK_K + tl.arange(0, BLOCK_K)
+    ptrs = w_ptr + rows[None, :] + (t * s_t + r * s_r + s * s_s + c * s_c)[:, None]
+    return tl.load(ptrs, mask=mask_n[None, :] & (c < Cg)[:, None], other=0.0)
+
+
+@triton.jit
+def out3d_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write a [pixels, channels] tile to ``[N, channels, A, B, C]`` with any strides (y or dx)."""
+    (y_ptr, s_n, s_k, s_a, s_b, s_c, A, B, C, M, Kg) = args
+    m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n, a, b, c = _pixel3(m, A, B, C)
+    rows = n.to(tl.int64) * s_n + a.to(tl.int64) * s_a + b.to(tl.int64) * s_b + c.to(tl.int64) * s_c
+    cols = (g * Kg + offs_n).to(tl.int64) * s_k
+    mask = (m < M)[:, None] & (offs_n < Kg)[None, :]
+    tl.store(y_ptr + rows[:, None] + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+# ================================================================ dgrad
+# dx[n, c, i] = sum over taps and k of dy[n, k, o] * w[k, c, tap], where o * stride = i + pad -
+# tap * dil: a tap reaches input position i only when that division is exact, so the loader
+# masks the others (with stride > 1 those multiply zeros: correct, not yet phase-split as in 2-D).
+@triton.jit
+def dgrad3d_dy_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (dy_ptr, s_n, s_d, s_h, s_w, s_k, D, H, W, OD, P, Q, M, st_d, st_h, st_w, pd, ph, pw, dd, dh, dw, R, S, Kg) = args
+    m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    n, i_d, i_h, i_w = _pixel3(m, D, H, W)
+    base = n.to(tl.int64) * s_n + (g * Kg).to(tl.int64) * s_k
+    return (dy_ptr, base, i_d + pd, i_h + ph, i_w + pw, m < M, s_d, s_h, s_w, s_k, OD, P, Q, st_d, st_h, st_w,
+            dd, dh, dw, R, S, Kg)  # fmt: skip
+
+
+@triton.jit
+def dgrad3d_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (dy_ptr, base, ip_d, ip_h, ip_w, mask_m, s_d, s_h, s_w, s_k, OD, P, Q, st_d, st_h, st_w, dd, dh, dw, R, S,
+     Kg) = state  # fmt: skip
+    t, r, s, kb = _tap3(kt, tl.cdiv(Kg, BLOCK_K), R, S)
+    nd = ip_d - t * dd
+    nh = ip_h - r * dh
+    nw = ip_w - s * dw
+    od = nd // st_d
+    oh = nh // st_h
+    ow = nw // st_w
+    ok = mask_m & (nd >= 0) & (nh >= 0) & (nw >= 0)
+    ok = ok & (od * st_d == nd) & (oh * st_h == nh) & (ow * st_w == nw) & (od < OD) & (oh < P) & (ow < Q)
+    k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    rows = base + od.to(tl.int64) * s_d + oh.to(tl.int64) * s_h + ow.to(tl.int64) * s_w
+    ptrs = dy_ptr + rows[:, None] + (k * s_k)[None, :]
+    return tl.load(ptrs, mask=ok[:, None] & (k < Kg)[None, :], other=0.0)
+
+
+@triton.jit
+def dgrad3d_w_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = w ``[K, C/g, T, R, S]`` with (tap, k) along K and the group's input channels along N."""
+    (w_ptr, Kg, Cg, s_k, s_c, s_t, s_r, s_s, R, S) = args
+    c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return (w_ptr + (g * Kg).to(tl.int64) * s_k, c.to(tl.int64) * s_c, c < Cg, Kg, s_k, s_t, s_r, s_s, R, S)
+
+
+@triton.jit
+def dgrad3d_w_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (w_ptr, cols, mask_n, Kg, s_k, s_t, s_r, s_s, R, S) = state
+    t, r, s, kb = _tap3(kt, tl.cdiv(Kg, BLOCK_K), R, S)
+    k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    ptrs = w_ptr + (k.to(tl.int64) * s_k + t * s_t + r * s_r + s * s_s)[:, None] + cols[None, :]
+    return tl.load(ptrs, mask=(k < Kg)[:, None] & mask_n[None, :], other=0.0)
+
+
+# ================================================================ wgrad
+@triton.jit
+def wgrad3d_dy_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A = dy^T: the group's output channels along M, output pixels (the reduction) along K."""
+    (dy_ptr, s_n, s_d, s_h, s_w, s_k, OD, P, Q, NPQ, Kg) = args
+    k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    return (dy_ptr, (g * Kg + k).to(tl.int64) * s_k, k < Kg, s_n, s_d, s_h, s_w, OD, P, Q, NPQ)
+
+
+@triton.jit
+def wgrad3d_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (dy_ptr, rows, mask_k, s_n, s_d, s_h, s_w, OD, P, Q, NPQ) = state
+    m = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+    n, od, oh, ow = _pixel3(m, OD, P, Q)
+    cols = n.to(tl.int64) * s_n + od.to(tl.int64) * s_d + oh.to(tl.int64) * s_h + ow.to(tl.int64) * s_w
+    return tl.load(dy_ptr + rows[:, None] + cols[None, :], mask=mask_k[:, None] & (m < NPQ)[None, :], other=0.0)
+
+
+@triton.jit
+def wgrad3d_x_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x)^T: output pixels along K, flat (t, r, s, c) of group g along N."""
+    (x_ptr, s_n, s_d, s_h, s_w, s_c, D, H, W, OD, P, Q, NPQ, st_d, st_h, st_w, pd, ph, pw, dd, dh, dw, R, S, Cg,
+     TRSC) = args  # fmt: skip
+    j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    t = j // (R * S * Cg)
+    rem = j - t * (R * S * Cg)
+    r = rem // (S * Cg)
+    rem = rem - r * (S * Cg)
+    s = rem // Cg
+    c = rem - s * Cg
+    return (x_ptr, t * dd - pd, r * dh - ph, s * dw - pw, (g * Cg + c).to(tl.int64) * s_c, j < TRSC, s_n, s_d, s_h,
+            s_w, D, H, W, OD, P, Q, NPQ, st_d, st_h, st_w)  # fmt: skip
+
+
+@triton.jit
+def wgrad3d_x_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (x_ptr, off_d, off_h, off_w, c_off, mask_j, s_n, s_d, s_h, s_w, D, H, W, OD, P, Q, NPQ, st_d, st_h,
+     st_w) = state  # fmt: skip
+    m = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+    n, od, oh, ow = _pixel3(m, OD, P, Q)
+    idd = (od * st_d)[:, None] + off_d[None, :]
+    ih = (oh * st_h)[:, None] + off_h[None, :]
+    iw = (ow * st_w)[:, None] + off_w[None, :]
+    ok = (m < NPQ)[:, None] & mask_j[None, :] & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    ptrs = (x_ptr + (n.to(tl.int64) * s_n)[:, None] + idd.to(tl.int64) * s_d + ih.to(tl.int64) * s_h
+            + iw.to(tl.int64) * s_w + c_off[None, :])  # fmt: skip
+    return tl.load(ptrs, mask=ok, other=0.0)
+
+
+@triton.jit
+def wgrad3d_dw_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [output channels, (t, r, s, c)] tile to dw ``[K, C/g, T, R, S]``, any strides."""
+    (dw_ptr, s_k, s_c, s_t, s_r, s_s, Kg, R, S, Cg, TRSC) = args
+    k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    t = j // (R * S * Cg)
+    rem = j - t * (R * S * Cg)
+    r = rem // (S * Cg)
+    rem = rem - r * (S * Cg)
+    s = rem // Cg
+    c = rem - s * Cg
+    rows = (g * Kg + k).to(tl.int64) * s_k
+    cols = t.to(tl.int64) * s_t + r.to(tl.int64) * s_r + s.to(tl.int64) * s_s + c.to(tl.int64) * s_c
+    mask = (k < Kg)[:, None] & (j < TRSC)[None, :]
+    tl.store(dw_ptr + rows[:, None] + cols[None, :], acc.to(dw_ptr.dtype.element_ty), mask=mask)

@@ -1,0 +1,324 @@
+"""3-D convolutions with ``torch.nn.functional`` semantics: ``conv3d``, its gradients
+``conv3d_input`` / ``conv3d_weight``, and ``conv_transpose3d``; custom ops
+``torch.ops.convgemm.conv3d`` / ``conv3d_input`` / ``conv3d_weight`` with autograd, so the
+functions are differentiable and ``torch.compile`` traces them.
+
+Kernels: ``conv/conv3d.py`` (gather implicit GEMMs on the matmul blocks). NCDHW inputs with
+more than one channel are copied to channels_last_3d first (the loaders then read channel runs
+contiguously); channels_last_3d tensors and views are read in place.
+"""
+
+# no ``from __future__ import annotations``: torch.library reads these annotations as types
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ._runtime import check_device, empty
+from .conv import conv3d as k3
+from .functional import _autocast, _device_of, _needs_op
+from .problem3d import ConvProblem3d
+
+__all__ = ["conv3d", "conv3d_input", "conv3d_weight", "conv_transpose3d"]
+
+_CL3 = torch.channels_last_3d
+
+
+class Pads6(tuple):
+    """Explicit (front, top, left, back, bottom, right) padding, as the operators pass it."""
+
+
+def _is_cl3(t: Tensor) -> bool:
+    return t.dim() == 5 and t.shape[1] > 1 and t.is_contiguous(memory_format=_CL3) and not t.is_contiguous()
+
+
+def _out_format(a: Tensor, b: Tensor) -> torch.memory_format:
+    """channels_last_3d when either tensor is (PyTorch's rule for convolutions), else contiguous."""
+    return _CL3 if _is_cl3(a) or _is_cl3(b) else torch.contiguous_format
+
+
+def _ndhwc(x: Tensor) -> Tensor:
+    return x if x.shape[1] == 1 or x.stride(1) == 1 else x.contiguous(memory_format=_CL3)
+
+
+def _problem(input, weight, bias, stride, padding, dilation, groups, op="conv3d") -> ConvProblem3d:
+    if isinstance(padding, Pads6):
+        prob = ConvProblem3d.from_tensors(input, weight, bias, stride, tuple(padding[:3]), dilation, groups, op)
+        from dataclasses import replace
+
+        return replace(prob, pad_end=tuple(padding[3:]))
+    return ConvProblem3d.from_tensors(input, weight, bias, stride, padding, dilation, groups, op)
+
+
+def _three(v) -> list[int]:
+    return [v, v, v] if isinstance(v, int) else ([v[0]] * 3 if len(v) == 1 else [v[0], v[1], v[2]])
+
+
+def _normalize(weight, stride, padding, dilation) -> tuple[list[int], list[int], list[int]]:
+    """``conv3d``'s argument forms as the operator's (stride, 6-int padding, dilation): plain
+    arithmetic that ``torch.compile`` traces (validation happens eagerly, and in the fake op)."""
+    st, dil = _three(stride), _three(dilation)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return st, [0] * 6, dil
+        total = [dil[i] * (weight.shape[2 + i] - 1) for i in range(3)]
+        return st, [v // 2 for v in total] + [v - v // 2 for v in total], dil
+    pad = _three(padding)
+    return st, pad + pad, dil
+
+
+def conv3d_forward(input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+    prob = _problem(input, weight, bias, stride, padding, dilation, groups)
+    check_device(input, "conv3d")
+    y = empty(prob.output_shape, input.dtype, input.device, _out_format(input, weight))
+    if y.numel() == 0:
+        return y
+    if prob.c == 0:
+        return y.zero_() if bias is None else y.copy_(bias.view(1, -1, 1, 1, 1).expand_as(y))
+    with _device_of(input):
+        k3.forward(prob, _ndhwc(input), weight, bias, y)
+    return y
+
+
+def conv3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,  # noqa: UP045
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """3-D convolution with the semantics of ``torch.nn.functional.conv3d``.
+
+    Args:
+        input: ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``), float16, bfloat16, float32 or
+            float64, on a CUDA device; any strides.
+        weight: ``[K, C/groups, T, R, S]``, same dtype and device; bias ``[K]`` or None.
+        stride, dilation: int or triple, >= 1. padding: int, triple, ``'valid'`` or ``'same'``.
+        groups: divides C and K.
+
+    Returns ``[N, K, OD, P, Q]`` in the input's dtype (fp32 accumulation), channels_last_3d when
+    the input or the weight is. Differentiable (``torch.ops.convgemm.conv3d``).
+    """
+    unbatched = isinstance(input, Tensor) and input.dim() == 4
+    if unbatched:
+        input = input.unsqueeze(0)
+    input, weight, bias = _autocast(input, weight, bias)
+    if _needs_op(input, weight, bias):
+        if not torch.compiler.is_compiling():  # eager: validate before the dispatcher
+            _problem(input, weight, bias, stride, padding, dilation, groups)
+        st, pads, dil = _normalize(weight, stride, padding, dilation)
+        y = torch.ops.convgemm.conv3d(input, weight, bias, st, pads, dil, groups)
+    else:
+        y = conv3d_forward(input, weight, bias, stride, padding, dilation, groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def _grad_problem(op, input_size, input_like, weight_like, grad_output, stride, padding, dilation, groups):
+    if not isinstance(grad_output, Tensor):
+        raise TypeError(f"{op}: grad_output must be a torch.Tensor, got {type(grad_output).__name__}")
+    size = tuple(int(v) for v in input_size)
+    x = input_like if input_like is not None else weight_like.new_empty(()).expand(size)
+    prob = _problem(x, weight_like, None, stride, padding, dilation, groups, op)
+    if tuple(grad_output.shape) != prob.output_shape:
+        raise ValueError(
+            f"{op}: grad_output must have the forward output's shape {list(prob.output_shape)}, "
+            f"got {list(grad_output.shape)}"
+        )
+    if grad_output.dtype != x.dtype or grad_output.device != x.device:
+        raise TypeError(f"{op}: grad_output is {grad_output.dtype} on {grad_output.device}; it must match the input")
+    return prob
+
+
+def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """The input gradient of ``conv3d`` (dgrad): ``[N, C, D, H, W]`` from ``grad_output`` and ``weight``."""
+    prob = _grad_problem("conv3d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
+    dx = empty((prob.n, prob.c, prob.d, prob.h, prob.w), grad_output.dtype, grad_output.device,
+               _out_format(grad_output, weight))  # fmt: skip
+    if dx.numel() == 0:
+        return dx
+    if prob.k == 0:
+        return dx.zero_()
+    with _device_of(grad_output):
+        k3.dgrad(prob, _ndhwc(grad_output), weight, dx)
+    return dx
+
+
+def conv3d_weight(input: Tensor, weight_size, grad_output: Tensor, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """The weight gradient of ``conv3d`` (wgrad): ``[K, C/g, T, R, S]``; the reduction is split
+    over programs and summed in a fixed order (bitwise reproducible)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"conv3d_weight: input must be a torch.Tensor, got {type(input).__name__}")
+    wsize = tuple(int(v) for v in weight_size)
+    w_like = input.new_empty(()).expand(wsize)
+    prob = _grad_problem("conv3d_weight", input.shape, input, w_like, grad_output, stride, padding, dilation, groups)
+    dw = empty(wsize, input.dtype, input.device, _CL3 if _is_cl3(input) else torch.contiguous_format)
+    if dw.numel() == 0:
+        return dw
+    if prob.n * prob.od * prob.p * prob.q == 0:
+        return dw.zero_()
+    with _device_of(input):
+        k3.wgrad(prob, _ndhwc(input), _ndhwc(grad_output), dw)
+    return dw
+
+
+def conv_transpose3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,  # noqa: UP045
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """Transposed 3-D convolution with ``torch.nn.functional.conv_transpose3d``'s semantics.
+
+    input ``[N, C_in, D, H, W]``, weight ``[C_in, C_out/groups, T, R, S]``; it is conv3d's data
+    gradient with the input as the output gradient, plus the bias. Differentiable.
+    """
+    from .problem3d import _triple
+
+    op = "conv_transpose3d"
+    unbatched = isinstance(input, Tensor) and input.dim() == 4
+    if unbatched:
+        input = input.unsqueeze(0)
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor) or t.dim() != 5:
+            raise ValueError(
+                f"{op}: {name} must be a 5-D tensor (input [N, C_in, D, H, W], weight [C_in, C_out/g, T, R, S])"
+            )
+    if isinstance(padding, str):
+        raise ValueError(f"{op}: padding must be an int or a triple (PyTorch has no string padding here)")
+    st, pad, dil = _triple(stride, "stride", op), _triple(padding, "padding", op), _triple(dilation, "dilation", op)
+    opad = _triple(output_padding, "output_padding", op)
+    if min(st) < 1 or min(dil) < 1 or min(pad) < 0 or min(opad) < 0:
+        raise ValueError(f"{op}: need stride, dilation >= 1 and padding, output_padding >= 0")
+    if any(opad[i] >= st[i] and opad[i] >= dil[i] for i in range(3)):
+        raise ValueError(f"{op}: output_padding {opad} must be smaller than the stride {st} or the dilation {dil}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1 or weight.shape[0] != input.shape[1] \
+            or input.shape[1] % groups:  # fmt: skip
+        raise ValueError(
+            f"{op}: weight.shape[0] must equal the input's channels and groups must divide them "
+            f"(input {tuple(input.shape)}, weight {tuple(weight.shape)}, groups {groups!r})"
+        )
+    c_out = weight.shape[1] * groups
+    size = [input.shape[0], c_out] + [
+        (input.shape[2 + i] - 1) * st[i] - 2 * pad[i] + dil[i] * (weight.shape[2 + i] - 1) + opad[i] + 1
+        for i in range(3)
+    ]
+    if min(size[2:]) < 1:
+        raise ValueError(f"{op}: the output would be empty ({size[2:]}); reduce the padding")
+    if bias is not None and (not isinstance(bias, Tensor) or tuple(bias.shape) != (c_out,)):
+        raise ValueError(f"{op}: bias must be a tensor of shape [{c_out}] (C_out) or None")
+    input, weight, bias = _autocast(input, weight, bias)
+    args = (list(st), [*pad, *pad], list(dil), groups)
+    if _needs_op(input, weight, None):
+        y = torch.ops.convgemm.conv3d_input(size, weight, input, *args)
+    else:
+        y = conv3d_input(size, weight, input, st, Pads6([*pad, *pad]), dil, groups)
+    if bias is not None:
+        y = y + bias.view(1, -1, 1, 1, 1)
+    return y.squeeze(0) if unbatched else y
+
+
+# ---------------------------------------------------------------- custom operators
+@torch.library.custom_op("convgemm::conv3d", mutates_args=())
+def _conv3d_op(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],  # noqa: UP045
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> Tensor:
+    return conv3d_forward(input, weight, bias, tuple(stride), Pads6(padding), tuple(dilation), groups)
+
+
+@_conv3d_op.register_fake
+def _(input, weight, bias, stride, padding, dilation, groups):
+    prob = _problem(input, weight, bias, tuple(stride), Pads6(padding), tuple(dilation), groups)
+    return input.new_empty(prob.output_shape).contiguous(memory_format=_out_format(input, weight))
+
+
+@torch.library.custom_op("convgemm::conv3d_input", mutates_args=())
+def _conv3d_input_op(
+    input_size: list[int],
+    weight: Tensor,
+    grad_output: Tensor,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> Tensor:
+    return conv3d_input(input_size, weight, grad_output, tuple(stride), Pads6(padding), tuple(dilation), groups)
+
+
+@_conv3d_input_op.register_fake
+def _(input_size, weight, grad_output, stride, padding, dilation, groups):
+    return grad_output.new_empty(input_size).contiguous(memory_format=_out_format(grad_output, weight))
+
+
+@torch.library.custom_op("convgemm::conv3d_weight", mutates_args=())
+def _conv3d_weight_op(
+    input: Tensor,
+    weight_size: list[int],
+    grad_output: Tensor,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> Tensor:
+    return conv3d_weight(input, weight_size, grad_output, tuple(stride), Pads6(padding), tuple(dilation), groups)
+
+
+@_conv3d_weight_op.register_fake
+def _(input, weight_size, grad_output, stride, padding, dilation, groups):
+    return input.new_empty(weight_size).contiguous(memory_format=_CL3 if _is_cl3(input) else torch.contiguous_format)
+
+
+def _setup(ctx, inputs, output):
+    input, weight, bias, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.conv = (stride, padding, dilation, groups)
+    ctx.has_bias = bias is not None
+
+
+def _backward(ctx, grad):
+    input, weight = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.conv
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.convgemm.conv3d_input(list(input.shape), weight, grad, stride, padding, dilation, groups)
+    if ctx.needs_input_grad[1]:
+        dw = torch.ops.convgemm.conv3d_weight(input, list(weight.shape), grad, stride, padding, dilation, groups)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = grad.sum(dim=(0, 2, 3, 4), dtype=torch.float32).to(grad.dtype)
+    return dx, dw, db, None, None, None, None
+
+
+_conv3d_op.register_autograd(_backward, setup_context=_setup)
+
+
+def _setup_input(ctx, inputs, output):
+    input_size, weight, grad_output, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(weight, grad_output)
+    ctx.conv = (stride, padding, dilation, groups)
+
+
+def _backward_input(ctx, grad):
+    # dx = dgrad(dy; w) is linear in both: d/d(dy) is the forward conv of the incoming gradient,
+    # d/dw the weight gradient with that gradient as the "input" and dy as the output gradient
+    weight, dy = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.conv
+    d_w = d_dy = None
+    if ctx.needs_input_grad[1]:
+        d_w = torch.ops.convgemm.conv3d_weight(grad, list(weight.shape), dy, stride, padding, dilation, groups)
+    if ctx.needs_input_grad[2]:
+        d_dy = torch.ops.convgemm.conv3d(grad, weight, None, stride, padding, dilation, groups)
+    return None, d_w, d_dy, None, None, None, None
+
+
+_conv3d_input_op.register_autograd(_backward_input, setup_context=_setup_input)

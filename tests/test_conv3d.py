@@ -1,0 +1,241 @@
+"""conv3d, its gradients, conv_transpose3d, the custom ops and the 3-D modules, against float64
+torch on the CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE
+from reference import assert_close
+from torch import nn
+
+import convgemm
+from convgemm.conv import conv3d as k3
+from convgemm.problem3d import ConvProblem3d
+
+pytestmark = pytest.mark.usefixtures("no_tf32")
+
+# N, C, D, H, W, K, T, R, S, stride, padding, dilation, groups
+CASES = [
+    (2, 3, 5, 6, 7, 4, 3, 3, 3, 1, 1, 1, 1),
+    (1, 4, 6, 5, 7, 6, 2, 3, 1, (2, 1, 2), (1, 0, 1), 1, 2),  # mixed strides, grouped
+    (1, 4, 3, 4, 5, 4, 3, 3, 3, 1, "same", (1, 2, 1), 4),  # depthwise, dilated, 'same'
+    (1, 5, 7, 7, 6, 3, 3, 2, 3, 2, 0, 1, 1),  # odd sizes, stride 2
+    (2, 16, 3, 4, 4, 12, 1, 1, 1, 1, 0, 1, 1),  # 1x1x1
+    (1, 6, 4, 6, 6, 8, 3, 1, 1, (1, 1, 1), (1, 0, 0), 1, 1),  # temporal only (R(2+1)D)
+]
+ids = [str(c) for c in CASES]
+
+
+def _tensors(case, dtype, channels_last=False):
+    n, c, d, h, w, k, t, r, s, stride, padding, dilation, groups = case
+    fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
+    x = torch.randn(n, c, d, h, w, device=DEVICE).to(dtype).contiguous(memory_format=fmt)
+    wt = torch.randn(k, c // groups, t, r, s, device=DEVICE).to(dtype).contiguous(memory_format=fmt)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    return x, wt, b, dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def _ref(x, w, b, kw):
+    return F.conv3d(x.double().cpu(), w.double().cpu(), None if b is None else b.double().cpu(), **kw)
+
+
+@pytest.mark.parametrize(
+    "dtype,channels_last",
+    [
+        (torch.float32, False),
+        (torch.float32, True),
+        (torch.float16, True),
+        (torch.float64, False),
+        pytest.param(torch.bfloat16, True, marks=pytest.mark.gpu),
+    ],
+)
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_conv3d_matches_torch(case, dtype, channels_last):
+    x, w, b, kw = _tensors(case, dtype, channels_last)
+    y = convgemm.conv3d(x, w, b, **kw)
+    ref = _ref(x, w, b, kw)
+    assert y.shape == ref.shape and y.dtype == dtype
+    assert y.is_contiguous(memory_format=torch.channels_last_3d if channels_last and x.shape[1] > 1 else
+                           torch.contiguous_format)  # fmt: skip
+    assert_close(y, ref, dtype, f"conv3d {case}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_conv3d_gradients(case):
+    x, w, b, kw = _tensors(case, torch.float32)
+    xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+    y = convgemm.conv3d(xs, ws, bs, **kw)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    xd, wd, bd = (t.detach().double().cpu().requires_grad_() for t in (x, w, b))
+    F.conv3d(xd, wd, bd, **kw).backward(dy.double().cpu())
+    for name, got, want in (("x", xs.grad, xd.grad), ("w", ws.grad, wd.grad), ("b", bs.grad, bd.grad)):
+        assert_close(got, want, torch.float32, f"grad {name} {case}")
+
+
+def test_conv3d_unbatched_and_empty_batch():
+    x, w, b, kw = _tensors(CASES[0], torch.float32)
+    assert_close(convgemm.conv3d(x[0], w, b, **kw), _ref(x[0], w, b, kw), torch.float32, "unbatched")
+    y = convgemm.conv3d(x[:0], w, b, **kw)
+    assert y.shape == (0, *_ref(x, w, b, kw).shape[1:])
+
+
+@pytest.mark.parametrize("split_k", [1, 3])
+def test_conv3d_wgrad_split_k_is_deterministic(split_k):
+    from dataclasses import replace
+
+    x, w, _, kw = _tensors(CASES[0], torch.float32)
+    prob = ConvProblem3d.from_tensors(x, w, None, **kw)
+    dy = torch.randn(prob.output_shape, device=DEVICE)
+    want = torch.nn.grad.conv3d_weight(x.double().cpu(), w.shape, dy.double().cpu(), **kw)
+    outs = []
+    for _ in range(2):
+        dw = torch.full(tuple(w.shape), float("nan"), device=DEVICE)
+        k3.wgrad(prob, x, dy, dw, replace(k3.wgrad_config(prob), split_k=split_k))
+        assert_close(dw, want, torch.float32, f"split_k={split_k}")
+        outs.append(dw)
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize(
+    "n,c_in,size,c_out,k,stride,padding,output_padding,groups,dilation",
+    [
+        (2, 4, (3, 4, 5), 3, (3, 2, 3), 2, 1, 1, 1, 1),
+        (1, 6, (2, 3, 3), 4, (2, 3, 2), (1, 2, 3), (0, 1, 1), (0, 1, 2), 2, 1),
+        (1, 3, (3, 3, 3), 2, 3, 1, 0, 0, 1, 2),
+    ],
+)
+def test_conv_transpose3d_matches_torch(n, c_in, size, c_out, k, stride, padding, output_padding, groups, dilation):
+    ks = (k, k, k) if isinstance(k, int) else k
+    x = torch.randn(n, c_in, *size, device=DEVICE, requires_grad=True)
+    w = torch.randn(c_in, c_out // groups, *ks, device=DEVICE, requires_grad=True)
+    b = torch.randn(c_out, device=DEVICE)
+    y = convgemm.conv_transpose3d(x, w, b, stride, padding, output_padding, groups, dilation)
+    xd, wd = x.detach().double().cpu().requires_grad_(), w.detach().double().cpu().requires_grad_()
+    ref = F.conv_transpose3d(xd, wd, b.double().cpu(), stride, padding, output_padding, groups, dilation)
+    assert y.shape == ref.shape
+    assert_close(y, ref, torch.float32, "conv_transpose3d")
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref.backward(dy.double().cpu())
+    assert_close(x.grad, xd.grad, torch.float32, "conv_transpose3d dx")
+    assert_close(w.grad, wd.grad, torch.float32, "conv_transpose3d dw")
+
+
+def test_conv3d_ops_pass_opcheck():
+    x, w, b, _ = _tensors(CASES[1], torch.float32)
+    args = ([2, 1, 2], [1, 0, 1, 1, 0, 1], [1, 1, 1], 2)
+    torch.library.opcheck(torch.ops.convgemm.conv3d, (x, w, b, *args))
+    y = torch.ops.convgemm.conv3d(x, w, b, *args)
+    dy = torch.randn_like(y)
+    torch.library.opcheck(torch.ops.convgemm.conv3d_input, (list(x.shape), w, dy, *args))
+    torch.library.opcheck(torch.ops.convgemm.conv3d_weight, (x, list(w.shape), dy, *args))
+
+
+def test_conv3d_under_torch_compile_fullgraph():
+    torch._dynamo.reset()
+    x, w, b, kw = _tensors(CASES[0], torch.float32)
+    w.requires_grad_()
+
+    def f(x, w, b):
+        return convgemm.conv3d(x, w, b, **kw).relu().sum()
+
+    loss = torch.compile(f, fullgraph=True, backend="aot_eager")(x, w, b)
+    loss.backward()
+    wd = w.detach().double().cpu().requires_grad_()
+    ref = F.conv3d(x.double().cpu(), wd, b.double().cpu(), **kw).relu().sum()
+    ref.backward()
+    assert_close(loss.reshape(1), ref.reshape(1), torch.float32, "compiled loss")
+    assert_close(w.grad, wd.grad, torch.float32, "compiled dw")
+
+
+@pytest.mark.parametrize(
+    "call,exc,match",
+    [
+        (
+            lambda: convgemm.conv3d(torch.randn(3, 4, 5), torch.randn(4, 3, 3, 3, 3)),
+            ValueError,
+            r"input must be 5-D",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 2, 3, 4, 5, 6), torch.randn(4, 2, 1, 1, 1)),
+            ValueError,
+            r"input must be 5-D",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 3, 4, 4, 4), torch.randn(4, 3, 3, 3)),
+            ValueError,
+            r"weight must be 5-D",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 4, 4, 4), torch.randn(4, 3, 1, 1, 1)),
+            ValueError,
+            r"weight.shape\[1\] = 3 must be C/groups",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 4, 4, 4), torch.randn(4, 4, 1, 1, 1), stride=0),
+            ValueError,
+            r"stride must be >= 1",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 4, 4, 4), torch.randn(4, 4, 1, 1, 1), padding=(1, 1)),
+            TypeError,
+            r"padding must be an int or a triple",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 4, 4, 4), torch.randn(4, 4, 3, 3, 3), padding="same", stride=2),
+            ValueError,
+            r"'same' is not supported for strided",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 2, 4, 4), torch.randn(4, 4, 3, 3, 3)),
+            ValueError,
+            r"output would be empty",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 4, 4, 4), torch.randn(4, 4, 1, 1, 1).double()),
+            TypeError,
+            r"input is torch.float32",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 4, 4, 4), torch.randn(4, 4, 1, 1, 1), torch.randn(5)),
+            ValueError,
+            r"bias must have shape \[4\]",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv3d(torch.randn(1, 4, 4, 4, 4).int(), torch.randn(4, 4, 1, 1, 1).int()),
+            TypeError,
+            r"dtype torch.int32",
+        ),  # fmt: skip
+        (
+            lambda: convgemm.conv_transpose3d(
+                torch.randn(1, 4, 3, 3, 3), torch.randn(4, 2, 3, 3, 3), stride=2, output_padding=2
+            ),
+            ValueError,
+            r"output_padding",
+        ),  # fmt: skip
+    ],
+)
+def test_conv3d_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv3d_module_and_patch(padding_mode):
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv3d(3, 6, 3, padding=1, padding_mode=padding_mode),
+        nn.ReLU(),
+        nn.ConvTranspose3d(6, 2, (2, 3, 2), stride=(2, 1, 2)),
+    ).to(DEVICE)
+    x = torch.randn(1, 3, 4, 5, 4, device=DEVICE)
+    with torch.no_grad():
+        want = model.double().cpu()(x.double().cpu())
+    model.float().to(DEVICE)
+    convgemm.patch(model)
+    assert type(model[0]) is convgemm.nn.Conv3d and type(model[2]) is convgemm.nn.ConvTranspose3d
+    with torch.no_grad():
+        assert_close(model(x), want, torch.float32, f"patched 3-D model, {padding_mode}")
+    convgemm.unpatch(model)
+    assert type(model[0]) is nn.Conv3d
