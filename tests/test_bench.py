@@ -28,7 +28,21 @@ def _meta_output(shp: Shape) -> tuple:
     return tuple(y.shape)
 
 
-@pytest.mark.parametrize("name", SUITE_NAMES)
+def test_conv3d_suite_shapes_are_valid():
+    from convgemm.bench.suites import Shape3d
+
+    shapes = suite("conv3d")
+    assert shapes and len({s.name for s in shapes}) == len(shapes)
+    for shp in shapes:
+        assert isinstance(shp, Shape3d)
+        x = torch.empty(shp.n, shp.c, shp.d, shp.h, shp.w, device="meta")
+        w = torch.empty(shp.k, shp.c // shp.groups, shp.t, shp.r, shp.s, device="meta")
+        y = F.conv3d(x, w, None, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+        assert tuple(y.shape) == (shp.n, shp.k, shp.od, shp.p, shp.q), shp.name
+        assert shp.flops == 2 * shp.n * shp.k * shp.od * shp.p * shp.q * shp.c // shp.groups * shp.t * shp.r * shp.s
+
+
+@pytest.mark.parametrize("name", [n for n in SUITE_NAMES if n != "conv3d"])
 def test_suite_shapes_are_valid(name):
     shapes = suite(name)
     assert shapes, name

@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--suite",
         default=None,
-        help="comma-separated suites: seed, floor, resnet50, craft, grouped, small-channel, conv1d, all",
+        help="comma-separated suites: seed, floor, resnet50, craft, grouped, small-channel, conv1d, conv3d, all",
     )
     b.add_argument("--model", default=None, choices=["craft", "resnet50"],
                    help="a whole network instead of layers: craft (inference, 1x768x768) or resnet50 (--train)")  # fmt: skip
@@ -214,6 +214,9 @@ def cmd_tune(args) -> int:
             return 2
         torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
         for _suite, shp in shapes:
+            if not hasattr(shp, "h") or hasattr(shp, "d"):
+                print(f"{dtype_key:5s} {shp.name[:44]:44s} (3-D: not tuned; one heuristic kernel)")
+                continue
             dt = DTYPES[dtype_key]
             x = torch.randn(shp.n, shp.c, shp.h, shp.w, device="cuda", dtype=dt)
             w = torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device="cuda", dtype=dt)

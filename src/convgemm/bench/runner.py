@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ..problem import dtype_name
-from .suites import Shape
+from .suites import Shape, Shape3d
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
 #: relative difference from the baseline's output above which --check fails a row
@@ -334,7 +334,13 @@ def run(
             for dk in dtypes:
                 for suite_name, shp in shapes:
                     try:
-                        if direction == "fwd":
+                        if isinstance(shp, Shape3d):
+                            if direction == "fwd":
+                                row = run_shape3d(shp, suite_name, dk, layout, check, ceilings)
+                            else:
+                                row = Row(suite_name, shp.name, shp.spec(), dk, direction, layout, shp.flops / 1e9,
+                                          note="3-D: forward only in the benchmark so far")  # fmt: skip
+                        elif direction == "fwd":
                             row = run_shape(shp, suite_name, dk, layout, baselines, check, ceilings)
                         else:
                             row = run_shape_backward(shp, suite_name, dk, layout, direction, check, ceilings)
@@ -348,6 +354,49 @@ def run(
     finally:
         torch.backends.cudnn.allow_tf32 = old_tf32
     return res
+
+
+def run_shape3d(shp: Shape3d, suite: str, dtype_key: str, layout: str, check: bool, ceilings: dict) -> Row:
+    """One 3-D forward shape: ``convgemm.conv3d`` against cuDNN's ``F.conv3d`` (both layouts)."""
+    import convgemm
+
+    dtype = DTYPES[dtype_key]
+    torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
+    torch.backends.cudnn.benchmark = True
+    fmt = torch.channels_last_3d if layout == "channels_last" else torch.contiguous_format
+    row = Row(suite, shp.name, shp.spec(), dtype_key, "fwd", layout, shp.flops / 1e9)
+    x = torch.randn(shp.n, shp.c, shp.d, shp.h, shp.w, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    w = torch.randn(shp.k, shp.c // shp.groups, shp.t, shp.r, shp.s, device="cuda", dtype=dtype)
+    w = (w / math.sqrt(w[0].numel())).contiguous(memory_format=fmt)
+    b = torch.randn(shp.k, device="cuda", dtype=dtype) if shp.bias else None
+    args = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+    t0 = time.perf_counter()
+    y = convgemm.conv3d(x, w, b, **args)
+    torch.cuda.synchronize()
+    row.tune_s = time.perf_counter() - t0
+    row.convgemm_us = _bench(lambda: convgemm.conv3d(x, w, b, **args))
+    row.algorithm, row.config = "conv3d_gather", "heuristic"
+    times = {}
+    for lay, f in (("channels_last", torch.channels_last_3d), ("nchw", torch.contiguous_format)):
+        cx, cw = x.contiguous(memory_format=f), w.contiguous(memory_format=f)
+        F.conv3d(cx, cw, b, **args)
+        times[lay] = _bench(lambda cx=cx, cw=cw: F.conv3d(cx, cw, b, **args))
+        if check and lay == "channels_last":
+            ref = F.conv3d(cx, cw, b, **args)
+    row.cudnn_layout = min(times, key=times.get)
+    row.cudnn_us = times[row.cudnn_layout]
+    row.speedup = row.cudnn_us / row.convgemm_us
+    if check:
+        row.rel_err = ((y.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
+        row.ok = bool(math.isfinite(row.rel_err) and row.rel_err <= CHECK_TOL[dtype_key])
+    elems = x.numel() + w.numel() + y.numel() + (shp.k if shp.bias else 0)
+    peak = ceilings[f"{dtype_key}_tflops"] * 1e12
+    row.roofline_us = max(shp.flops / peak, elems * dtype.itemsize / (ceilings["copy_gbps"] * 1e9)) * 1e6
+    row.tflops = shp.flops / row.convgemm_us / 1e6
+    row.cudnn_tflops = shp.flops / row.cudnn_us / 1e6
+    row.roofline_pct = 100 * row.roofline_us / row.convgemm_us
+    row.cudnn_roofline_pct = 100 * row.roofline_us / row.cudnn_us
+    return row
 
 
 def interpreter_demo(shapes: list[Shape], print_fn=print, directions: tuple[str, ...] = ("fwd",)) -> bool:

@@ -13,6 +13,8 @@ A shape is ``N,C,H,W,K,R,S,stride,pad,dil,groups`` plus a bias flag and a name. 
 * ``conv1d``: wav2vec2's feature-extractor convolutions (batch 8, 5 s of 16 kHz audio) and the
   short causal depthwise convolutions of Mamba/Hyena-style blocks (kernel 4, padding 3, batch 8),
   as 2-D problems of height 1 (``convgemm.conv1d`` runs exactly these). Not part of ``all``.
+* ``conv3d``: 3-D ResNet-18 and R(2+1)D layers on 16x112x112 clips (batch 8) and a 3-D U-Net
+  block (``Shape3d``; forward only for now). Not part of ``all``.
 * ``tiny``: small shapes for the interpreter demo (no GPU).
 
 ``stride``, ``pad`` and ``dil`` are an int (both spatial dimensions) or an (H, W) pair; in a
@@ -82,6 +84,60 @@ class Shape:
             self.groups,
             self.bias,
         )
+
+
+def _three(v: int | tuple[int, int, int]) -> tuple[int, int, int]:
+    return (v, v, v) if isinstance(v, int) else (int(v[0]), int(v[1]), int(v[2]))
+
+
+@dataclass(frozen=True)
+class Shape3d:
+    """A 3-D convolution: input ``[n, c, d, h, w]``, weight ``[k, c/groups, t, r, s]``."""
+
+    name: str
+    n: int
+    c: int
+    d: int
+    h: int
+    w: int
+    k: int
+    t: int
+    r: int
+    s: int
+    stride: int | tuple[int, int, int] = 1
+    pad: int | tuple[int, int, int] = 0
+    dil: int | tuple[int, int, int] = 1
+    groups: int = 1
+    bias: bool = True
+
+    def _out(self, size: int, ksize: int, i: int) -> int:
+        st, pad, dil = _three(self.stride)[i], _three(self.pad)[i], _three(self.dil)[i]
+        return (size + 2 * pad - dil * (ksize - 1) - 1) // st + 1
+
+    @property
+    def od(self) -> int:
+        return self._out(self.d, self.t, 0)
+
+    @property
+    def p(self) -> int:
+        return self._out(self.h, self.r, 1)
+
+    @property
+    def q(self) -> int:
+        return self._out(self.w, self.s, 2)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n * self.k * self.od * self.p * self.q * (self.c // self.groups) * self.t * self.r * self.s
+
+    def spec(self) -> str:
+        f = (self.n, self.c, self.d, self.h, self.w, self.k, self.t, self.r, self.s)
+        return "3d:" + ",".join(map(str, f)) + "," + ",".join("x".join(map(str, _three(v))) for v in
+                                                            (self.stride, self.pad, self.dil)) + f",{self.groups}"  # fmt: skip
+
+    def params(self) -> tuple:
+        return (self.n, self.c, self.d, self.h, self.w, self.k, self.t, self.r, self.s, _three(self.stride),
+                _three(self.pad), _three(self.dil), self.groups, self.bias)  # fmt: skip
 
 
 def parse_shape(text: str, name: str | None = None) -> Shape:
@@ -277,6 +333,30 @@ def _conv1d() -> list[Shape]:
     return out
 
 
+def _conv3d() -> list[Shape3d]:
+    b = 8
+    out = [
+        # 3-D ResNet-18 (r3d_18) on 16x112x112 clips
+        Shape3d(
+            "r3d18 stem 3->64 3x7x7 s1x2x2 @16x112", b, 3, 16, 112, 112, 64, 3, 7, 7, (1, 2, 2), (1, 3, 3), bias=False
+        ),  # fmt: skip
+        Shape3d("r3d18 l1 3x3x3 64->64 @16x56", b, 64, 16, 56, 56, 64, 3, 3, 3, 1, 1, bias=False),
+        Shape3d("r3d18 l2 3x3x3 s2 64->128 @16x56", b, 64, 16, 56, 56, 128, 3, 3, 3, 2, 1, bias=False),
+        Shape3d("r3d18 l2 3x3x3 128->128 @8x28", b, 128, 8, 28, 28, 128, 3, 3, 3, 1, 1, bias=False),
+        Shape3d("r3d18 l3 3x3x3 256->256 @4x14", b, 256, 4, 14, 14, 256, 3, 3, 3, 1, 1, bias=False),
+        Shape3d("r3d18 l4 3x3x3 512->512 @2x7", b, 512, 2, 7, 7, 512, 3, 3, 3, 1, 1, bias=False),
+        # R(2+1)D: the 3x3x3 split into a spatial 1x3x3 and a temporal 3x1x1 convolution
+        Shape3d("r2plus1d spatial 1x3x3 64->144 @16x56", b, 64, 16, 56, 56, 144, 1, 3, 3, 1, (0, 1, 1), bias=False),
+        Shape3d("r2plus1d temporal 3x1x1 144->64 @16x56", b, 144, 16, 56, 56, 64, 3, 1, 1, 1, (1, 0, 0), bias=False),
+        Shape3d("r2plus1d spatial 1x3x3 128->288 @8x28", b, 128, 8, 28, 28, 288, 1, 3, 3, 1, (0, 1, 1), bias=False),
+        Shape3d("r2plus1d temporal 3x1x1 288->128 @8x28", b, 288, 8, 28, 28, 128, 3, 1, 1, 1, (1, 0, 0), bias=False),
+        # a 3-D U-Net block (medical volumes)
+        Shape3d("unet3d 3x3x3 32->32 @64^3", 2, 32, 64, 64, 64, 32, 3, 3, 3, 1, 1),
+        Shape3d("unet3d 3x3x3 64->64 @32^3", 2, 64, 32, 32, 32, 64, 3, 3, 3, 1, 1),
+    ]
+    return out
+
+
 SUITES = {
     "seed": _seed,
     "floor": _floor,
@@ -285,6 +365,7 @@ SUITES = {
     "grouped": _grouped,
     "small-channel": _small_channel,
     "conv1d": _conv1d,
+    "conv3d": _conv3d,
     "tiny": _tiny,
 }
 
