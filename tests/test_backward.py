@@ -213,3 +213,18 @@ def test_repeat_dgrad_sees_in_place_weight_updates_and_new_weights():
     w2 = torch.randn_like(w)
     gx, _ = ref_grads(x, w2, dy, kw)
     assert_close(convgemm.conv2d_input(x.shape, w2, dy, **kw), gx, torch.float32, "another weight")
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "nchw"])
+@pytest.mark.parametrize("case", [(3, 8, 9, 10, 16, 3, 3, 1, 1, 1, 8), (2, 6, 11, 9, 6, 7, 7, 2, 3, 1, 6)], ids=str)
+def test_depthwise_wgrad_kernel(case, layout):
+    """Depthwise layers take the direct wgrad kernel (split sums in a fixed order: reproducible)."""
+    from convgemm.conv.backward import DWGRAD, choose_wgrad
+
+    x, w, dy, kw = make((*case, False), torch.float32, layout == "channels_last")
+    _, gw = ref_grads(x, w, dy, kw)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    assert choose_wgrad(prob, x, dy)[0] is DWGRAD
+    outs = [convgemm.conv2d_weight(x, w.shape, dy, **kw) for _ in range(2)]
+    assert_close(outs[0], gw, torch.float32, f"depthwise wgrad {case}")
+    assert torch.equal(outs[0], outs[1])

@@ -239,3 +239,33 @@ def test_conv3d_module_and_patch(padding_mode):
         assert_close(model(x), want, torch.float32, f"patched 3-D model, {padding_mode}")
     convgemm.unpatch(model)
     assert type(model[0]) is nn.Conv3d
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 16, 4, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1),
+        (1, 8, 5, 4, 7, 16, 3, 1, 1, 1, (1, 0, 0), 1, 1),  # temporal 3x1x1
+        (1, 24, 3, 6, 5, 8, 1, 3, 3, 1, (0, 2, 2), 2, 1),  # dilated, channels not a tile multiple
+        (2, 16, 3, 4, 4, 40, 1, 1, 1, 1, 0, 1, 1),  # 1x1x1
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_conv3d_tma_forward(case, dtype):
+    """Dense stride-1 layers take the 5-D TMA kernel (where the device has TMA: the interpreter does)."""
+    x, w, b, kw = _tensors(case, dtype, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    if k3.tma_supports(prob, x) is not None:
+        pytest.skip(k3.tma_supports(prob, x))
+    y = torch.full(prob.output_shape, float("nan"), device=DEVICE, dtype=dtype)
+    k3.forward_tma(prob, x, w, b, y)
+    assert_close(y, _ref(x, w, b, kw), dtype, f"forward_tma {case}")
+    assert_close(convgemm.conv3d(x, w, b, **kw), _ref(x, w, b, kw), dtype, "conv3d")
+
+
+def test_conv3d_tma_refuses_what_it_cannot_take():
+    x, w, b, kw = _tensors(CASES[1], torch.float16, channels_last=True)  # grouped, strided
+    assert k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x) is not None
+    x, w, b, kw = _tensors((1, 6, 3, 4, 4, 8, 1, 1, 1, 1, 0, 1, 1), torch.float16, channels_last=True)
+    assert "aligned" in k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x)  # 12-byte pixels

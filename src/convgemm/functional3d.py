@@ -75,8 +75,12 @@ def conv3d_forward(input, weight, bias, stride, padding, dilation, groups) -> Te
         return y
     if prob.c == 0:
         return y.zero_() if bias is None else y.copy_(bias.view(1, -1, 1, 1, 1).expand_as(y))
+    x = _ndhwc(input)
     with _device_of(input):
-        k3.forward(prob, _ndhwc(input), weight, bias, y)
+        if k3.tma_supports(prob, x) is None:
+            k3.forward_tma(prob, x, weight, bias, y)
+        else:
+            k3.forward(prob, x, weight, bias, y)
     return y
 
 

@@ -288,7 +288,7 @@ def run_shape_backward(
     prob = convgemm.ConvProblem.from_tensors(x0, w0, None, **args)
     if direction == "wgrad":
         algo, cfg, _, _ = choose_wgrad(prob, x0, sets[0][2])
-        row.algorithm, row.config = algo.name, cfg.describe()
+        row.algorithm, row.config = algo.name, (cfg.describe() if cfg is not None else "direct")
     elif dgrad_as_forward(prob):
         row.algorithm, row.config = "dgrad_as_forward", "forward conv of dy (tuned)"
     else:

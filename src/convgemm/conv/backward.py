@@ -216,12 +216,55 @@ class WgradTma:
                 cfg, fns, False, prob, ws)  # fmt: skip
 
 
+class DepthwiseWgrad:
+    """wgrad of a depthwise layer (one input channel per group): not a GEMM -- each weight is a
+    dot product over every output pixel -- so a direct kernel (``conv/depthwise.py``), one tap per
+    program, NHWC vectors along channels, fixed-order split sums."""
+
+    name = "depthwise_wgrad"
+
+    def config(self, prob: ConvProblem) -> tuple[int, int, int, int]:
+        """(BLOCK_P, BLOCK_K, warps, splits)."""
+        npq = prob.n * prob.p * prob.q
+        if interpreting():
+            return 16, min(32, _small(prob.k)), 4, min(3, cdiv(npq, 16))
+        bk = min(64, _small(prob.k, 8))
+        bp = 2048 // bk  # 2048-element tiles: 16 per thread on 4 warps
+        programs = prob.r * prob.s * cdiv(prob.k, bk)
+        split = max(1, min(cdiv(npq, 8 * bp), (4 * sm_count()) // max(programs, 1)))
+        return bp, bk, 4, split
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
+        """``dw [K, 1, R, S]`` from NHWC-or-any-strides ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``."""
+        from .depthwise import depthwise_wgrad_kernel
+        from .fprop import _run_kernel
+
+        bp, bk, warps, split = self.config(prob)
+        npq = prob.n * prob.p * prob.q
+        per_split = cdiv(cdiv(npq, split), bp) * bp
+        split = cdiv(npq, per_split)
+        acc_t = torch.float64 if prob.dtype == torch.float64 else torch.float32
+        taps = prob.r * prob.s
+        ws = torch.empty((split, taps, prob.k), dtype=acc_t, device=x.device)
+        grid = (taps, cdiv(prob.k, bk), split)
+        args = (x, dy, ws, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, npq, per_split,
+                x.stride(0), x.stride(2), x.stride(3), x.stride(1), dy.stride(0), dy.stride(1), dy.stride(2),
+                dy.stride(3), prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0],
+                prob.dilation[1], prob.s)  # fmt: skip
+        constexprs = lambda: dict(BLOCK_P=bp, BLOCK_K=bk, ACC_F64=acc_t == torch.float64)  # noqa: E731
+        _run_kernel(None, depthwise_wgrad_kernel, grid, args, constexprs, {"num_warps": warps, "num_stages": 2})
+        # the splits summed in a fixed order; [taps, K] -> dw[k, 0, r, s]
+        dw.copy_(ws.sum(0).t().reshape(dw.shape))
+
+
 def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
     """The wgrad kernel for ``prob``: ``(kernel, config, x, dy)`` with the tensors it reads.
 
     ``wgrad_tma`` on NHWC views (an NCHW tensor is copied: one pass over it costs less than the
     gather kernel's strided reads) when it applies, else the gather kernel on the tensors as given.
     """
+    if prob.cg == 1 and prob.groups > 1:
+        return DWGRAD, None, as_nhwc(x), as_nhwc(dy)
     if WGRAD_TMA.problem_ok(prob, x):
         xn, dyn = as_nhwc(x), as_nhwc(dy)
         if WGRAD_TMA.supports(prob, xn, dyn) is None:
@@ -232,9 +275,13 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
 def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
     """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])`` by ``choose_wgrad``'s kernel."""
     algo, cfg, x, dy = choose_wgrad(prob, x, dy)
-    algo.run(prob, x, dy, dw, cfg)
+    if algo is DWGRAD:
+        algo.run(prob, x, dy, dw)
+    else:
+        algo.run(prob, x, dy, dw, cfg)
 
 
 DGRAD = Dgrad()
 WGRAD = Wgrad()
 WGRAD_TMA = WgradTma()
+DWGRAD = DepthwiseWgrad()

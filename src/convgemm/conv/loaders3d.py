@@ -216,3 +216,50 @@ def wgrad3d_dw_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BL
     cols = t.to(tl.int64) * s_t + r.to(tl.int64) * s_r + s.to(tl.int64) * s_s + c.to(tl.int64) * s_c
     mask = (k < Kg)[:, None] & (j < TRSC)[None, :]
     tl.store(dw_ptr + rows[:, None] + cols[None, :], acc.to(dw_ptr.dtype.element_ty), mask=mask)
+
+
+# ================================================================ forward through TMA (transposed view)
+# As the 2-D TMA kernel: A = the packed weight [K, (t, r, s, Cp)] through a 2-D descriptor, B =
+# im2col(x)^T as 5-D boxes [1, TD, TH, TW, BLOCK_K] of NDHWC x (groups = 1, stride 1): a tap is a
+# coordinate offset and out-of-bounds boxes are zero-filled, which is the padding.
+@triton.jit
+def _tile3(pid, OD, P, Q, TD: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr):
+    """Pixel-tile index -> (image, first output depth, row, column) of a TD x TH x TW block."""
+    tiles_w = tl.cdiv(Q, TW)
+    tiles_hw = tl.cdiv(P, TH) * tiles_w
+    per_image = tl.cdiv(OD, TD) * tiles_hw
+    n = pid // per_image
+    rem = pid - n * per_image
+    td = rem // tiles_hw
+    rem = rem - td * tiles_hw
+    th = rem // tiles_w
+    return n, td * TD, th * TH, (rem - th * tiles_w) * TW
+
+
+@triton.jit
+def tma_im2col3d_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles) = args
+    TD: tl.constexpr = x_desc.block_shape[1]
+    TH: tl.constexpr = x_desc.block_shape[2]
+    TW: tl.constexpr = x_desc.block_shape[3]
+    n, d0, h0, w0 = _tile3(pid_n, OD, P, Q, TD, TH, TW)
+    return (x_desc, n, d0 - pd, h0 - ph, w0 - pw, dd, dh, dw, R, S, c_tiles)
+
+
+@triton.jit
+def tma_im2col3d_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, n, id0, ih0, iw0, dd, dh, dw, R, S, c_tiles = state
+    t, r, s, cb = _tap3(kt, c_tiles, R, S)
+    box = x_desc.load([n, id0 + t * dd, ih0 + r * dh, iw0 + s * dw, cb * BLOCK_K])
+    return box.reshape(BLOCK_N, BLOCK_K).T
+
+
+@triton.jit
+def tma_output3d_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [channels, pixels] tile to NDHWC y; the copy engine clips the edges."""
+    (OD, P, Q) = args
+    TD: tl.constexpr = y_desc.block_shape[1]
+    TH: tl.constexpr = y_desc.block_shape[2]
+    TW: tl.constexpr = y_desc.block_shape[3]
+    n, d0, h0, w0 = _tile3(pid_n, OD, P, Q, TD, TH, TW)
+    y_desc.store([n, d0, h0, w0, pid_m * BLOCK_M], acc.to(y_desc.dtype).T.reshape(1, TD, TH, TW, BLOCK_M))
