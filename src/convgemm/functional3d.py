@@ -144,6 +144,17 @@ def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padd
         return dx
     if prob.k == 0:
         return dx.zero_()
+    ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
+    if prob.stride == (1, 1, 1) and all(max(prob.pad[i], prob.pad_end[i]) <= ext[i] for i in range(3)):
+        # stride 1: dx is the forward convolution of dy with the weight flipped in (T, R, S) and its
+        # channel axes swapped per group, padded by dil * (k - 1) - pad: the forward kernels
+        # (the TMA one included) serve dgrad too
+        g, kg, cg = prob.groups, prob.kg, prob.cg
+        wt = weight.reshape(g, kg, cg, prob.t, prob.r, prob.s).transpose(1, 2).flip(3, 4, 5)
+        wt = wt.reshape(prob.c, kg, prob.t, prob.r, prob.s).contiguous(memory_format=_out_format(grad_output, weight))
+        pads = Pads6([ext[i] - prob.pad[i] for i in range(3)] + [ext[i] - prob.pad_end[i] for i in range(3)])
+        y = conv3d_forward(grad_output, wt, None, (1, 1, 1), pads, prob.dilation, g)
+        return y if y.is_contiguous(memory_format=_out_format(grad_output, weight)) else dx.copy_(y)
     with _device_of(grad_output):
         k3.dgrad(prob, _ndhwc(grad_output), weight, dx)
     return dx
