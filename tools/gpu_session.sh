@@ -1,21 +1,59 @@
 #!/usr/bin/env bash
-# One device call that checks and measures what the next session needs, logs and JSON under $OUT.
-#   run: bash tools/gpu_session.sh [suites]      (default suites: floor,small-channel)
-# Keep the whole call inside the device tool's 10-minute limit: tests ~3 min (-n 14), forward
-# tuning ~2 s per new shape, each backward/model step bounded by its own timeout.
+# Device-call steps for a session, each bounded by its own timeout, logs and JSON under $OUT.
+#
+#   bash tools/gpu_session.sh STEP [STEP ...]
+#
+# Steps (pick what fits one call: the device tool allows 10 minutes per command and brings back
+# at most 8 files, so each step writes one file and prints its summary lines):
+#   tests      the whole suite, -n 14 (about 5 min); FAILED lines printed as they happen
+#   fuzz       2000 random problems, tuning off, 28 shards (tests/test_fuzz.py)
+#   large      tests/test_large.py (tensors past 2**31 elements)
+#   sanitize   tools/sanitize.sh plain memcheck (racecheck and initcheck: run them as separate steps)
+#   racecheck / initcheck
+#   floor      convgemm bench --suite floor (bf16, fwd) -> floor.json
+#   backward   dgrad and wgrad on floor,resnet50,craft -> dgrad.json, wgrad.json
+#   new        the suites and kernels no GPU has run yet: conv1d, conv3d, grouped (depthwise wgrad,
+#              the grouped REFINE) -> new.json
+#   models     convgemm bench --model craft and --model resnet50 --train (eager and compile)
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
 mkdir -p "$OUT"
-SUITES=${1:-floor,small-channel}
-nvidia-smi -L
-(timeout 300 python3 -m pytest -q -n 14 tests -p no:cacheprovider --tb=short -rf 2>&1 | grep -v DEBUG | tail -30) > "$OUT/tests.log"
-tail -3 "$OUT/tests.log"
-timeout 60 python3 tools/overhead.py --profile > "$OUT/overhead.log" 2>&1; head -8 "$OUT/overhead.log"
-for d in fwd dgrad wgrad; do
-    CONVGEMM_TUNE_LOG=$OUT/tune.jsonl timeout 120 python3 -m convgemm bench --suite "$SUITES" --dtype bf16 \
-        --direction $d --check --json "$OUT/bench-$d.json" > "$OUT/bench-$d.log" 2>&1
-    echo "bench $d: rc=$?"; grep -E "geom|FAIL" "$OUT/bench-$d.log" | tail -3
+bench() {  # bench NAME TIMEOUT ARGS...: one JSON and its geomean lines
+    local name=$1 t=$2
+    shift 2
+    CONVGEMM_TUNE_LOG=$OUT/tune.jsonl timeout "$t" python3 -m convgemm bench --dtype bf16 --check \
+        --json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+    echo "bench $name: rc=$?"
+    grep -E "geom|FAIL|Error" "$OUT/$name.log" | tail -4
+}
+for step in "$@"; do
+    case "$step" in
+    tests)
+        timeout 420 python3 -m pytest -v -n 14 tests -p no:cacheprovider --tb=line -W ignore 2>&1 |
+            grep -E "FAILED|ERROR|passed|failed" | tail -40 | tee "$OUT/tests.log" ;;
+    fuzz)
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=2000 CONVGEMM_FUZZ_SHARDS=28 timeout 500 \
+            python3 -m pytest -v -n 14 tests/test_fuzz.py -p no:cacheprovider --tb=short -W ignore 2>&1 |
+            grep -E "PASSED|FAILED|Falsifying|passed|failed" | tail -40 | tee "$OUT/fuzz.log" ;;
+    large)
+        timeout 200 python3 -m pytest -v -m large tests/test_large.py -p no:cacheprovider --tb=short -W ignore 2>&1 |
+            grep -E "PASSED|FAILED|SKIPPED|passed|failed" | tee "$OUT/large.log" ;;
+    sanitize) OUT=$OUT TIMEOUT=250 bash tools/sanitize.sh plain memcheck ;;
+    racecheck | initcheck) OUT=$OUT TIMEOUT=500 bash tools/sanitize.sh "$step" ;;
+    floor) bench floor 90 --suite floor ;;
+    backward)
+        bench dgrad 150 --suite floor,resnet50,craft --direction dgrad
+        bench wgrad 150 --suite floor,resnet50,craft --direction wgrad ;;
+    new)
+        bench new 250 --suite conv1d,conv3d,grouped --direction fwd
+        bench grouped-wgrad 150 --suite grouped --direction wgrad ;;
+    models)
+        timeout 250 python3 -m convgemm bench --model craft --dtype bf16 --json "$OUT/craft.json" > "$OUT/craft.log" 2>&1
+        echo "craft: rc=$?"; tail -4 "$OUT/craft.log"
+        timeout 250 python3 -m convgemm bench --model resnet50 --train --dtype bf16 --json "$OUT/resnet.json" \
+            > "$OUT/resnet.log" 2>&1
+        echo "resnet50 train: rc=$?"; tail -4 "$OUT/resnet.log" ;;
+    *) echo "gpu_session.sh: unknown step $step" ;;
+    esac
 done
-timeout 120 python3 -m convgemm bench --model craft --no-compile --dtype bf16 --json "$OUT/craft.json" > "$OUT/craft.log" 2>&1
-echo "craft: rc=$?"; tail -3 "$OUT/craft.log"
