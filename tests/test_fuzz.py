@@ -95,3 +95,47 @@ def check_problem(p, data):
 @pytest.fixture(autouse=True)
 def _no_tuning(monkeypatch):
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+
+
+EXAMPLES_3D = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES_3D", "8"))
+
+
+@st.composite
+def problems_3d(draw):
+    groups = draw(st.sampled_from([1, 1, 2]))
+    cg, kg = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    ks = [draw(st.integers(1, 3)) for _ in range(3)]
+    stride = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    dil = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    pad = tuple(draw(st.integers(0, 1)) for _ in range(3))
+    size = [draw(st.integers(max(1, dil[i] * (ks[i] - 1) + 1 - 2 * pad[i]), 6)) for i in range(3)]
+    n = draw(st.integers(1, 2))
+    cl = draw(st.booleans())
+    return n, cg * groups, size, kg * groups, ks, stride, pad, dil, groups, draw(st.booleans()), cl
+
+
+@settings(max_examples=EXAMPLES_3D, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seed(SEED)
+@given(problems_3d())
+def test_random_3d_problems(p):
+    """conv3d forward, dgrad and wgrad on random valid problems against float64
+    (``CONVGEMM_FUZZ_EXAMPLES_3D`` examples, 8 by default)."""
+    n, c, size, k, ks, stride, pad, dil, groups, has_bias, cl = p
+    kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
+    fmt = torch.channels_last_3d if cl else torch.contiguous_format
+    x = torch.randn(n, c, *size, device=DEVICE).contiguous(memory_format=fmt)
+    wt = torch.randn(k, c // groups, *ks, device=DEVICE)
+    b = torch.randn(k, device=DEVICE) if has_bias else None
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        xd, wd = x.double().cpu(), wt.double().cpu()
+        ref = F.conv3d(xd, wd, None if b is None else b.double().cpu(), **kw)
+        assert_close(convgemm.conv3d(x, wt, b, **kw), ref, torch.float32, f"conv3d {p}")
+        dy = torch.randn(ref.shape, device=DEVICE)
+        gx = torch.nn.grad.conv3d_input(x.shape, wd, dy.double().cpu(), **kw)
+        gw = torch.nn.grad.conv3d_weight(xd, wt.shape, dy.double().cpu(), **kw)
+        assert_close(convgemm.conv3d_input(x.shape, wt, dy, **kw), gx, torch.float32, f"conv3d dgrad {p}")
+        assert_close(convgemm.conv3d_weight(x, wt.shape, dy, **kw), gw, torch.float32, f"conv3d wgrad {p}")
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
