@@ -178,9 +178,10 @@ def test_empty_batch_backward():
     assert dw.shape == (6, 4, 3, 3) and bool((dw == 0).all())
 
 
-@pytest.mark.parametrize("case", [CASES[1], CASES[6], CASES[10]], ids=case_id)
+@pytest.mark.parametrize("case", [CASES[1], CASES[6], CASES[10], *STRIDED[:2], STRIDED[4]], ids=case_id)
 def test_phase_kernel_on_stride_one(case):
-    """Stride-1 dgrad normally runs as a forward convolution; the per-phase kernel must stay right."""
+    """dgrad normally runs as forward convolutions (stride 1: one; strided: one per phase where TMA
+    applies, the interpreter included); the one-launch per-phase gather kernel must stay right."""
     from convgemm.conv.backward import DGRAD
 
     x, w, dy, kw = make(case, torch.float32)
@@ -188,7 +189,30 @@ def test_phase_kernel_on_stride_one(case):
     prob = ConvProblem.from_tensors(x, w, None, **kw)
     dx = torch.full(tuple(x.shape), float("nan"), device=DEVICE)
     DGRAD.run(prob, dy, w, dx, DGRAD.default_config(prob))
-    assert_close(dx, gx, torch.float32, "per-phase dgrad, stride 1")
+    assert_close(dx, gx, torch.float32, "per-phase gather dgrad")
+
+
+def test_phase_convs_cover_every_input_position_once():
+    """Each phase's stride-1 convolution produces exactly its positions, from the taps that reach them."""
+    from convgemm.functional import phase_convs
+
+    for k, stride, pad, dil, size in [
+        (3, 2, 1, 1, 9),
+        (1, 2, 0, 1, 8),
+        (3, 3, 1, 2, 11),
+        (5, 2, 2, 1, 7),
+        (3, 4, 0, 3, 13),
+    ]:
+        out = (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+        phases = phase_convs(k, stride, pad, dil, size, out)
+        assert len(phases) == stride
+        for f, ph in enumerate(phases):
+            want = sorted(r for r in range(k) if (f + pad - r * dil) % stride == 0)
+            if ph is None:
+                continue
+            taps, crop, lo, hi, d, length = ph
+            assert sorted(taps) == want and length == len(range(f, size, stride))
+            assert out - crop + lo + hi - d * (len(taps) - 1) >= length  # enough outputs
 
 
 def test_dgrad_route():

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import torch
 
-from ._runtime import check_device, empty, has_tma
+from ._runtime import check_device, empty, has_tma, interpreting
 from .conv.layout import as_nhwc, tma_aligned
 from .matmul.launch import Launch
 from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, output_memory_format
@@ -327,9 +327,27 @@ def conv2d_input(
         return dx
     if prob.k == 0 or prob.p * prob.q == 0:
         return dx.zero_()
+    if _phases_pay(prob, grad_output):
+        _dgrad_by_phases(prob, weight, grad_output, dx)
+        return dx
     with _device_of(grad_output):
         DGRAD.run(prob, grad_output, weight, dx, DGRAD.default_config(prob))
     return dx
+
+
+def _phases_pay(prob: ConvProblem, dy: torch.Tensor) -> bool:
+    """Whether strided dgrad runs as per-phase forward convolutions (``_dgrad_by_phases``) rather
+    than the one-launch per-phase gather kernel: where the forward kernels have TMA (Hopper, the
+    interpreter), the layer is big enough for a few launches to pay, and not float64. Symmetric
+    padding only (the phases are computed from the leading padding)."""
+    return (
+        prob.stride != (1, 1)
+        and has_tma(dy)
+        and prob.dtype != torch.float64
+        and prob.pad_h[0] == prob.pad_h[1]
+        and prob.pad_w[0] == prob.pad_w[1]
+        and (interpreting() or prob.n * prob.h * prob.w * prob.c >= 1 << 20)
+    )
 
 
 def dgrad_as_forward(prob: ConvProblem) -> bool:
@@ -348,28 +366,40 @@ _flipped: dict[tuple, tuple] = {}
 _MAX_FLIPPED = 64
 
 
-def _flipped_weight(prob: ConvProblem, weight: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """w [K, C/g, R, S] -> w' [C, K/g, R, S]: per group, the channel axes swapped and the taps
-    flipped. Kept per weight tensor and version counter: a backward pass reuses the forward's
-    weight object, and any in-place update (an optimizer step) bumps the version. Like autograd's
-    own saved-tensor check, a write through ``.data`` is not seen."""
-    g, kg, cg = prob.groups, prob.kg, prob.cg
+def _derived_weight(weight: torch.Tensor, tag: tuple, make) -> torch.Tensor:
+    """``make(weight.detach())``, kept per weight tensor, version counter and ``tag``: a backward
+    pass reuses the forward's weight object, and any in-place update (an optimizer step) bumps the
+    version. Like autograd's own saved-tensor check, a write through ``.data`` is not seen."""
     cacheable = weight.device.type == "cuda" and not torch.compiler.is_compiling()
     if cacheable:
         key = (id(weight), weight.data_ptr(), weight._version, weight.shape, weight.stride(), weight.dtype,
-               weight.device, g, channels_last)  # fmt: skip
+               weight.device, tag)  # fmt: skip
         hit = _flipped.get(key)
         if hit is not None and hit[0]() is weight:
             return hit[1]
-    wt = weight.detach().reshape(g, kg, cg, prob.r, prob.s).transpose(1, 2).flip(3, 4)
-    wt = wt.reshape(prob.c, kg, prob.r, prob.s)
-    wt = wt.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    out = make(weight.detach())
     if cacheable:
         with _plans_lock:
             if len(_flipped) >= _MAX_FLIPPED:
                 _flipped.clear()
-            _flipped[key] = (weakref.ref(weight), wt)
-    return wt
+            _flipped[key] = (weakref.ref(weight), out)
+    return out
+
+
+def _swap_channels(w: torch.Tensor, groups: int) -> torch.Tensor:
+    """[K, C/g, A, B] -> [C, K/g, A, B]: per group, the two channel axes swapped."""
+    k, cg, a, b = w.shape
+    kg = k // groups
+    return w.reshape(groups, kg, cg, a, b).transpose(1, 2).reshape(groups * cg, kg, a, b)
+
+
+def _flipped_weight(prob: ConvProblem, weight: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """w [K, C/g, R, S] -> w' [C, K/g, R, S]: channel axes swapped per group, taps flipped (cached)."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return _derived_weight(
+        weight, ("flip", prob.groups, channels_last),
+        lambda w: _swap_channels(w.flip(2, 3), prob.groups).contiguous(memory_format=fmt),
+    )  # fmt: skip
 
 
 def _dgrad_by_forward(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
@@ -378,6 +408,63 @@ def _dgrad_by_forward(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor)
     er, es = prob.dilation[0] * (prob.r - 1), prob.dilation[1] * (prob.s - 1)
     pads = Pads4((er - prob.pad_h[0], er - prob.pad_h[1], es - prob.pad_w[0], es - prob.pad_w[1]))
     return conv2d_forward(dy, wt, None, (1, 1), pads, prob.dilation, prob.groups)
+
+
+def phase_convs(k: int, stride: int, pad: int, dil: int, size: int, out: int) -> list:
+    """One spatial axis of a strided dgrad, split by phase into stride-1 convolutions of dy.
+
+    Input position ``h = f + stride * i`` (phase ``f``) receives filter tap ``r`` from dy position
+    ``i + o`` exactly when ``o = (f + pad - r * dil) / stride`` is an integer. A phase's taps have
+    offsets in steps of ``d = dil / gcd(dil, stride)``, so it is the stride-1 convolution
+    ``dx_f[i] = sum_j dy[i + o_0 + j * d] * w[r_j]`` (taps ordered by ascending offset): dilation
+    ``d``, ``max(0, -o_0)`` leading padding, dy cropped by ``max(0, o_0)``, and enough trailing
+    padding for ``ceil((size - f) / stride)`` outputs. Returns per phase ``None`` (no tap reaches
+    it: zeros) or ``(taps, crop, pad_lo, pad_hi, d, length)``.
+    """
+    res = []
+    for f in range(stride):
+        length = (size - f + stride - 1) // stride
+        taps = sorted(((f + pad - r * dil) // stride, r) for r in range(k) if (f + pad - r * dil) % stride == 0)
+        crop = max(0, taps[0][0]) if taps else 0
+        if length <= 0 or not taps or crop >= out:
+            res.append(None)
+            continue
+        o0 = taps[0][0]
+        d = taps[1][0] - o0 if len(taps) > 1 else 1
+        lo = max(0, -o0)
+        span = d * (len(taps) - 1)
+        hi = max(0, length - (out - crop + lo - span))
+        res.append(([r for _, r in taps], crop, lo, hi, d, length))
+    return res
+
+
+def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> None:
+    """Strided dgrad as ``stride_h * stride_w`` stride-1 forward convolutions of dy (TMA kernels
+    and tuning included), each written into its phase of dx (``phase_convs``)."""
+    sh, sw = prob.stride
+    rows = phase_convs(prob.r, sh, prob.pad_h[0], prob.dilation[0], prob.h, prob.p)
+    cols = phase_convs(prob.s, sw, prob.pad_w[0], prob.dilation[1], prob.w, prob.q)
+    if any(a is None for a in rows) or any(b is None for b in cols):
+        dx.zero_()
+    cl = dx.is_contiguous(memory_format=torch.channels_last)
+    fmt = torch.channels_last if cl else torch.contiguous_format
+    for fh, a in enumerate(rows):
+        for fw, b in enumerate(cols):
+            if a is None or b is None:
+                continue
+            taps_r, crop_h, lo_h, hi_h, d_h, len_h = a
+            taps_s, crop_w, lo_w, hi_w, d_w, len_w = b
+
+            def make(w, taps_r=taps_r, taps_s=taps_s):
+                idx_r = torch.tensor(taps_r, device=w.device)
+                idx_s = torch.tensor(taps_s, device=w.device)
+                sub = w.index_select(2, idx_r).index_select(3, idx_s)
+                return _swap_channels(sub, prob.groups).contiguous(memory_format=fmt)
+
+            wt = _derived_weight(weight, ("phase", prob.groups, tuple(taps_r), tuple(taps_s), cl), make)
+            y = conv2d_forward(dy[:, :, crop_h:, crop_w:], wt, None, (1, 1), Pads4((lo_h, hi_h, lo_w, hi_w)),
+                               (d_h, d_w), prob.groups)  # fmt: skip
+            dx[:, :, fh::sh, fw::sw] = y[:, :, :len_h, :len_w]
 
 
 def conv2d_weight(

@@ -252,7 +252,7 @@ def run_shape_backward(
     """dgrad or wgrad of one shape: convgemm against cuDNN's ``convolution_backward``."""
     import convgemm
     from convgemm.conv.backward import DGRAD, choose_wgrad
-    from convgemm.functional import dgrad_as_forward
+    from convgemm.functional import _phases_pay, dgrad_as_forward
 
     dtype = DTYPES[dtype_key]
     torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
@@ -291,6 +291,8 @@ def run_shape_backward(
         row.algorithm, row.config = algo.name, (cfg.describe() if cfg is not None else "direct")
     elif dgrad_as_forward(prob):
         row.algorithm, row.config = "dgrad_as_forward", "forward conv of dy (tuned)"
+    elif _phases_pay(prob, sets[0][2]):
+        row.algorithm, row.config = "dgrad_by_phases", "a forward conv of dy per stride phase (tuned)"
     else:
         row.algorithm, row.config = DGRAD.name, DGRAD.default_config(prob).describe()
     crot = _Rotation(sets)
