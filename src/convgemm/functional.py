@@ -448,6 +448,7 @@ def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, 
         dx.zero_()
     cl = dx.is_contiguous(memory_format=torch.channels_last)
     fmt = torch.channels_last if cl else torch.contiguous_format
+    dy = as_nhwc(dy)  # once, not once per phase
     for fh, a in enumerate(rows):
         for fw, b in enumerate(cols):
             if a is None or b is None:
