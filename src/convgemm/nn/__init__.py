@@ -7,8 +7,8 @@ of a model into its convgemm class *in place* by swapping the module's class, so
 buffers, hooks, device, dtype and training mode are untouched; ``unpatch`` swaps the classes back.
 
 Inference calls (no gradient needed) keep a packed copy of the weight and bias: cast to the
-autocast dtype when autocast is on, and the weight in KRSC order (channels_last), which the TMA
-kernels read in place. The copy is keyed by the parameter's address, dtype and version counter, so
+autocast dtype when autocast is on, and the weight with its channels innermost (channels_last for
+2-D), which the TMA kernels read in place. The copy is keyed by the parameter's address, dtype and version counter, so
 any in-place update -- an optimizer step, ``load_state_dict``, ``copy_`` -- makes the next call
 pack again. A write through ``.data`` bypasses the version counter (as it bypasses autograd): call
 ``convgemm.nn.clear_weight_cache(model)`` after one. Calls that need a gradient, and
@@ -53,8 +53,14 @@ def _packed(module: nn.Module, input: torch.Tensor, weight: torch.Tensor, bias: 
         return hit[1], hit[2]
     with torch.no_grad():
         w = weight.detach().to(dt)
-        # KRSC for 2-D weights (the TMA kernels read it in place); 1-D weights are viewed as 2-D
-        w = w.contiguous(memory_format=torch.channels_last) if w.dim() == 4 else w.contiguous()
+        # channels innermost (KRSC / KTRSC / KRC), which the TMA kernels read in place: a 1-D
+        # weight [K, C, R] stored as [K, R, C] is a channels_last [K, C, 1, R] once unsqueezed
+        if w.dim() == 4:
+            w = w.contiguous(memory_format=torch.channels_last)
+        elif w.dim() == 5:
+            w = w.contiguous(memory_format=torch.channels_last_3d)
+        else:
+            w = w.transpose(1, 2).contiguous().transpose(1, 2)
         b = None if bias is None else bias.detach().to(dt)
     module.__dict__[_CACHE_ATTR] = (key, w, b)
     return w, b
