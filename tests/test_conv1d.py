@@ -131,3 +131,18 @@ def test_conv1d_module_and_patch(padding_mode):
         assert_close(model(x), want, torch.float32, f"patched 1-D model, {padding_mode}")
     convgemm.unpatch(model)
     assert type(model[0]) is nn.Conv1d and type(model[2]) is nn.ConvTranspose1d
+
+
+def test_conv1d_module_caches_a_channels_inner_weight():
+    """The packed copy of a 1-D weight is stored [K, R, C], which the 2-D kernels read in place."""
+    from convgemm.conv.layout import krsc_weight
+
+    m = convgemm.patch(nn.Conv1d(16, 8, 3, padding=1)).to(DEVICE)
+    x = torch.randn(2, 16, 10, device=DEVICE)
+    with torch.no_grad():
+        y = m(x)
+    w = m.__dict__["_convgemm_packed"][1]
+    assert torch.equal(w, m.weight.detach()) and w.stride(1) == 1
+    assert krsc_weight(w.unsqueeze(2), 16).data_ptr() == w.data_ptr()  # no copy
+    assert_close(y, F.conv1d(x.double().cpu(), m.weight.double().cpu(), m.bias.double().cpu(), padding=1),
+                 torch.float32, "cached 1-D weight")  # fmt: skip
