@@ -15,6 +15,7 @@
 #   new        the suites and kernels no GPU has run yet: conv1d, conv3d, grouped (depthwise wgrad,
 #              the grouped REFINE) -> new.json
 #   models     convgemm bench --model craft and --model resnet50 --train (eager and compile)
+#   ab         tools/ab_kernels.py: this session's untimed choices against their alternatives
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
@@ -54,6 +55,7 @@ for step in "$@"; do
         timeout 250 python3 -m convgemm bench --model resnet50 --train --dtype bf16 --json "$OUT/resnet.json" \
             > "$OUT/resnet.log" 2>&1
         echo "resnet50 train: rc=$?"; tail -4 "$OUT/resnet.log" ;;
+    ab) timeout 300 python3 tools/ab_kernels.py 2>&1 | tail -20 | tee "$OUT/ab.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
