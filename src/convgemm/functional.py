@@ -28,7 +28,7 @@ def clear_plans() -> None:
     """Forget every plan (they are rebuilt, and re-tuned if need be, on the next call)."""
     with _plans_lock:
         _plans.clear()
-        _flipped.clear()
+        _derived.clear()
 
 
 def _plain(v):
@@ -362,8 +362,8 @@ def dgrad_as_forward(prob: ConvProblem) -> bool:
     return prob.stride == (1, 1) and max(prob.pad_h) <= er and max(prob.pad_w) <= es
 
 
-_flipped: dict[tuple, tuple] = {}
-_MAX_FLIPPED = 64
+_derived: dict[tuple, tuple] = {}
+_MAX_DERIVED = 64
 
 
 def _derived_weight(weight: torch.Tensor, tag: tuple, make) -> torch.Tensor:
@@ -374,23 +374,23 @@ def _derived_weight(weight: torch.Tensor, tag: tuple, make) -> torch.Tensor:
     if cacheable:
         key = (id(weight), weight.data_ptr(), weight._version, weight.shape, weight.stride(), weight.dtype,
                weight.device, tag)  # fmt: skip
-        hit = _flipped.get(key)
+        hit = _derived.get(key)
         if hit is not None and hit[0]() is weight:
             return hit[1]
     out = make(weight.detach())
     if cacheable:
         with _plans_lock:
-            if len(_flipped) >= _MAX_FLIPPED:
-                _flipped.clear()
-            _flipped[key] = (weakref.ref(weight), out)
+            if len(_derived) >= _MAX_DERIVED:
+                _derived.clear()
+            _derived[key] = (weakref.ref(weight), out)
     return out
 
 
 def _swap_channels(w: torch.Tensor, groups: int) -> torch.Tensor:
-    """[K, C/g, A, B] -> [C, K/g, A, B]: per group, the two channel axes swapped."""
-    k, cg, a, b = w.shape
+    """[K, C/g, *taps] -> [C, K/g, *taps]: per group, the two channel axes swapped (any rank)."""
+    k, cg, *taps = w.shape
     kg = k // groups
-    return w.reshape(groups, kg, cg, a, b).transpose(1, 2).reshape(groups * cg, kg, a, b)
+    return w.reshape(groups, kg, cg, *taps).transpose(1, 2).reshape(groups * cg, kg, *taps)
 
 
 def _flipped_weight(prob: ConvProblem, weight: torch.Tensor, channels_last: bool) -> torch.Tensor:

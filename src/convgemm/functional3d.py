@@ -9,6 +9,7 @@ contiguously); channels_last_3d tensors and views are read in place.
 """
 
 # no ``from __future__ import annotations``: torch.library reads these annotations as types
+from dataclasses import replace
 from typing import Optional
 
 import torch
@@ -16,7 +17,7 @@ from torch import Tensor
 
 from ._runtime import check_device, empty
 from .conv import conv3d as k3
-from .functional import _autocast, _device_of, _needs_op
+from .functional import _autocast, _derived_weight, _device_of, _needs_op, _swap_channels
 from .problem3d import ConvProblem3d
 
 __all__ = ["conv3d", "conv3d_input", "conv3d_weight", "conv_transpose3d"]
@@ -44,8 +45,6 @@ def _ndhwc(x: Tensor) -> Tensor:
 def _problem(input, weight, bias, stride, padding, dilation, groups, op="conv3d") -> ConvProblem3d:
     if isinstance(padding, Pads6):
         prob = ConvProblem3d.from_tensors(input, weight, bias, stride, tuple(padding[:3]), dilation, groups, op)
-        from dataclasses import replace
-
         return replace(prob, pad_end=tuple(padding[3:]))
     return ConvProblem3d.from_tensors(input, weight, bias, stride, padding, dilation, groups, op)
 
@@ -138,23 +137,29 @@ def _grad_problem(op, input_size, input_like, weight_like, grad_output, stride, 
 def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """The input gradient of ``conv3d`` (dgrad): ``[N, C, D, H, W]`` from ``grad_output`` and ``weight``."""
     prob = _grad_problem("conv3d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
-    dx = empty((prob.n, prob.c, prob.d, prob.h, prob.w), grad_output.dtype, grad_output.device,
-               _out_format(grad_output, weight))  # fmt: skip
+    fmt = _out_format(grad_output, weight)
+    size = (prob.n, prob.c, prob.d, prob.h, prob.w)
+    ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
+    if (
+        prob.n * prob.c * prob.k > 0
+        and prob.stride == (1, 1, 1)
+        and all(max(prob.pad[i], prob.pad_end[i]) <= ext[i] for i in range(3))
+    ):
+        # stride 1: dx is the forward convolution of dy with the weight flipped in (T, R, S) and its
+        # channel axes swapped per group (kept per weight version, as in 2-D), padded by
+        # dil * (k - 1) - pad: the forward kernels (the TMA one included) serve dgrad too
+        g = prob.groups
+        wt = _derived_weight(
+            weight, ("flip3", g, fmt), lambda w: _swap_channels(w.flip(2, 3, 4), g).contiguous(memory_format=fmt)
+        )
+        pads = Pads6([ext[i] - prob.pad[i] for i in range(3)] + [ext[i] - prob.pad_end[i] for i in range(3)])
+        y = conv3d_forward(grad_output, wt, None, (1, 1, 1), pads, prob.dilation, g)
+        return y if y.is_contiguous(memory_format=fmt) else y.contiguous(memory_format=fmt)
+    dx = empty(size, grad_output.dtype, grad_output.device, fmt)
     if dx.numel() == 0:
         return dx
     if prob.k == 0:
         return dx.zero_()
-    ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
-    if prob.stride == (1, 1, 1) and all(max(prob.pad[i], prob.pad_end[i]) <= ext[i] for i in range(3)):
-        # stride 1: dx is the forward convolution of dy with the weight flipped in (T, R, S) and its
-        # channel axes swapped per group, padded by dil * (k - 1) - pad: the forward kernels
-        # (the TMA one included) serve dgrad too
-        g, kg, cg = prob.groups, prob.kg, prob.cg
-        wt = weight.reshape(g, kg, cg, prob.t, prob.r, prob.s).transpose(1, 2).flip(3, 4, 5)
-        wt = wt.reshape(prob.c, kg, prob.t, prob.r, prob.s).contiguous(memory_format=_out_format(grad_output, weight))
-        pads = Pads6([ext[i] - prob.pad[i] for i in range(3)] + [ext[i] - prob.pad_end[i] for i in range(3)])
-        y = conv3d_forward(grad_output, wt, None, (1, 1, 1), pads, prob.dilation, g)
-        return y if y.is_contiguous(memory_format=_out_format(grad_output, weight)) else dx.copy_(y)
     with _device_of(grad_output):
         k3.dgrad(prob, _ndhwc(grad_output), weight, dx)
     return dx

@@ -30,7 +30,7 @@ from .._runtime import cdiv, has_tma, interpreting, sm_count
 from ..matmul.launch import descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
-from .fprop import Config, _launch, _small, spatial_tiles, split_k_buffers
+from .fprop import Config, _launch, _small, input_descriptor, spatial_tiles, split_k_buffers
 from .layout import as_nhwc, tma_aligned
 
 _tables: dict = {}
@@ -189,14 +189,7 @@ class WgradTma:
         that ``supports`` accepted; dw may have any strides."""
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
-        sh, sw = prob.stride
-        # a strided 1x1 kernel reads every stride-th pixel: stride 1 on that subsampled view
-        x_desc = descriptor(
-            x,
-            [prob.n, prob.p if sh > 1 else prob.h, prob.q if sw > 1 else prob.w, g, cg],
-            [x.stride(0), x.stride(2) * sh, x.stride(3) * sw, cg, 1],
-            box + [cfg.block_n],
-        )
+        x_desc = input_descriptor(prob, x, box + [cfg.block_n])
         dy_desc = descriptor(
             dy, [prob.n, prob.p, prob.q, g, kg], [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1], box + [cfg.block_m]
         )
@@ -234,8 +227,9 @@ class DepthwiseWgrad:
         split = max(1, min(cdiv(npq, 8 * bp), (4 * sm_count()) // max(programs, 1)))
         return bp, bk, 4, split
 
-    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
-        """``dw [K, 1, R, S]`` from NHWC-or-any-strides ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``."""
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None) -> None:
+        """``dw [K, 1, R, S]`` from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any strides
+        (``cfg`` is unused: the tiles come from ``config``)."""
         from .depthwise import depthwise_wgrad_kernel
         from .fprop import _run_kernel
 
@@ -275,10 +269,7 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
 def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
     """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])`` by ``choose_wgrad``'s kernel."""
     algo, cfg, x, dy = choose_wgrad(prob, x, dy)
-    if algo is DWGRAD:
-        algo.run(prob, x, dy, dw)
-    else:
-        algo.run(prob, x, dy, dw, cfg)
+    algo.run(prob, x, dy, dw, cfg)
 
 
 DGRAD = Dgrad()

@@ -379,6 +379,21 @@ def spatial_tiles(prob: ConvProblem, block_n: int) -> list[tuple[float, int, int
     return out
 
 
+def input_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
+    """NHWC ``x`` as a TMA descriptor ``[N, H, W, groups, C/groups]`` with block ``box``.
+
+    A strided 1x1 kernel reads every stride-th pixel: it is a stride-1 problem on that subsampled
+    view, whose size is the output's (same base address, strides multiplied).
+    """
+    sh, sw = prob.stride
+    return descriptor(
+        x,
+        [prob.n, prob.p if sh > 1 else prob.h, prob.q if sw > 1 else prob.w, prob.groups, prob.cg],
+        [x.stride(0), x.stride(2) * sh, x.stride(3) * sw, prob.cg, 1],
+        box,
+    )
+
+
 class ImplicitGemmTma(Algorithm):
     """Hopper implicit GEMM: TMA boxes of the NHWC input over blocks of output pixels (stride 1;
     a strided 1x1 kernel runs as stride 1 on the subsampled input view)."""
@@ -454,17 +469,9 @@ class ImplicitGemmTma(Algorithm):
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = krsc_weight(w, cp).view(prob.k, -1)
         c_tiles = cp // cfg.block_k
-        g, cg, kg = prob.groups, prob.cg, prob.kg
+        g, kg = prob.groups, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
-        # a strided 1x1 kernel reads every stride-th pixel: a stride-1 problem on that subsampled
-        # view, whose size is the output's (same base address, strides multiplied)
-        sh, sw = prob.stride
-        x_desc = descriptor(
-            x,
-            [prob.n, prob.p if sh > 1 else prob.h, prob.q if sw > 1 else prob.w, g, cg],
-            [x.stride(0), x.stride(2) * sh, x.stride(3) * sw, cg, 1],
-            box + [cfg.block_k],
-        )
+        x_desc = input_descriptor(prob, x, box + [cfg.block_k])
         w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
         yo = _nhwc_out(y)
         y_desc = descriptor(

@@ -43,6 +43,17 @@ def _pixel3(m, A, B, C):
     return n, a, b, rem - b * C
 
 
+@triton.jit
+def _flat_trsc(j, R, S, Cg):
+    """Flat wgrad column index -> (t, r, s, c)."""
+    t = j // (R * S * Cg)
+    rem = j - t * (R * S * Cg)
+    r = rem // (S * Cg)
+    rem = rem - r * (S * Cg)
+    s = rem // Cg
+    return t, r, s, rem - s * Cg
+
+
 # ================================================================ forward
 @triton.jit
 def im2col3d_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -175,12 +186,7 @@ def wgrad3d_x_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.cons
     (x_ptr, s_n, s_d, s_h, s_w, s_c, D, H, W, OD, P, Q, NPQ, st_d, st_h, st_w, pd, ph, pw, dd, dh, dw, R, S, Cg,
      TRSC) = args  # fmt: skip
     j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    t = j // (R * S * Cg)
-    rem = j - t * (R * S * Cg)
-    r = rem // (S * Cg)
-    rem = rem - r * (S * Cg)
-    s = rem // Cg
-    c = rem - s * Cg
+    t, r, s, c = _flat_trsc(j, R, S, Cg)
     return (x_ptr, t * dd - pd, r * dh - ph, s * dw - pw, (g * Cg + c).to(tl.int64) * s_c, j < TRSC, s_n, s_d, s_h,
             s_w, D, H, W, OD, P, Q, NPQ, st_d, st_h, st_w)  # fmt: skip
 
@@ -206,12 +212,7 @@ def wgrad3d_dw_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BL
     (dw_ptr, s_k, s_c, s_t, s_r, s_s, Kg, R, S, Cg, TRSC) = args
     k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    t = j // (R * S * Cg)
-    rem = j - t * (R * S * Cg)
-    r = rem // (S * Cg)
-    rem = rem - r * (S * Cg)
-    s = rem // Cg
-    c = rem - s * Cg
+    t, r, s, c = _flat_trsc(j, R, S, Cg)
     rows = (g * Kg + k).to(tl.int64) * s_k
     cols = t.to(tl.int64) * s_t + r.to(tl.int64) * s_r + s.to(tl.int64) * s_s + c.to(tl.int64) * s_c
     mask = (k < Kg)[:, None] & (j < TRSC)[None, :]
