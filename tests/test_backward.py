@@ -252,3 +252,89 @@ def test_depthwise_wgrad_kernel(case, layout):
     outs = [convgemm.conv2d_weight(x, w.shape, dy, **kw) for _ in range(2)]
     assert_close(outs[0], gw, torch.float32, f"depthwise wgrad {case}")
     assert torch.equal(outs[0], outs[1])
+
+
+# N, C, H, W, K, R, S, stride, padding, dilation, groups: odd sizes throughout
+DW_WGRAD = [
+    (2, 5, 9, 11, 5, 3, 3, 1, 1, 1, 5),  # 9 taps = 8 + 1 per program
+    (2, 6, 11, 9, 6, 3, 3, 2, 1, 1, 6),  # stride 2
+    (2, 4, 10, 9, 8, 3, 3, 2, 1, 1, 4),  # multiplier 2, stride 2
+    (1, 3, 13, 12, 3, 3, 3, 1, 2, 2, 3),  # dilation 2
+    (2, 3, 9, 8, 3, 5, 5, 1, (2, 1), (1, 2), 3),  # 5x5: one filter row per program (4 + 1 taps)
+    (1, 5, 9, 10, 5, 7, 7, 1, 3, 1, 5),  # 7x7 (4 + 2 + 1 taps); two rows per program: 8 + 4 + 2
+    (1, 3, 6, 7, 9, 7, 7, 2, 4, 1, 3),  # multiplier 3, padding past the kernel, stride 2
+    (2, 4, 7, 6, 4, 1, 3, 1, (0, 1), 1, 4),  # 1x3
+]
+
+
+@pytest.mark.parametrize(
+    "case,dtype",
+    [(c, torch.float32) for c in DW_WGRAD] + [(DW_WGRAD[i], torch.float64) for i in (1, 2, 6)],
+    ids=str,
+)
+def test_depthwise_wgrad_every_config(case, dtype):
+    """Every config ``configs`` offers, each forced (the tuner may take any), and a few beyond it
+    (2 filter rows per program, 2 columns per step, one split per output row), against float64; each
+    the first twice, bit-identical, into a NaN-filled dw with non-contiguous strides."""
+    from convgemm.conv.backward import DWGRAD
+
+    x, w, dy, kw = make((*case, False), dtype)
+    _, gw = ref_grads(x, w, dy, kw)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    npr = prob.n * prob.p
+    extra = [Config(4, 4, 2, 4, 1, split_k=npr), Config(2, 8, 2, 4, 1, split_k=2)]
+    cfgs = DWGRAD.configs(prob)
+    assert DWGRAD.default_config(prob) in cfgs
+    for i, cfg in enumerate(cfgs + extra):
+        outs = []
+        for _ in range(2 if i == 0 else 1):
+            dw = torch.full((w.shape[0], w.shape[2], w.shape[3], 2), float("nan"), dtype=dtype, device=DEVICE)
+            dw = dw[..., 0].unsqueeze(1)  # [K, 1, R, S], strides (2RS, 2, 2S, 2)
+            DWGRAD.run(prob, x, dy, dw, cfg)
+            outs.append(dw)
+        assert_close(outs[0], gw, dtype, f"depthwise wgrad {case} {cfg.describe()}")
+        assert torch.equal(outs[0], outs[-1]), cfg.describe()
+
+
+@pytest.mark.parametrize("case", STRIDED, ids=case_id)
+def test_strided_dgrad_by_phases_forced(case, monkeypatch):
+    """The per-phase forward convolutions serve any filter (the dispatcher takes them only for
+    filters no larger than the stride, where they were timed faster): forced on every case."""
+    import convgemm.functional as fn
+
+    monkeypatch.setattr(fn, "_phases_pay", lambda prob, dy: True)
+    fn.clear_plans()
+    try:
+        x, w, dy, kw = make(case, torch.float32)
+        gx, _ = ref_grads(x, w, dy, kw)
+        assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, "dgrad by phases")
+    finally:
+        fn.clear_plans()
+
+
+@pytest.mark.parametrize(
+    "case,dtype",
+    [
+        ((2, 32, 7, 9, 32, 3, 3, 1, 1, 1, 32), torch.float32),
+        ((1, 48, 6, 5, 96, 3, 3, 2, 1, 1, 48), torch.float32),  # multiplier 2: the gather tiles
+        ((1, 40, 9, 7, 40, 7, 7, 1, 3, 1, 40), torch.float32),
+        ((1, 24, 5, 6, 24, 3, 3, 1, 1, 1, 24), torch.float64),
+    ],
+    ids=str,
+)
+def test_depthwise_wgrad_gpu_configs(case, dtype, monkeypatch):
+    """The tile shapes ``configs`` gives a GPU (8 warps, 128-channel blocks, two filter rows per
+    program), run here whatever the device, each forced, against float64."""
+    import convgemm.conv.backward as bw
+
+    x, w, dy, kw = make((*case, False), dtype)
+    _, gw = ref_grads(x, w, dy, kw)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    monkeypatch.setattr(bw, "interpreting", lambda: False)
+    cfgs = bw.DWGRAD.configs(prob)
+    monkeypatch.undo()
+    assert len(cfgs) >= 2
+    for cfg in cfgs:
+        dw = torch.full(tuple(w.shape), float("nan"), dtype=dtype, device=DEVICE)
+        bw.DWGRAD.run(prob, x, dy, dw, cfg)
+        assert_close(dw, gw, dtype, f"depthwise wgrad {case} {cfg.describe()}")

@@ -1,6 +1,8 @@
 """conv3d, its gradients, conv_transpose3d, the custom ops and the 3-D modules, against float64
 torch on the CPU."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -82,8 +84,6 @@ def test_conv3d_unbatched_and_empty_batch():
 
 @pytest.mark.parametrize("split_k", [1, 3])
 def test_conv3d_wgrad_split_k_is_deterministic(split_k):
-    from dataclasses import replace
-
     x, w, _, kw = _tensors(CASES[0], torch.float32)
     prob = ConvProblem3d.from_tensors(x, w, None, **kw)
     dy = torch.randn(prob.output_shape, device=DEVICE)
@@ -269,3 +269,127 @@ def test_conv3d_tma_refuses_what_it_cannot_take():
     assert k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x) is not None
     x, w, b, kw = _tensors((1, 6, 3, 4, 4, 8, 1, 1, 1, 1, 0, 1, 1), torch.float16, channels_last=True)
     assert "aligned" in k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x)  # 12-byte pixels
+
+
+# ---------------------------------------------------------------- forward algorithms and the tuner
+def _forced(algo, case, dtype, cfgs):
+    """Run ``algo`` with every config of ``cfgs`` on ``case`` against the float64 reference."""
+    x, w, b, kw = _tensors(case, dtype, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    prob = replace(prob, tma_input_ok=k3.tma_input_ok(x))
+    assert algo.supports(prob) is None, algo.supports(prob)
+    assert cfgs, "no candidate configs"
+    want = _ref(x, w, b, kw)
+    for cfg in cfgs:
+        y = torch.full(prob.output_shape, float("nan"), device=DEVICE, dtype=dtype)
+        algo.run(prob, x, w, b, y, cfg)
+        assert_close(y, want, dtype, f"{algo.name} [{cfg.describe()}] {case}")
+    return prob
+
+
+TMA_CASES = [
+    # C = 48: a 16-channel K tile, and the 64-channel one with the channels zero-padded; K = 80:
+    # partial 64- and 128-row tiles
+    ((1, 48, 3, 5, 6, 80, 3, 3, 3, 1, 1, 1, 1), torch.float16),
+    ((1, 64, 4, 3, 5, 64, 3, 1, 1, 1, (1, 0, 0), 1, 1), torch.float16),  # temporal 3x1x1
+    ((1, 40, 2, 5, 3, 24, 1, 3, 3, 1, (0, 1, 1), 1, 1), torch.float32),  # spatial 1x3x3, fp32 tiles
+]
+
+
+@pytest.mark.parametrize("case,dtype", TMA_CASES, ids=str)
+def test_conv3d_tma_every_candidate_config(case, dtype):
+    """Every config ``conv3d_tma`` offers the tuner on an H200 (132 SMs: split-K for these few
+    tiles) and on a 1-SM device (persistent configs), forced, under the interpreter."""
+    x, w, b, kw = _tensors(case, dtype, channels_last=True)
+    prob = replace(ConvProblem3d.from_tensors(x, w, b, **kw), tma_input_ok=True)
+    cfgs = list(dict.fromkeys(k3.TMA3D.candidates(prob, 132) + k3.TMA3D.candidates(prob, 1)))
+    if case == TMA_CASES[0][0]:
+        kinds = {(c.split_k > 1, c.persistent > 0) for c in cfgs}
+        assert {(False, False), (True, False), (False, True)} <= kinds, kinds
+        assert {c.block_k for c in cfgs} == {16, 64}  # the divisor and the padded 128-byte tile
+    _forced(k3.TMA3D, case, dtype, cfgs)
+
+
+@pytest.mark.parametrize(
+    "algo,case",
+    [
+        ("conv3d_gather", (1, 40, 3, 4, 5, 72, 3, 3, 3, (1, 2, 1), 1, 1, 1)),
+        ("conv3d_small_k", (1, 3, 4, 9, 8, 24, 3, 7, 7, (1, 2, 2), (1, 3, 3), 1, 1)),  # an RGB stem
+    ],
+    ids=str,
+)
+def test_conv3d_gather_every_candidate_config(algo, case):
+    a = k3.ALGORITHMS3D[algo]
+    x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    _forced(a, case, torch.float16, a.candidates(prob) + [a.default_config(prob)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # numpy's Inf - Inf, the point of the test
+def test_conv3d_small_k_masks_padding_taps_on_both_sides():
+    """The flat reduction's last tile runs past T*R*S*C: an Inf in x must not meet a zero weight."""
+    x, w, b, kw = _tensors((1, 3, 3, 5, 5, 8, 3, 3, 3, 1, 1, 1, 1), torch.float32)
+    x[0, :, 1, 2, 2] = float("inf")
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    y = torch.empty(prob.output_shape, device=DEVICE)
+    k3.SMALL_K.run(prob, x.contiguous(memory_format=torch.channels_last_3d), w, b, y, k3.SMALL_K.default_config(prob))
+    want = _ref(x, w, b, kw)
+    assert torch.equal(torch.isnan(y.cpu()), torch.isnan(want)) and torch.equal(torch.isinf(y.cpu()), torch.isinf(want))
+
+
+@pytest.fixture
+def fresh_tuner(monkeypatch, tmp_path):
+    from convgemm import functional3d
+    from convgemm.tune import cache as tc
+
+    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tc, "_warned", set())
+    functional3d.clear_plans3d()
+    yield
+    functional3d.clear_plans3d()
+
+
+def test_conv3d_tuner_choice_is_cached_and_used(fresh_tuner, monkeypatch):
+    """With tuning on, ``choose`` times the candidates once (here a fake timer picks a split-K TMA
+    config), stores the winner on disk under a 3-D key, and ``conv3d`` runs that choice."""
+    from convgemm.functional3d import conv3d_algorithm
+    from convgemm.tune import autotune as at
+    from convgemm.tune import cache as tc
+
+    case = (1, 16, 4, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1)
+    x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
+    calls = []
+
+    def fake_tune(prob, candidates, x, w, bias, y):
+        calls.append([a.name for a in candidates])
+        cfg = replace(k3.TMA3D.default_config(prob), split_k=3)
+        return k3.TMA3D, cfg, 7.0
+
+    monkeypatch.setattr(at, "autotune_enabled", lambda: True)
+    monkeypatch.setattr(at, "_tune", fake_tune)
+    name, cfg = conv3d_algorithm(x, w, b, **kw)
+    assert (name, cfg.split_k) == ("conv3d_tma", 3) and calls == [["conv3d_tma", "conv3d_small_k", "conv3d_gather"]]
+    entries = tc.TuneCache()
+    assert len(entries) == 1
+    prob = replace(ConvProblem3d.from_tensors(x, w, b, **kw), tma_input_ok=True)
+    assert '"conv3d"' in at.cache_key(prob, x.device)
+    k3.clear_memo()  # a new process: the disk cache answers, nothing is timed
+    assert conv3d_algorithm(x, w, b, **kw) == (name, cfg) and len(calls) == 1
+    assert_close(convgemm.conv3d(x, w, b, **kw), _ref(x, w, b, kw), torch.float16, "tuned conv3d")
+    # a 2-D problem of the same channels never reads the 3-D entry (and vice versa)
+    assert prob.key() != replace(prob, d=prob.d + 1).key()
+
+
+def test_conv3d_untuned_choice_is_the_heuristic(fresh_tuner, monkeypatch):
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    for case, want in (
+        ((1, 16, 4, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1), "conv3d_tma"),
+        ((1, 3, 4, 9, 8, 24, 3, 7, 7, (1, 2, 2), (1, 3, 3), 1, 1), "conv3d_small_k"),
+        ((1, 32, 4, 5, 6, 16, 3, 3, 3, 2, 1, 1, 2), "conv3d_gather"),  # strided, grouped
+    ):
+        x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
+        name, cfg = convgemm.functional3d.conv3d_algorithm(x, w, b, **kw)
+        assert name == want
+        prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+        prob = replace(prob, tma_input_ok=k3.tma_input_ok(x))
+        assert cfg == k3.ALGORITHMS3D[name].default_config(prob)

@@ -33,6 +33,11 @@ def test_ddp_two_gpus_nccl():
 
 def test_ddp_two_processes_gloo_cpu():
     """The same check with gloo on the CPU (kernels under the interpreter): runs without GPUs."""
+    import numpy as np
+
+    if tuple(int(v) for v in np.__version__.split(".")[:2]) >= (2, 3):
+        # seen on the GPU image (numpy 2.3+): the interpreter fails converting loop bounds
+        pytest.skip(f"Triton 3.6's interpreter needs numpy < 2.3 (this is {np.__version__}); CI pins it")
     out = _torchrun("--cpu", "--batch", "4", "--size", "8", timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "gradients match" in out.stdout

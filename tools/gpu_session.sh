@@ -13,9 +13,12 @@
 #   floor      convgemm bench --suite floor (bf16, fwd) -> floor.json
 #   backward   dgrad and wgrad on floor,resnet50,craft -> dgrad.json, wgrad.json
 #   new        the suites and kernels no GPU has run yet: conv1d, conv3d, grouped (depthwise wgrad,
-#              the grouped REFINE) -> new.json
+#              the grouped non-finite fix-up) -> new.json
 #   models     convgemm bench --model craft and --model resnet50 --train (eager and compile)
 #   ab         tools/ab_kernels.py: this session's untimed choices against their alternatives
+#   changed    pytest on $TESTS (default: the files this session changed), on GPU $TEST_GPU (default
+#              0; on a two-GPU machine give 1 and run benchmarks on GPU 0 at the same time)
+#   ddp        tests/test_ddp.py (the NCCL test needs two GPUs)
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
@@ -47,15 +50,22 @@ for step in "$@"; do
         bench dgrad 150 --suite floor,resnet50,craft --direction dgrad
         bench wgrad 150 --suite floor,resnet50,craft --direction wgrad ;;
     new)
-        bench new 250 --suite conv1d,conv3d,grouped --direction fwd
-        bench grouped-wgrad 150 --suite grouped --direction wgrad ;;
+        bench new "${NEW_TIMEOUT:-250}" --suite conv1d,conv3d,grouped --direction fwd
+        bench grouped-wgrad "${WGRAD_TIMEOUT:-150}" --suite grouped --direction wgrad ;;
     models)
         timeout 250 python3 -m convgemm bench --model craft --dtype bf16 --json "$OUT/craft.json" > "$OUT/craft.log" 2>&1
         echo "craft: rc=$?"; tail -4 "$OUT/craft.log"
         timeout 250 python3 -m convgemm bench --model resnet50 --train --dtype bf16 --json "$OUT/resnet.json" \
             > "$OUT/resnet.log" 2>&1
         echo "resnet50 train: rc=$?"; tail -4 "$OUT/resnet.log" ;;
-    ab) timeout 300 python3 tools/ab_kernels.py 2>&1 | tail -20 | tee "$OUT/ab.log" ;;
+    ab) timeout "${AB_TIMEOUT:-300}" python3 tools/ab_kernels.py ${AB_ARGS:-} 2>&1 | tail -20 | tee "$OUT/ab.log" ;;
+    changed)
+        CUDA_VISIBLE_DEVICES=${TEST_GPU:-0} timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -n 8 ${TESTS:-tests} \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "FAILED|ERROR|Error|passed|failed" | tail -30 |
+            tee "$OUT/changed.log" ;;
+    ddp)
+        timeout 150 python3 -m pytest -v tests/test_ddp.py -p no:cacheprovider --tb=short -W ignore 2>&1 |
+            grep -E "PASSED|FAILED|SKIPPED|passed|failed|Error" | tee "$OUT/ddp.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done

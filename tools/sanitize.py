@@ -55,6 +55,7 @@ class Case:
     bias: bool = False
     nchw: bool = False  # NCHW tensors instead of channels_last
     split_k: int = 1  # > 1: the algorithm's default config with this split count, run directly
+    nan: bool = False  # one NaN in the input (grouped: the main kernel lists the tile, the fix-up redoes it)
     n: int = 3
     h: int = 13
     w: int = 11
@@ -68,6 +69,8 @@ class Case:
             s += " bias"
         if self.split_k > 1:
             s += f" splitk{self.split_k}"
+        if self.nan:
+            s += " nan"
         return s
 
 
@@ -91,6 +94,7 @@ CASES = [
     _fwd("gemm_1x1", 48, 40, 1, split_k=3),
     _fwd("grouped", 24, 40, 3, pad=1, groups=2, bias=True),
     _fwd("grouped", 32, 40, 3, stride=2, pad=2, dil=2, groups=4, nchw=True),
+    _fwd("grouped", 32, 32, 3, pad=1, groups=8, bias=True, nan=True),  # the non-finite fix-up launch
     _fwd("depthwise", 17, 34, 3, pad=1, groups=17, bias=True),  # channel multiplier 2
     _fwd("depthwise", 24, 24, 3, stride=2, pad=2, dil=2, groups=24, nchw=True),
     Case("dgrad", "", 17, 33, 3, pad=1),  # stride 1: a forward convolution of dy
@@ -104,6 +108,8 @@ CASES = [
     Case("wgrad", "", 24, 40, 1, stride=2),
     Case("wgrad", "", 24, 40, 3, pad=1, groups=2),
     Case("wgrad", "", 17, 33, 3, pad=1, h=45, w=43),  # a long N*P*Q reduction: split-K on a GPU
+    Case("wgrad", "", 24, 24, 3, pad=1, groups=24),  # depthwise: the direct kernel
+    Case("wgrad", "", 16, 32, 7, stride=2, pad=3, groups=16, nchw=True, h=29, w=27),  # multiplier 2, 7x7
 ]
 
 
@@ -114,7 +120,14 @@ def _tensor(shape, dtype, device, nchw: bool) -> torch.Tensor:
 
 def _rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
     y = y.detach().double().cpu()
-    if tuple(y.shape) != tuple(ref.shape) or not torch.isfinite(y).all():
+    if tuple(y.shape) != tuple(ref.shape):
+        return float("inf")
+    bad = ~torch.isfinite(ref)
+    if bad.any():  # a NaN input: the same NaN/Inf positions, and the finite rest compared
+        if not torch.equal(torch.isnan(y), torch.isnan(ref)) or not torch.equal(torch.isinf(y), torch.isinf(ref)):
+            return float("inf")
+        y, ref = y[~bad], ref[~bad]
+    if not torch.isfinite(y).all():
         return float("inf")
     den = ref.norm().item()
     num = (y - ref).norm().item()
@@ -142,6 +155,8 @@ def run_case(case: Case, dtype: torch.dtype, device: str) -> tuple[torch.Tensor,
 
     kw = dict(stride=case.stride, padding=case.pad, dilation=case.dil, groups=case.groups)
     x = _tensor((case.n, case.c, case.h, case.w), dtype, device, case.nchw)
+    if case.nan:
+        x[0, 0, case.h // 2, case.w // 2] = float("nan")
     w = _tensor((case.k, case.c // case.groups, case.r, case.r), dtype, device, case.nchw)
     xd, wd = x.double().cpu(), w.double().cpu()
     if case.direction == "fwd":

@@ -339,9 +339,16 @@ def _phases_pay(prob: ConvProblem, dy: torch.Tensor) -> bool:
     """Whether strided dgrad runs as per-phase forward convolutions (``_dgrad_by_phases``) rather
     than the one-launch per-phase gather kernel: where the forward kernels have TMA (Hopper, the
     interpreter), the layer is big enough for a few launches to pay, and not float64. Symmetric
-    padding only (the phases are computed from the leading padding)."""
+    padding only (the phases are computed from the leading padding).
+
+    Only filters no larger than the stride (each phase then has at most one tap per axis): timed
+    on the H200 (tools/ab_kernels.py, bf16, batch 64), a 1x1 stride-2 256->512 layer at 56x56 took
+    100 us by phases against 458 us on the gather kernel, but a 3x3 stride-2 128->128 layer took
+    411 us by phases (four small convolutions and their copies) against 152 us."""
     return (
         prob.stride != (1, 1)
+        and prob.r <= prob.stride[0]
+        and prob.s <= prob.stride[1]
         and has_tma(dy)
         and prob.dtype != torch.float64
         and prob.pad_h[0] == prob.pad_h[1]

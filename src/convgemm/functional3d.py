@@ -3,7 +3,8 @@
 ``torch.ops.convgemm.conv3d`` / ``conv3d_input`` / ``conv3d_weight`` with autograd, so the
 functions are differentiable and ``torch.compile`` traces them.
 
-Kernels: ``conv/conv3d.py`` (gather implicit GEMMs on the matmul blocks). NCDHW inputs with
+Kernels: ``conv/conv3d.py`` (implicit GEMMs on the matmul blocks; the forward's algorithm and
+config tuned per shape, and a per-signature plan so repeat calls skip Triton's dispatch). NCDHW inputs with
 more than one channel are copied to channels_last_3d first (the loaders then read channel runs
 contiguously); channels_last_3d tensors and views are read in place.
 """
@@ -17,7 +18,8 @@ from torch import Tensor
 
 from ._runtime import check_device, empty
 from .conv import conv3d as k3
-from .functional import _autocast, _derived_weight, _device_of, _needs_op, _swap_channels
+from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
+from .matmul.launch import Launch
 from .problem3d import ConvProblem3d
 
 __all__ = ["conv3d", "conv3d_input", "conv3d_weight", "conv_transpose3d"]
@@ -66,21 +68,73 @@ def _normalize(weight, stride, padding, dilation) -> tuple[list[int], list[int],
     return st, pad + pad, dil
 
 
-def conv3d_forward(input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+# Plans, as 2-D's (``functional.conv2d_forward``): per call signature the validated problem, the
+# chosen algorithm and config, and a launch handle that skips Triton's dispatch on repeat calls
+# (its tens of microseconds were most of a small 3-D layer's time).
+_plans: dict[tuple, tuple] = {}
+_MAX_PLANS = 4096
+
+
+def clear_plans3d() -> None:
+    """Forget every 3-D plan and tuning result of this process (re-chosen on the next call)."""
+    _plans.clear()
+    k3.clear_memo()
+
+
+def _plan_key(input, weight, bias, stride, padding, dilation, groups) -> tuple | None:
+    pads = None
+    if type(padding) is Pads6:
+        if not all(type(v) is int for v in padding):
+            return None
+        pads, padding = tuple(padding), 0
+    sig = _signature(input, weight, bias, stride, padding, dilation, groups, "conv3d")
+    return None if sig is None else (sig, pads)
+
+
+def _choose(input, weight, bias, stride, padding, dilation, groups):
+    """(problem with ``tma_input_ok`` set, NDHWC input, output, (algorithm, config)); the output is
+    None when no kernel needs to run (empty, or no input channels)."""
     prob = _problem(input, weight, bias, stride, padding, dilation, groups)
     check_device(input, "conv3d")
     y = empty(prob.output_shape, input.dtype, input.device, _out_format(input, weight))
-    if y.numel() == 0:
-        return y
-    if prob.c == 0:
-        return y.zero_() if bias is None else y.copy_(bias.view(1, -1, 1, 1, 1).expand_as(y))
+    if y.numel() == 0 or prob.c == 0:
+        return prob, None, y, None
     x = _ndhwc(input)
+    prob = replace(prob, tma_input_ok=k3.tma_input_ok(x))
     with _device_of(input):
-        if k3.tma_supports(prob, x) is None:
-            k3.forward_tma(prob, x, weight, bias, y)
-        else:
-            k3.forward(prob, x, weight, bias, y)
+        return prob, x, y, k3.choose(prob, x, weight, bias, y)
+
+
+def conv3d_forward(input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+    key = _plan_key(input, weight, bias, stride, padding, dilation, groups)
+    plan = _plans.get(key) if key is not None else None
+    if plan is not None:
+        prob, algo, cfg, launch, fmt = plan
+        y = empty(prob.output_shape, input.dtype, input.device, fmt)
+        with _device_of(input):
+            algo.run(prob, _ndhwc(input), weight, bias, y, cfg, launch)
+        return y
+    prob, x, y, choice = _choose(input, weight, bias, stride, padding, dilation, groups)
+    if choice is None:
+        if y.numel() and prob.c == 0:
+            return y.zero_() if bias is None else y.copy_(bias.view(1, -1, 1, 1, 1).expand_as(y))
+        return y
+    algo, cfg = choice
+    launch = Launch()
+    with _device_of(input):
+        algo.run(prob, x, weight, bias, y, cfg, launch)
+    if key is not None:
+        if len(_plans) >= _MAX_PLANS:
+            _plans.clear()
+        _plans[key] = (prob, algo, cfg, launch, _out_format(input, weight))
     return y
+
+
+def conv3d_algorithm(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """The (algorithm name, ``Config``) ``conv3d`` runs these arguments with (tuning if need be);
+    (None, None) when no kernel runs."""
+    _, _, _, choice = _choose(input, weight, bias, stride, padding, dilation, groups)
+    return (None, None) if choice is None else (choice[0].name, choice[1])
 
 
 def conv3d(

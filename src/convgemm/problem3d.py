@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .problem import _bucket, dtype_name
+
 Triple = tuple[int, int, int]
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -48,6 +50,9 @@ class ConvProblem3d:
     groups: int
     dtype: torch.dtype
     precision: str = "ieee"
+    #: the device has TMA and the NDHWC input view is 16-byte aligned (set by the caller that holds
+    #: the input: ``conv3d.tma_input_ok``); part of the tuning key
+    tma_input_ok: bool = False
 
     @property
     def cg(self) -> int:
@@ -71,6 +76,33 @@ class ConvProblem3d:
     @property
     def q(self) -> int:
         return self._out(self.w, self.s, 2)
+
+    def key(self) -> tuple:
+        """Autotune cache key: exact layer parameters and spatial sizes (the pixel tiles of the TMA
+        kernel depend on them), batch bucketed to a power of two; tagged apart from 2-D keys."""
+        return (
+            "conv3d",
+            dtype_name(self.dtype),
+            self.precision,
+            self.c,
+            self.k,
+            (self.t, self.r, self.s),
+            self.stride,
+            self.pad,
+            self.pad_end,
+            self.dilation,
+            self.groups,
+            self.tma_input_ok,
+            _bucket(self.n),
+            (self.d, self.h, self.w),
+        )
+
+    def describe(self) -> str:
+        return (
+            f"N{self.n} C{self.c} {self.d}x{self.h}x{self.w} -> K{self.k} {self.t}x{self.r}x{self.s}"
+            f" s{'x'.join(map(str, self.stride))} p{'x'.join(map(str, self.pad))}"
+            f" d{'x'.join(map(str, self.dilation))} g{self.groups} {dtype_name(self.dtype)}"
+        )
 
     @property
     def output_shape(self) -> tuple[int, int, int, int, int]:

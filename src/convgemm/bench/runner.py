@@ -287,7 +287,8 @@ def run_shape_backward(
     x0, w0, _ = sets[0]
     prob = convgemm.ConvProblem.from_tensors(x0, w0, None, **args)
     if direction == "wgrad":
-        algo, cfg, _, _ = choose_wgrad(prob, x0, sets[0][2])
+        # the timed calls tuned it: this reads the choice back from the memo
+        algo, cfg, _, _ = choose_wgrad(prob, x0, sets[0][2], torch.empty_like(w0))
         row.algorithm, row.config = algo.name, (cfg.describe() if cfg is not None else "direct")
     elif dgrad_as_forward(prob):
         row.algorithm, row.config = "dgrad_as_forward", "forward conv of dy (tuned)"
@@ -377,7 +378,13 @@ def run_shape3d(shp: Shape3d, suite: str, dtype_key: str, layout: str, check: bo
     torch.cuda.synchronize()
     row.tune_s = time.perf_counter() - t0
     row.convgemm_us = _bench(lambda: convgemm.conv3d(x, w, b, **args))
-    row.algorithm, row.config = "conv3d_gather", "heuristic"
+    from convgemm.functional3d import conv3d_algorithm
+    from convgemm.tune.autotune import autotune_enabled
+
+    name, cfg = conv3d_algorithm(x, w, b, **args)  # the route the timed calls took (memoised choice)
+    row.algorithm, row.config = name or "none", cfg.describe() if cfg is not None else ""
+    if not autotune_enabled():
+        row.config += " (heuristic)"
     times = {}
     for lay, f in (("channels_last", torch.channels_last_3d), ("nchw", torch.contiguous_format)):
         cx, cw = x.contiguous(memory_format=f), w.contiguous(memory_format=f)

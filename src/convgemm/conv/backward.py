@@ -211,54 +211,157 @@ class WgradTma:
 
 class DepthwiseWgrad:
     """wgrad of a depthwise layer (one input channel per group): not a GEMM -- each weight is a
-    dot product over every output pixel -- so a direct kernel (``conv/depthwise.py``), one tap per
-    program, NHWC vectors along channels, fixed-order split sums."""
+    dot product over every output pixel -- so a direct kernel (``conv/depthwise_wgrad.py``): a
+    program walks a chunk of output rows for one channel block and one group of filter rows,
+    loading each dy tile once and the x tile for all its taps as one 3-D load; the chunks'
+    partial sums are added in a fixed order (reproducible).
+
+    Its ``Config``: ``block_m`` = BLOCK_Q (output columns per step), ``block_n`` = BLOCK_K
+    (channels, 8 x 16-bit per thread), ``block_k`` = filter rows per program (R: all taps, for
+    filters of at most 9 taps; 1 or 2 above, bounding the per-tap accumulators' registers),
+    ``split_k`` = chunks of the N*P output rows.
+    """
 
     name = "depthwise_wgrad"
 
-    def config(self, prob: ConvProblem) -> tuple[int, int, int, int]:
-        """(BLOCK_P, BLOCK_K, warps, splits)."""
-        npq = prob.n * prob.p * prob.q
-        if interpreting():
-            return 16, min(32, _small(prob.k)), 4, min(3, cdiv(npq, 16))
-        bk = min(64, _small(prob.k, 8))
-        bp = 2048 // bk  # 2048-element tiles: 16 per thread on 4 warps
-        programs = prob.r * prob.s * cdiv(prob.k, bk)
-        split = max(1, min(cdiv(npq, 8 * bp), (4 * sm_count()) // max(programs, 1)))
-        return bp, bk, 4, split
+    @staticmethod
+    def _splits(prob: ConvProblem, bk: int, rows: int, per_sm: int) -> int:
+        """Row chunks giving about ``per_sm`` programs per SM, each at least 4 output rows
+        (a chunk re-reads R - 1 halo rows of x, and its partial costs a workspace round trip)."""
+        tiles = cdiv(prob.r, rows) * cdiv(prob.k, bk)
+        return max(1, min(cdiv(prob.n * prob.p, 4), cdiv(per_sm * sm_count(), tiles)))
 
-    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None) -> None:
-        """``dw [K, 1, R, S]`` from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any strides
-        (``cfg`` is unused: the tiles come from ``config``)."""
-        from .depthwise import depthwise_wgrad_kernel
+    def _config(self, prob: ConvProblem, warps: int, rows: int, per_sm: int) -> Config:
+        """BLOCK_Q x BLOCK_K with 8 elements per thread (8 x 16-bit channels: one 16-byte vector
+        per tap and column, no replication; 4 in fp64, and 2 with a channel multiplier, whose x
+        reads are per-element gathers: tools/sm90_check.py, no spills, <= 215 registers), shaped
+        to waste the fewest lanes on the Q and K tails (ties: 64 channels, then wider columns)."""
+        per_thread = 2 if prob.kg > 1 else (4 if prob.dtype == torch.float64 else 8)
+        if prob.kg > 1 and prob.dtype == torch.float64:
+            per_thread = 1
+        tile = per_thread * 32 * warps
+
+        def waste(bk: int) -> tuple[int, bool, int]:
+            bq = max(1, tile // bk)
+            return cdiv(prob.q, bq) * bq * cdiv(prob.k, bk) * bk, bk != 64, bk
+
+        bk = min((32, 64, 128), key=waste)
+        return Config(max(1, tile // bk), bk, rows, warps, 1, split_k=self._splits(prob, bk, rows, per_sm))
+
+    def _rows(self, prob: ConvProblem) -> int:
+        return prob.r if prob.r * prob.s <= 9 else 1
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        if interpreting():
+            bq = min(8, _small(prob.q, 1))
+            return Config(bq, min(16, _small(prob.k, 4)), self._rows(prob), 4, 1, split_k=min(3, prob.n * prob.p))
+        return self._config(prob, 4, self._rows(prob), 8)
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        """A few candidates around the default: 8 warps (twice the columns per step), two filter
+        rows per program for large filters (dy read half as often, about 210 registers), fewer
+        and longer row chunks."""
+        if interpreting():
+            d = self.default_config(prob)
+            return [d, Config(4, 8, 1, 4, 1, split_k=2), Config(8, 4, prob.r, 4, 1, split_k=1)]
+        rows = self._rows(prob)
+        out = [self._config(prob, 4, rows, 8), self._config(prob, 8, rows, 4)]
+        if rows == 1 and prob.r > 1:
+            out.append(self._config(prob, 4, 2, 8))
+        out.append(self._config(prob, 4, rows, 3))
+        return list(dict.fromkeys(out))
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None, launch=None):
+        """``dw [K, 1, R, S]`` (any strides) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any
+        strides (NHWC is the fast layout); ``cfg`` None takes ``default_config``."""
+        from .depthwise_wgrad import depthwise_wgrad_kernel, tap_chunks
         from .fprop import _run_kernel
 
-        bp, bk, warps, split = self.config(prob)
-        npq = prob.n * prob.p * prob.q
-        per_split = cdiv(cdiv(npq, split), bp) * bp
-        split = cdiv(npq, per_split)
+        cfg = cfg or self.default_config(prob)
+        bq, bk, rows, split = cfg.block_m, cfg.block_n, min(cfg.block_k, prob.r), cfg.split_k
+        np_ = prob.n * prob.p
+        rows_per_split = cdiv(np_, split)
+        split = cdiv(np_, rows_per_split)
+        t0, t1, t2 = tap_chunks(rows * prob.s)
         acc_t = torch.float64 if prob.dtype == torch.float64 else torch.float32
-        taps = prob.r * prob.s
-        ws = torch.empty((split, taps, prob.k), dtype=acc_t, device=x.device)
-        grid = (taps, cdiv(prob.k, bk), split)
-        args = (x, dy, ws, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, npq, per_split,
+        grid = (cdiv(prob.r, rows), cdiv(prob.k, bk), split)
+        ws, locks = split_k_buffers(x.device, grid[0] * grid[1], split, (t0 + t1 + t2) * bk, acc_t)
+        args = (x, dy, dw, ws, locks, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, np_, rows_per_split,
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), dy.stride(0), dy.stride(1), dy.stride(2),
-                dy.stride(3), prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0],
-                prob.dilation[1], prob.s)  # fmt: skip
-        constexprs = lambda: dict(BLOCK_P=bp, BLOCK_K=bk, ACC_F64=acc_t == torch.float64)  # noqa: E731
-        _run_kernel(None, depthwise_wgrad_kernel, grid, args, constexprs, {"num_warps": warps, "num_stages": 2})
-        # the splits summed in a fixed order; [taps, K] -> dw[k, 0, r, s]
-        dw.copy_(ws.sum(0).t().reshape(dw.shape))
+                dy.stride(3), dw.stride(0), dw.stride(2), dw.stride(3), prob.stride[0], prob.stride[1],
+                prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.r)  # fmt: skip
+
+        def constexprs():
+            return dict(S=prob.s, ROWS=rows, T0=t0, T1=t1, T2=t2, BLOCK_Q=bq, BLOCK_K=bk,
+                        ACC_F64=acc_t == torch.float64)  # fmt: skip
+
+        _run_kernel(launch, depthwise_wgrad_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps,
+                                                                              "num_stages": cfg.num_stages})  # fmt: skip
 
 
-def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
+class _AsForward:
+    """A wgrad kernel seen through the forward tuner's interface (``autotune._tune``): x and dy
+    in the input and weight slots, dw in the output's."""
+
+    def __init__(self, algo) -> None:
+        self.algo, self.name = algo, algo.name
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        return self.algo.configs(prob)
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        return self.algo.default_config(prob)
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return True
+
+    def run(self, prob, x, dy, bias, dw, cfg, launch=None) -> None:
+        self.algo.run(prob, x, dy, dw, cfg, launch)
+
+
+_wgrad_memo: dict = {}
+
+
+def tuned_wgrad_config(algo, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> Config:
+    """``algo``'s config for ``prob``: this process's memo, then the tuning cache on disk (keyed
+    like the forward's, tagged ``wgrad``), then timing ``algo.configs`` on the call's own tensors
+    (into a scratch dw). The default config when tuning is off or there is no GPU."""
+    from ..tune import autotune as at
+
+    key = (prob.key(), algo.name)
+    hit = _wgrad_memo.get(key)
+    if hit is not None:
+        return hit
+    cfg = None
+    if x.device.type == "cuda" and not interpreting() and at.autotune_enabled():
+        dkey = at.cache_key(prob, x.device) + "|wgrad"
+        entry = at.disk_cache().get(dkey)
+        if entry is not None and entry["algorithm"] == algo.name:
+            try:
+                cfg = Config(**entry["config"])
+            except TypeError:  # a field this version does not know
+                cfg = None
+        if cfg is None:
+            _, cfg, us = at._tune(prob, [_AsForward(algo)], x, dy, None, dw)
+            if us is not None:
+                at.disk_cache().put(dkey, algo.name, cfg, us)
+    cfg = cfg or algo.default_config(prob)
+    _wgrad_memo[key] = cfg
+    return cfg
+
+
+def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor | None = None):
     """The wgrad kernel for ``prob``: ``(kernel, config, x, dy)`` with the tensors it reads.
 
-    ``wgrad_tma`` on NHWC views (an NCHW tensor is copied: one pass over it costs less than the
-    gather kernel's strided reads) when it applies, else the gather kernel on the tensors as given.
+    Depthwise layers: the direct kernel, its config tuned when ``dw`` (the output, for a scratch
+    copy) is given. Else ``wgrad_tma`` on NHWC views (an NCHW tensor is copied: one pass over it
+    costs less than the gather kernel's strided reads) when it applies, else the gather kernel on
+    the tensors as given.
     """
     if prob.cg == 1 and prob.groups > 1:
-        return DWGRAD, None, as_nhwc(x), as_nhwc(dy)
+        xn, dyn = as_nhwc(x), as_nhwc(dy)
+        cfg = tuned_wgrad_config(DWGRAD, prob, xn, dyn, dw) if dw is not None else DWGRAD.default_config(prob)
+        return DWGRAD, cfg, xn, dyn
     if WGRAD_TMA.problem_ok(prob, x):
         xn, dyn = as_nhwc(x), as_nhwc(dy)
         if WGRAD_TMA.supports(prob, xn, dyn) is None:
@@ -268,7 +371,7 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
 
 def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
     """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])`` by ``choose_wgrad``'s kernel."""
-    algo, cfg, x, dy = choose_wgrad(prob, x, dy)
+    algo, cfg, x, dy = choose_wgrad(prob, x, dy, dw)
     algo.run(prob, x, dy, dw, cfg)
 
 

@@ -1,12 +1,16 @@
 """3-D convolution kernels: forward, dgrad and wgrad, each one ``gemm_kernel`` launch with the
-gather loaders of ``conv/loaders3d.py`` (any stride, padding, dilation, groups and strides).
+loaders of ``conv/loaders3d.py``.
 
-The general path takes everything. On Hopper, a dense (groups = 1) stride-1 forward instead
-reads 5-D TMA boxes of the NDHWC input (``forward_tma``), as the 2-D TMA kernel does; persistent
-tiles and tuning are not yet carried over to 3-D.
+The forward has three algorithms (``ALGORITHMS3D``), chosen per problem by ``choose`` (the 2-D
+tuner's timing loop and disk cache): ``conv3d_gather`` (pointer gathers: any stride, padding,
+dilation, groups and strides), ``conv3d_small_k`` (the same with the T*R*S*C/g reduction
+flattened, for RGB stems) and, on Hopper, ``conv3d_tma`` for dense (groups = 1) stride-1 layers:
+5-D TMA boxes of the NDHWC input, with split-K and persistent configs as in 2-D.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -15,7 +19,7 @@ from ..matmul import loaders as mm
 from ..matmul.launch import descriptor
 from ..problem3d import ConvProblem3d
 from . import loaders3d as l3
-from .fprop import Config, _launch, _pow2_upto, _small, split_k_buffers
+from .fprop import Algorithm, Config, _launch, _pow2_upto, _small, split_k_buffers
 
 
 def _cfg(m_dim: int, n_dim: int, k_dim: int, dtype: torch.dtype) -> Config:
@@ -29,23 +33,10 @@ def _cfg(m_dim: int, n_dim: int, k_dim: int, dtype: torch.dtype) -> Config:
     return Config(128, bn, bk, 8 if bn >= 128 else 4, 3)
 
 
-def forward(prob: ConvProblem3d, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor) -> None:
-    """``y [N, K, OD, P, Q] = conv3d(x [N, C, D, H, W], w [K, C/g, T, R, S]) (+ bias)``."""
-    cfg = _cfg(prob.n * prob.od * prob.p * prob.q, prob.kg, prob.cg, prob.dtype)
-    M = prob.n * prob.od * prob.p * prob.q
-    sd, sh, sw = prob.stride
-    pd, ph, pw = prob.pad
-    dd, dh, dw = prob.dilation
-    a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(4), x.stride(1), prob.d, prob.h, prob.w, prob.od,
-                prob.p, prob.q, M, sd, sh, sw, pd, ph, pw, dd, dh, dw, prob.r, prob.s, prob.cg))  # fmt: skip
-    b = (None, (w, prob.kg, prob.cg, *w.stride(), prob.r, prob.s))
-    c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4), prob.od, prob.p, prob.q, M,
-                prob.kg))  # fmt: skip
-    num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
-    k_tiles = prob.t * prob.r * prob.s * cdiv(prob.cg, cfg.block_k)
-    fns = (l3.im2col3d_init, l3.im2col3d_load, l3.weight3d_init, l3.weight3d_load, l3.out3d_store)
-    _launch(None, (num_m * num_n, prob.groups, 1), a, b, c, bias, y, prob.kg, num_m, num_n, k_tiles, cfg, fns,
-            False, prob)  # fmt: skip
+def forward(prob: ConvProblem3d, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor, cfg=None) -> None:
+    """``y [N, K, OD, P, Q] = conv3d(x [N, C, D, H, W], w [K, C/g, T, R, S]) (+ bias)`` through the
+    gather kernel (any stride, padding, dilation, groups); ``cfg`` None: the heuristic tile."""
+    GATHER.run(prob, x, w, bias, y, cfg or GATHER.default_config(prob))
 
 
 def dgrad(prob: ConvProblem3d, dy: torch.Tensor, w: torch.Tensor, dx: torch.Tensor) -> None:
@@ -106,55 +97,298 @@ def wgrad(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tens
             False, prob, ws)  # fmt: skip
 
 
+# ---------------------------------------------------------------- forward algorithms
+# Like the 2-D ones (``fprop.Algorithm``): supports / configs / default_config / run, chosen per
+# problem by ``choose`` with the 2-D tuner's timing loop and disk cache (keys tagged "conv3d").
+def _gather_args(prob: ConvProblem3d, x, w, y, M: int) -> tuple:
+    sd, sh, sw = prob.stride
+    pd, ph, pw = prob.pad
+    dd, dh, dw = prob.dilation
+    a = (None, (x, x.stride(0), x.stride(2), x.stride(3), x.stride(4), x.stride(1), prob.d, prob.h, prob.w, prob.od,
+                prob.p, prob.q, M, sd, sh, sw, pd, ph, pw, dd, dh, dw, prob.t, prob.r, prob.s, prob.cg))  # fmt: skip
+    b = (None, (w, prob.kg, prob.cg, *w.stride(), prob.t, prob.r, prob.s))
+    c = (None, (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), y.stride(4), prob.od, prob.p, prob.q, M,
+                prob.kg))  # fmt: skip
+    return a, b, c
+
+
+class Gather3d(Algorithm):
+    """The general 3-D implicit GEMM: pointer gathers, one (t, r, s) tap per K tile; anything."""
+
+    name = "conv3d_gather"
+    LOADS = (l3.im2col3d_load, l3.weight3d_init, l3.weight3d_load)
+
+    def supports(self, prob: ConvProblem3d) -> str | None:
+        return None
+
+    def k_tiles(self, prob: ConvProblem3d, cfg: Config) -> int:
+        return prob.t * prob.r * prob.s * cdiv(prob.cg, cfg.block_k)
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        if interpreting() or TMA3D.supports(prob) is None:
+            # where the TMA kernel applies, the gather kernel is only a fallback (as in 2-D)
+            return [self.default_config(prob)]
+        return self.candidates(prob)
+
+    def candidates(self, prob: ConvProblem3d) -> list[Config]:
+        """The tuning candidates on a GPU (``configs`` there)."""
+        out = []
+        bn_max = max(32, _small(prob.kg, 32))
+        bks = [bk for bk in (32, 64) if bk <= max(32, _small(prob.cg))]
+        for bm, bn, warps in ((128, 128, 8), (128, 64, 4), (64, 128, 4), (64, 64, 4), (128, 32, 4)):
+            if bn > bn_max:
+                continue
+            for bk in bks:
+                if (bm, bn, bk, warps) == (64, 128, 64, 4):
+                    continue  # spills registers (tools/sm90_check.py); the others do not
+                for stages in (3, 4):
+                    if (bm + bn) * bk * prob.dtype.itemsize * stages <= 160 * 1024:
+                        out.append(Config(bm, bn, bk, warps, stages))
+        return out
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        return _cfg(prob.n * prob.od * prob.p * prob.q, prob.kg, prob.cg, prob.dtype)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
+        if launch is not None and launch.fast_ready:  # a repeat call: only the tensors change
+            launch.fast((x, w, y, y if bias is None else bias, y, y))
+            return
+        M = prob.n * prob.od * prob.p * prob.q
+        a, b, c = _gather_args(prob, x, w, y, M)
+        num_m, num_n = cdiv(M, cfg.block_m), cdiv(prob.kg, cfg.block_n)
+        fns = (l3.im2col3d_init, *self.LOADS, l3.out3d_store)
+        _launch(launch, (num_m * num_n, prob.groups, 1), a, b, c, bias, y, prob.kg, num_m, num_n,
+                self.k_tiles(prob, cfg), cfg, fns, False, prob)  # fmt: skip
+
+
+class SmallK3d(Gather3d):
+    """Few channels per group (first layers: RGB clips): the reduction T*R*S*C/g is flattened into
+    dense K tiles instead of one mostly-empty tile per tap (a 3x7x7 stem: 28 tiles, not 147)."""
+
+    name = "conv3d_small_k"
+    LOADS = (l3.im2col3d_flat_load, l3.weight3d_init, l3.weight3d_flat_load)
+    MAX_K = 2048
+
+    def supports(self, prob: ConvProblem3d) -> str | None:
+        k = prob.t * prob.r * prob.s * prob.cg
+        if k > self.MAX_K:
+            return f"the reduction T*R*S*C/groups = {k} is over {self.MAX_K}: use the per-tap kernels"
+        if prob.cg >= 64:
+            return f"C/groups = {prob.cg} fills per-tap K tiles already"
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem3d) -> bool:
+        return prob.cg < 16
+
+    def k_tiles(self, prob: ConvProblem3d, cfg: Config) -> int:
+        return cdiv(prob.t * prob.r * prob.s * prob.cg, cfg.block_k)
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        return [self.default_config(prob)] if interpreting() else self.candidates(prob)
+
+    def candidates(self, prob: ConvProblem3d) -> list[Config]:
+        k = prob.t * prob.r * prob.s * prob.cg
+        bn = min(128, _small(prob.kg, 16))
+        # the 2-D small_k shapes: wider or 4-warp 128-row tiles spill the pointer/mask tile
+        return [Config(bm, bn, bk, warps, 3) for bm, warps in ((128, 8), (64, 4)) for bk in (16, 32)
+                if bk <= max(16, _small(k))]  # fmt: skip
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        if interpreting():
+            return Config(32, min(32, _small(prob.kg)), 16, 4, 1)
+        if prob.dtype == torch.float64:
+            return Config(64, 32, 16, 4, 2)
+        return Config(128, min(128, _small(prob.kg, 16)), 32, 8, 3)
+
+
 # ---------------------------------------------------------------- forward through TMA
-def tma_supports(prob: ConvProblem3d, x: torch.Tensor) -> str | None:
-    """None if ``forward_tma`` takes the problem with input ``x`` (NDHWC), else why not."""
-    if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        return f"the TMA kernel takes fp16, bf16 or fp32, not {prob.dtype}"
-    if not has_tma(x):
-        return "the device has no TMA (needs compute capability >= 9.0)"
-    if prob.groups != 1 or prob.stride != (1, 1, 1):
-        return "the 3-D TMA kernel takes groups = 1 and stride 1"
+def tma_input_ok(x: torch.Tensor) -> bool:
+    """Whether the device has TMA and the NDHWC tensor ``x`` can be a 5-D descriptor: channel
+    stride 1, 16-byte aligned base and outer strides."""
     e = x.element_size()
-    if x.stride(1) != 1 or x.data_ptr() % 16 or any((x.stride(i) * e) % 16 for i in (0, 2, 3, 4)):
-        return "the NDHWC input is not 16-byte aligned"
-    if (prob.k * e) % 16:
-        return "K * itemsize must be a multiple of 16 bytes for the TMA output store"
-    return None
+    if not has_tma(x) or x.stride(1) != 1 or x.data_ptr() % 16:
+        return False
+    return all((x.stride(i) * e) % 16 == 0 for i in (0, 2, 3, 4))
 
 
-def spatial_tiles3(prob: ConvProblem3d, block_n: int) -> tuple[int, int, int]:
-    """The (depth, rows, columns) = ``block_n`` block of output pixels that wastes the least."""
-    best = None
+def tma_supports(prob: ConvProblem3d, x: torch.Tensor) -> str | None:
+    """None if the TMA forward takes the problem with input ``x`` (NDHWC), else why not."""
+    return TMA3D.supports(replace(prob, tma_input_ok=tma_input_ok(x)), x)
+
+
+def spatial_tiles3(prob: ConvProblem3d, block_n: int) -> list[tuple[float, int, int, int]]:
+    """Every (depth x rows x columns) = ``block_n`` block of output pixels, best first, with its
+    coverage (real output / tiled output); ties go to longer rows (faster copies). Never empty."""
+    out = []
+    used = prob.od * prob.p * prob.q
     for td in _pow2_upto(block_n):
         for th in _pow2_upto(block_n // td):
             tw = block_n // (td * th)
-            if max(td, th, tw) > 256:
+            if max(td, th, tw) > 256:  # the copy engine's largest box side
                 continue
             tiled = cdiv(prob.od, td) * td * cdiv(prob.p, th) * th * cdiv(prob.q, tw) * tw
-            key = (tiled, -tw)  # least padding, then the longest rows
-            if best is None or key < best[0]:
-                best = (key, (td, th, tw))
-    return best[1]
+            out.append((used / tiled, td, th, tw))
+    out.sort(key=lambda t: (-round(t[0], 6), -t[3], t[1]))
+    return out
+
+
+def _tma_bks(prob: ConvProblem3d) -> list[int]:
+    """K tiles: the largest dividing C (no channel padding, a channels_last_3d weight read in
+    place), then the 128-byte one if it pads C by at most a third (144 channels: 16 -> 64)."""
+    cap = 64 if prob.dtype.itemsize == 2 else 32
+    bk = next((b for b in (cap, cap // 2, cap // 4) if b >= 16 and prob.c % b == 0), min(cap, _small(prob.c)))
+    out = [bk]
+    if bk < cap and cdiv(prob.c, cap) * cap * 3 <= prob.c * 4:
+        out.append(cap)
+    return out
+
+
+def _smem(bm: int, bn: int, bk: int, stages: int, itemsize: int) -> int:
+    return stages * (bm + bn) * bk * itemsize + bm * bn * itemsize
+
+
+class Tma3d(Algorithm):
+    """Hopper 3-D implicit GEMM: ``y^T = w . im2col(x)^T`` with 5-D TMA boxes [1, TD, TH, TW, BK]
+    of the NDHWC input per tap (groups = 1, stride 1); optional split-K or a persistent tile loop,
+    as ``fprop.ImplicitGemmTma``."""
+
+    name = "conv3d_tma"
+
+    def supports(self, prob: ConvProblem3d, x: torch.Tensor | None = None) -> str | None:
+        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"the TMA kernel takes fp16, bf16 or fp32, not {prob.dtype}"
+        if prob.groups != 1 or prob.stride != (1, 1, 1):
+            return "the 3-D TMA kernel takes groups = 1 and stride 1"
+        if not prob.tma_input_ok:
+            if x is not None and not has_tma(x):
+                return "the device has no TMA (needs compute capability >= 9.0)"
+            return "no TMA, or the NDHWC input is not 16-byte aligned"
+        if (prob.k * prob.dtype.itemsize) % 16:
+            return "K * itemsize must be a multiple of 16 bytes for the TMA output store"
+        return None
+
+    def _tiles(self, prob: ConvProblem3d, bm: int, td: int, th: int, tw: int) -> int:
+        return cdiv(prob.k, bm) * prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        return self.candidates(prob, sm_count())
+
+    def candidates(self, prob: ConvProblem3d, sms: int) -> list[Config]:
+        """The tuning candidates for a GPU of ``sms`` SMs (``configs`` on the current device)."""
+        e = prob.dtype.itemsize
+        bks = _tma_bks(prob)
+        k_taps = prob.t * prob.r * prob.s
+        out = []
+        # (block_m, block_n, warps, stages): 64-row tiles one warpgroup, 128-row tiles two; the
+        # 2-D kernel's shapes (fprop.ImplicitGemmTma.configs)
+        shapes = [(64, 128, 4, 4), (64, 256, 4, 2), (64, 256, 4, 3), (64, 256, 8, 3), (128, 128, 8, 4),
+                  (128, 256, 8, 3), (64, 64, 4, 4), (128, 64, 4, 4)]  # fmt: skip
+        for bk in bks:
+            main = bk == bks[0]
+            for bm, bn, warps, stages in shapes:
+                if bm == 128 and prob.k <= 64:
+                    continue
+                if bn == 64 and self._tiles(prob, bm, *spatial_tiles3(prob, 128)[0][1:]) >= sms:
+                    continue  # 64-pixel tiles only where 128-pixel ones leave SMs idle
+                while stages > 2 and _smem(bm, bn, bk, stages, e) > 220_000:
+                    stages -= 1
+                tiles = spatial_tiles3(prob, bn)
+                best = tiles[0][0]
+                for cover, td, th, tw in tiles[: 2 if main else 1]:
+                    if cover >= 0.85 * best:
+                        out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw))
+                if not main:
+                    continue
+                _, td, th, tw = tiles[0]
+                n_tiles = self._tiles(prob, bm, td, th, tw)
+                # persistent: the next tile's loads overlap this tile's epilogue; two programs per
+                # SM where two fit in shared memory
+                if n_tiles > sms:
+                    for per_sm in (1, 2) if _smem(bm, bn, bk, stages, e) <= 110_000 else (1,):
+                        out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw,
+                                          persistent=per_sm))  # fmt: skip
+                # few output tiles and a long reduction (3-D: 27 taps): split K to fill the GPU;
+                # only shapes whose partial-sum epilogue fits in registers (as in 2-D)
+                k_tiles = k_taps * cdiv(prob.c, bk)
+                if (bm * bn) // (32 * warps) <= 64 and n_tiles < 1.5 * sms:
+                    for sk in (2, 4, 8):
+                        if k_tiles >= 8 * sk and n_tiles * sk <= 4 * sms:
+                            out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw,
+                                              split_k=sk))  # fmt: skip
+        return out
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        bk = _tma_bks(prob)[0]
+        if interpreting():
+            _, td, th, tw = spatial_tiles3(prob, 32)[0]
+            return Config(min(32, _small(prob.k)), 32, min(bk, 32), 4, 1, tile_n=td, tile_h=th, tile_w=tw)
+        bm = 128 if prob.k >= 128 else 64
+        bn, warps = 128, (8 if bm == 128 else 4)
+        stages = 4 if _smem(bm, bn, bk, 4, prob.dtype.itemsize) <= 200_000 else 3
+        _, td, th, tw = spatial_tiles3(prob, bn)[0]
+        # a deep layer on a small volume has a few dozen tiles for 132 SMs: split its long reduction
+        sms = sm_count()
+        n_tiles = self._tiles(prob, bm, td, th, tw)
+        k_tiles = prob.t * prob.r * prob.s * cdiv(prob.c, bk)
+        sk = 1
+        while sk < 8 and n_tiles * sk * 2 <= sms and k_tiles >= 16 * sk:
+            sk *= 2
+        return Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, split_k=sk)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
+        if launch is not None and launch.fast_ready:
+            cp, split = launch.extra
+            yo = _ndhwc_out(y)
+            ws, locks = split_k_buffers(x.device, *split) if split else (yo, yo)
+            launch.fast((_ktrsc(w, cp), x, yo, yo if bias is None else bias, ws, locks))
+            if yo is not y:
+                y.copy_(yo)
+            return
+        cp = cdiv(prob.c, cfg.block_k) * cfg.block_k
+        wp = _ktrsc(w, cp)
+        box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
+        x_desc = descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
+                            [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box + [cfg.block_k])  # fmt: skip
+        w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
+        yo = _ndhwc_out(y)
+        y_desc = descriptor(yo, [prob.n, prob.od, prob.p, prob.q, prob.k],
+                            [yo.stride(0), yo.stride(2), yo.stride(3), yo.stride(4), 1], box + [cfg.block_m])  # fmt: skip
+        num_m = cdiv(prob.k, cfg.block_m)
+        num_n = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        pd, ph, pw = prob.pad
+        dd, dh, dw = prob.dilation
+        c_tiles = cp // cfg.block_k
+        a = (w_desc, (prob.k,))
+        b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles))
+        c = (y_desc, (prob.od, prob.p, prob.q))
+        fns = (mm.desc2d_init, mm.desc2d_a_load, l3.tma_im2col3d_init, l3.tma_im2col3d_load, l3.tma_output3d_store)
+        split = (num_m * num_n, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
+        ws = split_k_buffers(x.device, *split) if split else None
+        _launch(launch, (num_m * num_n, 1, cfg.split_k), a, b, c, bias, yo, prob.k, num_m, num_n,
+                prob.t * prob.r * prob.s * c_tiles, cfg, fns, True, prob, ws)  # fmt: skip
+        if launch is not None:
+            launch.extra = (cp, split)
+        if yo is not y:
+            y.copy_(yo)
+
+
+def _ndhwc_out(y: torch.Tensor) -> torch.Tensor:
+    """A dense channels_last_3d buffer for the TMA store (y itself if it is one)."""
+    if y.is_contiguous(memory_format=torch.channels_last_3d):
+        return y
+    return torch.empty_like(y, memory_format=torch.channels_last_3d)
 
 
 def tma_config(prob: ConvProblem3d) -> Config:
-    cap = 64 if prob.dtype.itemsize == 2 else 32
-    bk = next((b for b in (cap, cap // 2, cap // 4) if b >= 16 and prob.c % b == 0), min(cap, _small(prob.c)))
-    if interpreting():
-        bm, bn, warps, stages = min(32, _small(prob.k)), 32, 4, 1
-        bk = min(bk, 32)
-    else:
-        bm = 128 if prob.k >= 128 else 64
-        bn, warps = 128, (8 if bm == 128 else 4)
-        stages = 4 if 4 * (bm + bn) * bk * prob.dtype.itemsize + bm * bn * prob.dtype.itemsize <= 200_000 else 3
-    td, th, tw = spatial_tiles3(prob, bn)
-    return Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw)
+    """The TMA kernel's heuristic config (``CONVGEMM_AUTOTUNE=0``)."""
+    return TMA3D.default_config(prob)
 
 
 def _ktrsc(w: torch.Tensor, cp: int) -> torch.Tensor:
     """``w [K, C, T, R, S]`` as a dense ``[K, T*R*S*Cp]`` matrix: a view of a channels_last_3d
-    weight whose C is Cp, else a zero-padded copy."""
+    weight whose C is Cp, else a zero-padded copy (made on every call, as 2-D's ``krsc_weight``)."""
     k, c, t, r, s = w.shape
     v = w.permute(0, 2, 3, 4, 1)
     if c == cp and v.is_contiguous() and w.data_ptr() % 16 == 0:
@@ -166,27 +400,50 @@ def _ktrsc(w: torch.Tensor, cp: int) -> torch.Tensor:
 
 def forward_tma(prob: ConvProblem3d, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor, cfg=None) -> None:
     """``forward`` through the copy engine, for problems ``tma_supports`` accepts."""
-    cfg = cfg or tma_config(prob)
-    cp = cdiv(prob.c, cfg.block_k) * cfg.block_k
-    wp = _ktrsc(w, cp)
-    box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
-    x_desc = descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
-                        [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box + [cfg.block_k])  # fmt: skip
-    w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
-    yo = y if y.is_contiguous(memory_format=torch.channels_last_3d) else torch.empty_like(
-        y, memory_format=torch.channels_last_3d)  # fmt: skip
-    y_desc = descriptor(yo, [prob.n, prob.od, prob.p, prob.q, prob.k],
-                        [yo.stride(0), yo.stride(2), yo.stride(3), yo.stride(4), 1], box + [cfg.block_m])  # fmt: skip
-    num_m = cdiv(prob.k, cfg.block_m)
-    num_n = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
-    pd, ph, pw = prob.pad
-    dd, dh, dw = prob.dilation
-    c_tiles = cp // cfg.block_k
-    a = (w_desc, (prob.k,))
-    b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles))
-    c = (y_desc, (prob.od, prob.p, prob.q))
-    fns = (mm.desc2d_init, mm.desc2d_a_load, l3.tma_im2col3d_init, l3.tma_im2col3d_load, l3.tma_output3d_store)
-    _launch(None, (num_m * num_n, 1, 1), a, b, c, bias, yo, prob.k, num_m, num_n, prob.t * prob.r * prob.s * c_tiles,
-            cfg, fns, True, prob)  # fmt: skip
-    if yo is not y:
-        y.copy_(yo)
+    TMA3D.run(prob, x, w, bias, y, cfg or TMA3D.default_config(prob))
+
+
+GATHER, SMALL_K, TMA3D = Gather3d(), SmallK3d(), Tma3d()
+#: the 3-D forward algorithms, in the heuristic's order of preference
+ALGORITHMS3D: dict[str, Algorithm] = {a.name: a for a in (TMA3D, SMALL_K, GATHER)}
+
+_memo: dict[tuple, tuple[Algorithm, Config]] = {}
+
+
+def clear_memo() -> None:
+    """Forget this process's 3-D tuning results (the disk cache stays)."""
+    _memo.clear()
+
+
+def choose(prob: ConvProblem3d, x, w, bias, y) -> tuple[Algorithm, Config]:
+    """The algorithm and config for ``prob`` (``prob.tma_input_ok`` set for ``x``): this process's
+    memo, then the tuning cache on disk, then every supported algorithm's configs timed on the
+    call's tensors (``tune.autotune._tune``); the heuristic without tuning (``CONVGEMM_AUTOTUNE=0``,
+    the interpreter)."""
+    from ..tune import autotune as at
+
+    key = prob.key()
+    hit = _memo.get(key)
+    if hit is not None:
+        return hit
+    candidates = [a for a in ALGORITHMS3D.values() if a.supports(prob) is None]
+    choice = None
+    if at.autotune_enabled():
+        dkey = at.cache_key(prob, x.device)
+        entry = at.disk_cache().get(dkey)
+        algo = ALGORITHMS3D.get(entry["algorithm"]) if entry else None
+        if algo is not None and algo.supports(prob) is None:
+            try:
+                choice = (algo, Config(**entry["config"]))
+            except TypeError:  # a config field this version does not know
+                choice = None
+        if choice is None:
+            algo, cfg, us = at._tune(prob, candidates, x, w, bias, y)
+            choice = (algo, cfg)
+            if us is not None:
+                at.disk_cache().put(dkey, algo.name, cfg, us)
+    else:
+        pick = next(a for a in candidates if a.heuristic_ok(prob))
+        choice = (pick, pick.default_config(prob))
+    _memo[key] = choice
+    return choice

@@ -9,7 +9,7 @@ algorithm           A loader                    B loader                       s
 ==================  ==========================  =============================  =======================
 implicit_gemm       gather_im2col (pointers)    gather_weight (pointers)       gather_output (any layout)
 small_k             gather_im2col flat          gather_weight flat             gather_output (any layout)
-grouped             gather_im2col (GT groups)   blockdiag_weight               gather_output (any layout)
+grouped             gather_im2col (GT groups)   blockdiag_weight               blockdiag_output + fix-up
 implicit_gemm_tma   matmul desc2d (weight)      tma_im2col (5-D NHWC box)      tma_output (5-D box)
 gemm_1x1            matmul desc2d (weight)      matmul desc (input rows)       matmul desc_store_t
 ==================  ==========================  =============================  =======================
@@ -109,11 +109,9 @@ def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> Non
     (launch or Launch())(fn, grid, args, constexprs(), options)
 
 
-def _launch(
-    launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None, refine=None
-):
+def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None):
     """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints);
-    ``ws`` the (workspace, counters) pair of a split-K config; ``refine`` the kernel's ``REFINE``."""
+    ``ws`` the (workspace, counters) pair of a split-K config."""
     ws, locks = ws if ws is not None else (y, y)
     args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles, ws, locks)
 
@@ -134,13 +132,12 @@ def _launch(
             UPCAST=interpreting() and prob.dtype == torch.bfloat16,
             F64=prob.dtype == torch.float64,
             SPLIT_K=min(cfg.split_k, 2),  # a switch: the count is the grid's third axis
-            REFINE=refine,
         )
 
     fn = gemm_kernel
     if cfg.persistent:
         # one batch entry, no split: a fixed number of programs walks every tile
-        assert grid[1] == 1 and cfg.split_k == 1 and refine is None, "persistent: groups == 1, no split-K or REFINE"
+        assert grid[1] == 1 and cfg.split_k == 1, "persistent: groups == 1, no split-K"
         fn, grid = persistent_gemm_kernel, (min(num_m * num_n, cfg.persistent * sm_count()), 1, 1)
     _run_kernel(launch, fn, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
@@ -185,6 +182,11 @@ class Algorithm:
         """The heuristic choice when no tuning is done."""
         raise NotImplementedError
 
+    def accepts(self, cfg: Config) -> bool:
+        """False for a config this version's kernel cannot run (a tuning-cache entry written by
+        an older version whose fields meant something else)."""
+        return True
+
     def heuristic_ok(self, prob: ConvProblem) -> bool:
         """Whether the untuned heuristic may pick this algorithm for ``prob`` (it supports it)."""
         return True
@@ -215,7 +217,6 @@ class ImplicitGemm(Algorithm):
     """The general implicit GEMM: pointer gathers, any stride/padding/dilation/groups/layout/dtype."""
 
     name = "implicit_gemm"
-    REFINE = None
 
     def supports(self, prob: ConvProblem) -> str | None:
         return None
@@ -277,7 +278,7 @@ class ImplicitGemm(Algorithm):
         num_m, num_n = cdiv(M, cfg.block_m), cdiv(ks, cfg.block_n)
         fns = (cl.gather_im2col_init, *self.LOADS, cl.gather_output_store)
         _launch(launch, (num_m * num_n, prob.groups // gt), a, b, c, bias, y, ks, num_m, num_n,
-                self.k_tiles(prob, cfg, gt), cfg, fns, False, prob, refine=self.REFINE)  # fmt: skip
+                self.k_tiles(prob, cfg, gt), cfg, fns, False, prob)  # fmt: skip
 
 
 class SmallK(ImplicitGemm):
@@ -594,12 +595,81 @@ class Grouped(ImplicitGemm):
         return Config(128, bn, bk, 4, 3)
 
     LOADS = (cl.gather_im2col_load, cl.blockdiag_weight_init, cl.blockdiag_weight_load)
-    # a NaN or Inf input times another group's zero weight would reach every group of the GEMM:
-    # tiles with non-finite sums are recomputed one group at a time
-    REFINE = cl.blockdiag_refine
+    #: False: no NaN/Inf fix-up (a NaN or Inf input then reaches every group of its tile); only
+    #: for A/B timings (tools/ab_kernels.py)
+    EXACT_NONFINITE = True
+    _fix_lists: dict = {}
 
     def weight_args(self, prob: ConvProblem, w: torch.Tensor, gt: int) -> tuple:
         return (w, prob.kg, prob.cg, gt, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s)
+
+    @classmethod
+    def fix_list(cls, device: torch.device, tiles: int) -> torch.Tensor:
+        """The int32 ``[count, tickets, tile ids ...]`` list of tiles to recompute (see
+        ``loaders.blockdiag_output_store``), one per device and stream like the split-K counters:
+        count and tickets are zero between launches, and every fix-up launch leaves them so."""
+        key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+        buf = cls._fix_lists.get(key)
+        if buf is None or buf.numel() < tiles + 2:
+            buf = torch.zeros(max(tiles, 1024) + 2, dtype=torch.int32, device=device)
+            cls._fix_lists[key] = buf
+        return buf
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        # A NaN or Inf input times another group's zero weight is NaN, which the block-diagonal
+        # product adds to every group of its tile. The main kernel lists the tiles holding a
+        # non-finite value; a second launch recomputes those one group at a time
+        # (loaders.blockdiag_fixup_kernel). launch.extra: (the fix-up's handle or None, tiles).
+        bt = y if bias is None else bias
+        if launch is not None and launch.fast_ready:  # a repeat call: only the tensors change
+            fix_launch, tiles = launch.extra
+            if fix_launch is None:
+                launch.fast((x, w, y, bt, y, y))
+                return
+            if fix_launch.fast_ready:
+                fix = self.fix_list(x.device, tiles)
+                launch.fast((x, w, y, fix, bt, y, y))
+                fix_launch.fast((x, w, y, bt, fix))
+                return
+        gt = self.groups_per_gemm(prob)
+        cs, ks = gt * prob.cg, gt * prob.kg
+        M = prob.n * prob.p * prob.q
+        a = (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
+             prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
+             prob.r, prob.s, cs)  # fmt: skip
+        b = self.weight_args(prob, w, gt)
+        c = (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, ks)
+        num_m, num_n, batch = cdiv(M, cfg.block_m), cdiv(ks, cfg.block_n), prob.groups // gt
+        tiles, k_tiles = num_m * num_n * batch, self.k_tiles(prob, cfg, gt)
+        if launch is None:
+            fix_launch, exact = None, self.EXACT_NONFINITE
+        else:  # the handle keeps the mode of its first call
+            if launch.extra is None:
+                launch.extra = (Launch() if self.EXACT_NONFINITE else None, tiles)
+            fix_launch = launch.extra[0]
+            exact = fix_launch is not None
+        grid = (num_m * num_n, batch)
+        if not exact:
+            fns = (cl.gather_im2col_init, *self.LOADS, cl.gather_output_store)
+            _launch(launch, grid, (None, a), (None, b), (None, c), bias, y, ks, num_m, num_n, k_tiles, cfg, fns,
+                    False, prob)  # fmt: skip
+            return
+        fix = self.fix_list(x.device, tiles)
+        fns = (cl.gather_im2col_init, *self.LOADS, cl.blockdiag_output_store)
+        _launch(launch, grid, (None, a), (None, b), (None, (*c, fix, num_m, num_n)), bias, y, ks, num_m, num_n,
+                k_tiles, cfg, fns, False, prob)  # fmt: skip
+
+        def constexprs():
+            return dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, A_INIT=cl.gather_im2col_init,
+                        A_LOAD=self.LOADS[0], B_INIT=self.LOADS[1], B_LOAD=self.LOADS[2],
+                        HAS_BIAS=bias is not None, PRECISION=_precision(prob),
+                        UPCAST=interpreting() and prob.dtype == torch.bfloat16, F64=prob.dtype == torch.float64)  # fmt: skip
+
+        # one program per SM: with an empty list each reads one integer and takes a ticket. Eight
+        # warps for 128-row tiles: on four the fix-up needs 238-254 registers (tools/sm90_check.py)
+        _run_kernel(fix_launch, cl.blockdiag_fixup_kernel, (min(tiles, sm_count()),),
+                    (a, b, c, bt, ks, fix, num_m, num_n, k_tiles), constexprs,
+                    {"num_warps": max(cfg.num_warps, cfg.block_m // 16), "num_stages": cfg.num_stages})  # fmt: skip
 
 
 class Depthwise(Algorithm):
@@ -613,48 +683,69 @@ class Depthwise(Algorithm):
             return f"{prob.cg} input channels per group: depthwise needs exactly 1"
         return None
 
+    # Config fields in this algorithm's view: block_m = output columns (BLOCK_Q), block_n =
+    # output channels (BLOCK_K), block_k = output rows per program (ROWS).
+    @staticmethod
+    def image_span(t: torch.Tensor) -> int:
+        """Elements one image of a 4-D tensor spans in memory (the largest in-image offset + 1)."""
+        return 1 + sum((t.shape[d] - 1) * abs(t.stride(d)) for d in range(1, t.dim()))
+
+    @staticmethod
+    def _fits(v: int, cands: tuple[int, ...], waste: float) -> list[int]:
+        """The candidate block sizes that cover ``v`` with at most ``waste`` masked lanes."""
+        return [b for b in cands if cdiv(v, b) * b <= (1 + waste) * v] or [min(cands, key=lambda b: cdiv(v, b) * b)]
+
+    def accepts(self, cfg: Config) -> bool:
+        return cfg.block_k >= 1  # rows per program; older versions stored 0 here
+
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
-            return [self.default_config(prob)]
+            return [self.default_config(prob), Config(4, 16, 4, 2, 1)]
+        # 8 elements per thread (4 for large filters): 16 took 255 registers for 3x3 taps
+        # (tools/sm90_check.py), where 8 stay near 120-150
+        per = 8 if prob.r * prob.s <= 25 else 4
+        rows_max = _small(prob.p, 1)
         out = []
-        # elements per thread: 16 at most, 8 for large filters, whose unrolled taps keep more
-        # loads in flight (7x7 at 16 per thread spills registers: tools/sm90_check.py)
-        per_thread = 16 if prob.r * prob.s <= 9 else 8
-        for bq, bk, warps in (
-            (8, 128, 4),
-            (16, 64, 4),
-            (16, 128, 4),
-            (32, 64, 4),
-            (32, 128, 8),
-            (64, 64, 8),
-            (8, 64, 2),
-        ):
-            if bk > 2 * _small(prob.k, 16) or bq > 2 * _small(prob.q, 4) or bq * bk > per_thread * 32 * warps:
-                continue
-            out.append(Config(bq, bk, 0, warps, 1))
-        return out or [self.default_config(prob)]
+        for bk in self._fits(prob.k, (128, 64, 32, 16), 0.15)[:2]:
+            for bq in self._fits(prob.q, (32, 16, 8, 4), 0.15)[:2]:
+                for rows in (1, 2, 4, 8):
+                    if rows > rows_max:
+                        break
+                    warps = rows * bq * bk // (32 * per)
+                    programs = prob.n * cdiv(prob.p, rows) * cdiv(prob.q, bq) * cdiv(prob.k, bk)
+                    # 2-8 warps, and enough programs for 4 per SM
+                    if 2 <= warps <= 8 and (programs >= 4 * sm_count() or rows == 1):
+                        out.append(Config(bq, bk, rows, warps, 1))
+        # the largest tiles first: they amortise the most; the tuner times the few that remain
+        out.sort(key=lambda c: -c.block_m * c.block_n * c.block_k)
+        return out[:6] or [self.default_config(prob)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
-            return Config(8, min(32, _small(prob.k, 16)), 0, 4, 1)
-        bq = min(16 if prob.r * prob.s <= 9 else 8, _small(prob.q, 4))
-        return Config(bq, min(128, _small(prob.k, 16)), 0, 4, 1)
+            return Config(8, min(32, _small(prob.k, 16)), 2, 4, 1)
+        bk = self._fits(prob.k, (64, 32, 16), 0.15)[0]
+        bq = self._fits(prob.q, (16, 8, 4), 0.15)[0]
+        rows = min(4 if prob.r * prob.s <= 25 else 2, _small(prob.p, 1))
+        return Config(bq, bk, rows, max(1, min(8, rows * bq * bk // 256)), 1)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from ..functional import _derived_weight
+
         # [K, 1, R, S] -> [R*S, K]: each tap's weights contiguous over channels, as the input is
-        wt = w.reshape(prob.k, prob.r * prob.s).t().contiguous()
+        wt = _derived_weight(w, ("taps_by_channel",), lambda v: v.reshape(prob.k, prob.r * prob.s).t().contiguous())
         if launch is not None and launch.fast_ready:
             launch.fast((x, wt, y if bias is None else bias, y))
             return
         from .depthwise import depthwise_kernel
 
-        grid = (prob.n * prob.p, cdiv(prob.q, cfg.block_m), cdiv(prob.k, cfg.block_n))
+        grid = (prob.n * cdiv(prob.p, cfg.block_k) * cdiv(prob.q, cfg.block_m) * cdiv(prob.k, cfg.block_n),)
         args = (x, wt, bias if bias is not None else y, y, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg,
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), wt.stride(0),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],
                 prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1])  # fmt: skip
         constexprs = lambda: dict(R=prob.r, S=prob.s, BLOCK_Q=cfg.block_m, BLOCK_K=cfg.block_n,  # noqa: E731
-                                  HAS_BIAS=bias is not None, ACC_F64=prob.dtype == torch.float64)  # fmt: skip
+                                  ROWS=cfg.block_k, HAS_BIAS=bias is not None, ACC_F64=prob.dtype == torch.float64,
+                                  INT64=max(self.image_span(x), self.image_span(y)) >= 2**31)  # fmt: skip
         _run_kernel(launch, depthwise_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": 1})
 
 

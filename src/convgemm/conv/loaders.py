@@ -25,6 +25,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..matmul.blocks import bias_epilogue
+
 
 @triton.jit
 def _tap_split(kt, c_tiles, S):
@@ -156,53 +158,6 @@ def blockdiag_weight_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexp
 
 
 @triton.jit
-def blockdiag_refine(
-    acc,
-    a_state,
-    b_state,
-    kt_start,
-    kt_end,
-    A_LOAD: tl.constexpr,
-    B_LOAD: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr,
-    UPCAST: tl.constexpr,
-):
-    """Exact NaN/Inf semantics for the block-diagonal GEMM (``gemm_kernel``'s ``REFINE``).
-
-    A non-finite input times another group's zero weight is NaN, which the one-GEMM-per-super-
-    group product would add to every group's outputs. Any non-finite input makes the tile's sum
-    non-finite (0 * Inf and NaN both give NaN), so only such tiles -- in practice none -- are
-    recomputed, one group at a time with the other groups' input channels masked out.
-    """
-    bad = (acc != acc) | (tl.abs(acc) == float("inf"))
-    if tl.max(bad.to(tl.int32)) > 0:
-        (w_ptr, rows, mask_n, group_n, s_c, s_r, s_s, S, Cg, GT) = b_state
-        c_tiles = tl.cdiv(GT * Cg, BLOCK_K)
-        # not pipelined (num_stages=1): this rare path must not claim registers for prefetched
-        # tiles, which would cost the common path occupancy
-        for gi in tl.range(0, GT, num_stages=1):
-            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype)
-            for kt in tl.range(kt_start, kt_end, num_stages=1):
-                cb = kt % c_tiles
-                in_group = (cb * BLOCK_K + tl.arange(0, BLOCK_K)) // Cg == gi
-                a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
-                a = tl.where(in_group[None, :], a, tl.zeros_like(a))
-                b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
-                if acc.dtype == tl.float64:
-                    part = tl.dot(a, b, part, input_precision="ieee", out_dtype=tl.float64)
-                else:
-                    if UPCAST:
-                        a = a.to(tl.float32)
-                        b = b.to(tl.float32)
-                    part = tl.dot(a, b, part, input_precision=PRECISION)
-            acc = tl.where((group_n == gi)[None, :], part, acc)
-    return acc
-
-
-@triton.jit
 def gather_output_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [pixels, channels] tile to y with any strides (NCHW or NHWC)."""
     (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg) = args
@@ -216,6 +171,149 @@ def gather_output_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr,
     cols = (g * Kg + offs_n).to(tl.int64) * s_k
     mask = (offs_m < M)[:, None] & (offs_n < Kg)[None, :]
     tl.store(y_ptr + rows[:, None] + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------- grouped: exact NaN / Inf
+# A non-finite input times another group's zero weight is NaN, which the one-GEMM-per-super-group
+# product adds to every group's outputs of the tile. Any non-finite input makes the tile's whole
+# sum non-finite (0 * Inf and NaN both give NaN), so a finite tile is already exact: the main
+# kernel's store only lists the tiles that are not (``blockdiag_output_store``), and a second,
+# small launch (``blockdiag_fixup_kernel``) recomputes those one group at a time. The main kernel
+# keeps the registers of a plain GEMM; the fix-up costs one launch that reads one integer.
+@triton.jit
+def blockdiag_output_store(desc, args, acc, pid_m, pid_n, sg, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``gather_output_store``, and a tile holding a NaN or Inf is appended to the fix-up list.
+
+    ``args`` is ``gather_output_store``'s tuple followed by ``(fix_ptr, num_pid_m, num_pid_n)``;
+    ``fix_ptr`` is int32 ``[count, tickets, tile ids ...]`` with count and tickets zero when the
+    launch starts (``blockdiag_fixup_kernel`` leaves them so). The tile id is
+    ``(sg * num_pid_m + pid_m) * num_pid_n + pid_n``.
+    """
+    (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg, fix_ptr, num_pid_m, num_pid_n) = args
+    # v - v is 0 for a finite v and NaN for NaN or +-Inf, so the sum is NaN exactly when the tile
+    # holds a non-finite value (never by overflow); one subtraction per element and a reduction
+    z = tl.sum(acc - acc)
+    gather_output_store(desc, (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg), acc, pid_m, pid_n, sg, BLOCK_M, BLOCK_N)
+    if z != z:
+        slot = tl.atomic_add(fix_ptr, 1)
+        tl.store(fix_ptr + 2 + slot, (sg * num_pid_m + pid_m) * num_pid_n + pid_n)
+
+
+@triton.jit
+def blockdiag_group_product(
+    a_state,
+    b_state,
+    gi,
+    k_tiles,
+    A_LOAD: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    F64: tl.constexpr,
+):
+    """The tile's product with every input channel outside group ``gi`` (of the super-group)
+    masked to zero: exact for the columns of group ``gi`` whatever the other groups' inputs hold.
+    Returns the [BLOCK_M, BLOCK_N] tile (fp32, or fp64 with ``F64``)."""
+    (w_ptr, rows, mask_n, group_n, s_c, s_r, s_s, S, Cg, GT) = b_state
+    c_tiles = tl.cdiv(GT * Cg, BLOCK_K)
+    if F64:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(0, k_tiles):
+        cb = kt % c_tiles
+        in_group = (cb * BLOCK_K + tl.arange(0, BLOCK_K)) // Cg == gi
+        a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
+        a = tl.where(in_group[None, :], a, tl.zeros_like(a))
+        b = B_LOAD(b_state, kt, BLOCK_N, BLOCK_K)
+        if F64:
+            acc = tl.dot(a, b, acc, input_precision="ieee", out_dtype=tl.float64)
+        else:
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
+def gather_output_store_cols(args, acc, pid_m, pid_n, g, cols_ok, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``gather_output_store`` of only the tile's columns where ``cols_ok`` ([BLOCK_N]) holds."""
+    (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg) = args
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n = offs_m // (P * Q)
+    pq = offs_m - n * (P * Q)
+    oh = pq // Q
+    ow = pq - oh * Q
+    rows = n.to(tl.int64) * s_n + oh.to(tl.int64) * s_p + ow.to(tl.int64) * s_q
+    cols = (g * Kg + offs_n).to(tl.int64) * s_k
+    mask = (offs_m < M)[:, None] & ((offs_n < Kg) & cols_ok)[None, :]
+    tl.store(y_ptr + rows[:, None] + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def blockdiag_fixup_kernel(
+    a_args,
+    b_args,
+    c_args,  # gather_output_store's
+    bias_ptr,
+    bias_len,  # bias entries per super-group (its output channels)
+    fix_ptr,  # int32 [count, tickets, tile ids ...] as ``blockdiag_output_store`` left it
+    num_pid_m,
+    num_pid_n,
+    k_tiles,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    A_INIT: tl.constexpr,
+    A_LOAD: tl.constexpr,
+    B_INIT: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    F64: tl.constexpr,
+):
+    """Recompute and overwrite the listed tiles of a block-diagonal grouped GEMM (the main
+    launch's loaders and tiles; B's state is ``blockdiag_weight_init``'s): for each group of a
+    tile's output channels, the product with the other groups' inputs masked out
+    (``blockdiag_group_product``), plus bias, stored to that group's columns only. Grid:
+    (programs,), any count; the programs share the list.
+
+    With an empty list -- the common case -- each program reads one integer and takes a ticket;
+    the program with the last ticket zeroes the count and the tickets (every program has read the
+    count by then), so the buffer is ready for the next launch on the stream.
+    """
+    count = tl.load(fix_ptr)
+    for i in range(tl.program_id(0), count, tl.num_programs(0)):
+        tile = tl.load(fix_ptr + 2 + i)
+        pid_n = tile % num_pid_n
+        rest = tile // num_pid_n
+        pid_m = rest % num_pid_m
+        sg = rest // num_pid_m
+        a_state = A_INIT(None, a_args, pid_m, sg, BLOCK_M, BLOCK_K)
+        b_state = B_INIT(None, b_args, pid_n, sg, BLOCK_N, BLOCK_K)
+        group_n = b_state[3]  # each column's group within the super-group
+        mask_n = b_state[2]
+        offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        # only the groups of the tile's columns; one group's product at a time (no second tile
+        # held), each stored to its own columns
+        g_lo = tl.min(group_n)
+        g_hi = tl.max(tl.where(mask_n, group_n, g_lo)) + 1
+        for gi in range(g_lo, g_hi):
+            acc = blockdiag_group_product(
+                a_state, b_state, gi, k_tiles, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST, F64
+            )
+            acc = bias_epilogue(acc, bias_ptr, sg * bias_len + offs, offs < bias_len, HAS_BIAS, False)
+            gather_output_store_cols(c_args, acc, pid_m, pid_n, sg, group_n == gi, BLOCK_M, BLOCK_N)
+    ticket = tl.atomic_add(fix_ptr + 1, 1, sem="acq_rel", scope="gpu")
+    if ticket == tl.num_programs(0) - 1:
+        tl.store(fix_ptr, 0)
+        tl.store(fix_ptr + 1, 0)
 
 
 # ================================================================ TMA (transposed view)

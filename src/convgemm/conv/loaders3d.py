@@ -57,7 +57,9 @@ def _flat_trsc(j, R, S, Cg):
 # ================================================================ forward
 @triton.jit
 def im2col3d_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    (x_ptr, s_n, s_d, s_h, s_w, s_c, D, H, W, OD, P, Q, M, st_d, st_h, st_w, pd, ph, pw, dd, dh, dw, R, S, Cg) = args
+    """A = im2col(x): rows are output pixels (n, od, oh, ow); shared by the per-tap and flat loads."""
+    (x_ptr, s_n, s_d, s_h, s_w, s_c, D, H, W, OD, P, Q, M, st_d, st_h, st_w, pd, ph, pw, dd, dh, dw, T, R, S,
+     Cg) = args  # fmt: skip
     m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n, od, oh, ow = _pixel3(m, OD, P, Q)
     id0 = od * st_d - pd
@@ -65,12 +67,12 @@ def im2col3d_init(desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.const
     iw0 = ow * st_w - pw
     row_off = (n.to(tl.int64) * s_n + (g * Cg).to(tl.int64) * s_c + id0.to(tl.int64) * s_d
                + ih0.to(tl.int64) * s_h + iw0.to(tl.int64) * s_w)  # fmt: skip
-    return (x_ptr, row_off, id0, ih0, iw0, m < M, s_d, s_h, s_w, s_c, D, H, W, dd, dh, dw, R, S, Cg)
+    return (x_ptr, row_off, id0, ih0, iw0, m < M, s_d, s_h, s_w, s_c, D, H, W, dd, dh, dw, T, R, S, Cg)
 
 
 @triton.jit
 def im2col3d_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    (x_ptr, row_off, id0, ih0, iw0, mask_m, s_d, s_h, s_w, s_c, D, H, W, dd, dh, dw, R, S, Cg) = state
+    (x_ptr, row_off, id0, ih0, iw0, mask_m, s_d, s_h, s_w, s_c, D, H, W, dd, dh, dw, T, R, S, Cg) = state
     t, r, s, cb = _tap3(kt, tl.cdiv(Cg, BLOCK_K), R, S)
     idd = id0 + t * dd
     ih = ih0 + r * dh
@@ -85,18 +87,51 @@ def im2col3d_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 @triton.jit
 def weight3d_init(desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """B = w ``[K, C/g, T, R, S]`` read in place: output channels of group g along N."""
-    (w_ptr, Kg, Cg, s_k, s_c, s_t, s_r, s_s, R, S) = args
+    (w_ptr, Kg, Cg, s_k, s_c, s_t, s_r, s_s, T, R, S) = args
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    return (w_ptr, (g * Kg + offs_n).to(tl.int64) * s_k, offs_n < Kg, s_c, s_t, s_r, s_s, R, S, Cg)
+    return (w_ptr, (g * Kg + offs_n).to(tl.int64) * s_k, offs_n < Kg, s_c, s_t, s_r, s_s, T, R, S, Cg)
 
 
 @triton.jit
 def weight3d_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    (w_ptr, rows, mask_n, s_c, s_t, s_r, s_s, R, S, Cg) = state
+    (w_ptr, rows, mask_n, s_c, s_t, s_r, s_s, T, R, S, Cg) = state
     t, r, s, cb = _tap3(kt, tl.cdiv(Cg, BLOCK_K), R, S)
     c = cb * BLOCK_K + tl.arange(0, BLOCK_K)
     ptrs = w_ptr + rows[None, :] + (t * s_t + r * s_r + s * s_s + c * s_c)[:, None]
     return tl.load(ptrs, mask=mask_n[None, :] & (c < Cg)[:, None], other=0.0)
+
+
+# The flat reduction (few channels per group: RGB stems): K tile kt covers the flat indices
+# k = ((t * R + r) * S + s) * Cg + c across taps, so every column is a real (t, r, s, c); both
+# operands mask k >= T*R*S*Cg (a zero times a finite value only: an Inf in x stays out).
+@triton.jit
+def _flat_k(kt, T, R, S, Cg, BLOCK_K: tl.constexpr):
+    k = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+    t, r, s, c = _flat_trsc(k, R, S, Cg)
+    return t, r, s, c, k < T * R * S * Cg
+
+
+@triton.jit
+def im2col3d_flat_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (x_ptr, row_off, id0, ih0, iw0, mask_m, s_d, s_h, s_w, s_c, D, H, W, dd, dh, dw, T, R, S, Cg) = state
+    t, r, s, c, ok_k = _flat_k(kt, T, R, S, Cg, BLOCK_K)
+    td = t * dd
+    rh = r * dh
+    sw = s * dw
+    idd = id0[:, None] + td[None, :]
+    ih = ih0[:, None] + rh[None, :]
+    iw = iw0[:, None] + sw[None, :]
+    ok = mask_m[:, None] & ok_k[None, :] & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    col_off = td.to(tl.int64) * s_d + rh.to(tl.int64) * s_h + sw.to(tl.int64) * s_w + c * s_c
+    return tl.load(x_ptr + row_off[:, None] + col_off[None, :], mask=ok, other=0.0)
+
+
+@triton.jit
+def weight3d_flat_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (w_ptr, rows, mask_n, s_c, s_t, s_r, s_s, T, R, S, Cg) = state
+    t, r, s, c, ok_k = _flat_k(kt, T, R, S, Cg, BLOCK_K)
+    ptrs = w_ptr + rows[None, :] + (t * s_t + r * s_r + s * s_s + c * s_c)[:, None]
+    return tl.load(ptrs, mask=mask_n[None, :] & ok_k[:, None], other=0.0)
 
 
 @triton.jit

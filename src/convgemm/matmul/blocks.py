@@ -162,7 +162,6 @@ def gemm_kernel(
     UPCAST: tl.constexpr,
     F64: tl.constexpr,  # float64 operands: accumulate in float64
     SPLIT_K: tl.constexpr = 1,  # > 1: K tiles split over grid axis 2 (its size is the split count)
-    REFINE: tl.constexpr = None,  # optional: may replace the accumulated tile (see below)
 ):
     """One output tile (or one of its K ranges) per program:
     grid = (num_pid_m * num_pid_n, batch, number of K splits).
@@ -170,10 +169,6 @@ def gemm_kernel(
     Every kernel of convgemm is this function with different loaders and stores; see the module
     docstring for their contract. Split-K lets a problem with few output tiles and a long
     reduction fill the GPU: the splits of a tile meet in ``split_k_reduce``.
-
-    ``REFINE(acc, a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K,
-    PRECISION, UPCAST) -> acc``, when given, sees the tile after the K loop and may recompute it
-    (the block-diagonal grouped GEMM uses it to keep non-finite inputs inside their own group).
     """
     pid_m, pid_n = tile_grid(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     batch = tl.program_id(1)
@@ -191,10 +186,6 @@ def gemm_kernel(
         acc = k_loop_f64(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
     else:
         acc = k_loop(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST)
-    if REFINE is not None:
-        acc = REFINE(
-            acc, a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST
-        )
     is_last = True
     if SPLIT_K > 1:
         tile = (batch * num_pid_m + pid_m) * num_pid_n + pid_n
@@ -240,7 +231,6 @@ def persistent_gemm_kernel(
     UPCAST: tl.constexpr,
     F64: tl.constexpr,
     SPLIT_K: tl.constexpr = 1,
-    REFINE: tl.constexpr = None,  # not supported here (the launcher refuses it)
 ):
     """``gemm_kernel``'s work with a fixed number of programs (grid = (programs,)), each walking
     the output tiles ``pid, pid + programs, ...`` of batch entry 0.

@@ -69,17 +69,20 @@ def _from_disk(prob: ConvProblem, key: str) -> tuple[Algorithm, Config] | None:
     if algo is None or algo.supports(prob) is not None:
         return None
     try:
-        return algo, Config(**entry["config"])
+        cfg = Config(**entry["config"])
     except TypeError:  # a config field this version does not know
         return None
+    return (algo, cfg) if algo.accepts(cfg) else None
 
 
 def clear_memo() -> None:
     """Forget every tuning result (and the call plans built on them)."""
+    from ..conv.backward import _wgrad_memo
     from ..functional import clear_plans
 
     with _lock:
         _memo.clear()
+        _wgrad_memo.clear()
     clear_plans()
 
 

@@ -1,0 +1,258 @@
+"""Depthwise weight gradient (one input channel per group) as a direct, row-walking kernel.
+
+``dw[k, 0, r, s] = sum over n, p, q of dy[n, k, p, q] * x[n, k // MULT, p*sh - ph + r*dh, q*sw - pw + s*dw]``
+
+Not a GEMM: each weight is a dot product over every output pixel, and a channel's R*S products
+share no operand with another channel's, so tensor cores would multiply mostly zeros. The work is
+near balanced between memory (x and dy read once: 77 MB for ConvNeXt's dw7x7 96@56, batch 64) and
+fp32 FMAs (0.94 G there), so the kernel is built to read each x / dy element from device memory
+about once and to spend few instructions per FMA:
+
+* a program owns ``BLOCK_K`` channels (16-byte vectors along NHWC's contiguous channel axis),
+  a group of ``ROWS`` filter rows (all of them for small filters; one per program for 7x7, a grid
+  axis, to bound registers) and a chunk of output rows (n, p), which it walks in
+  ``BLOCK_Q``-column steps;
+* each step loads the dy tile ``[BLOCK_Q, BLOCK_K]`` once and, for all ``ROWS * S`` taps at once,
+  the x tile shifted by each tap as ONE 3-D load ``[taps, BLOCK_Q, BLOCK_K]`` (tap axis first, held
+  in each thread's registers, so the dy tile is reused from registers for every tap); neighbouring
+  taps re-read the same x lines from L1;
+* the per-tap accumulators are one ``[taps, BLOCK_Q, BLOCK_K]`` fp32 tensor, reduced over Q once
+  at the end. The tap count is split into at most three power-of-two chunks (9 = 8 + 1,
+  7 = 4 + 2 + 1, 25 = 16 + 8 + 1) rather than padded to one power of two, which would spend a
+  third more FMAs, loads and converts on a 3x3 kernel's padding lanes;
+* the row chunks' partial sums go to a workspace; the chunk that finishes a tile last (a ticket
+  counter, ``matmul.blocks.split_k_reduce``'s pattern) adds them up in chunk order and writes dw.
+  One launch, no float atomics: the result is reproducible run to run.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+def tap_chunks(taps: int) -> tuple[int, int, int]:
+    """``taps`` as up to three power-of-two chunks, largest first (0: no chunk). Two exact
+    chunks and a third rounded up to a power of two (its extra lanes are masked): 15 = 8+4+4."""
+    out = []
+    left = taps
+    for i in range(3):
+        if left <= 0:
+            out.append(0)
+            continue
+        c = 1 << (left.bit_length() - 1) if i < 2 else 1 << (left - 1).bit_length()
+        out.append(c)
+        left -= c
+    return out[0], out[1], out[2]
+
+
+@triton.jit
+def _chunk_step(
+    acc,
+    dyv,
+    x_img,
+    ih0,
+    q0,
+    Q,
+    H,
+    W,
+    s_xh,
+    s_xw,
+    c_off,
+    k_ok,
+    stride_w,
+    pad_w,
+    dil_h,
+    dil_w,
+    r0,
+    R,
+    T_FIRST: tl.constexpr,  # index of the chunk's first tap among the program's taps
+    T: tl.constexpr,  # taps in this chunk (a power of two)
+    TAPS: tl.constexpr,  # taps of the program: ROWS * S
+    S: tl.constexpr,
+):
+    """``acc [T, BQ, BK] += x tile shifted by each of the chunk's taps * dy [1, BQ, BK]``."""
+    BQ: tl.constexpr = acc.shape[1]
+    BK: tl.constexpr = acc.shape[2]
+    # The x tile is loaded flat, [T * BQ, BK] with m = t * BQ + q, then viewed as [T, BQ, BK]: a
+    # 3-D load gets a layout that spreads the tap axis over threads (Triton's coalescing pass
+    # orders the two non-contiguous axes its own way), and every step would then move dy into it
+    # through shared memory; the flat tile's layout keeps each thread's taps in its registers,
+    # under the same (column, channel) lanes as dy.
+    m = tl.arange(0, T * BQ)
+    t = T_FIRST + m // BQ
+    r = r0 + t // S
+    s = t - (t // S) * S
+    ih = (ih0 + r * dil_h)[:, None]
+    q = q0 + (m - (m // BQ) * BQ)
+    iw = (q * stride_w - pad_w + s * dil_w)[:, None]
+    ok = ((t < TAPS) & (r < R) & (q < Q))[:, None] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & k_ok[None, :]
+    xv = tl.load(x_img + ih.to(tl.int64) * s_xh + iw * s_xw + c_off[None, :], mask=ok, other=0.0)
+    return acc + tl.reshape(xv, (T, BQ, BK)).to(acc.dtype) * dyv
+
+
+@triton.jit
+def _chunk_partial(acc, ws_tile, k_loc, T_FIRST: tl.constexpr, T: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Stores the chunk's Q-reduced sums ``[T, BK]`` at taps ``T_FIRST..`` of a partial tile."""
+    part = tl.sum(acc, axis=1)
+    t = T_FIRST + tl.arange(0, T)
+    tl.store(ws_tile + (t * BLOCK_K)[:, None] + k_loc[None, :], part)
+
+
+@triton.jit
+def _chunk_finish(
+    ws_tile0,
+    split_stride,
+    n_split,
+    dw_ptr,
+    k,
+    k_loc,
+    K,
+    r0,
+    R,
+    s_wk,
+    s_wr,
+    s_ws,
+    T_FIRST: tl.constexpr,
+    T: tl.constexpr,
+    TAPS: tl.constexpr,
+    S: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    ACC_F64: tl.constexpr,
+):
+    """Sums the chunk's taps over every split, in split order, and writes ``dw[k, 0, r, s]``."""
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    t = T_FIRST + tl.arange(0, T)
+    offs = (t * BLOCK_K)[:, None] + k_loc[None, :]
+    total = tl.zeros((T, BLOCK_K), dtype=acc_t)
+    for i in range(n_split):
+        total += tl.load(ws_tile0 + i * split_stride + offs, cache_modifier=".cg")
+    r = r0 + t // S
+    s = t - (t // S) * S
+    ok = ((t < TAPS) & (r < R))[:, None] & (k < K)[None, :]
+    out = dw_ptr + (k.to(tl.int64) * s_wk)[None, :] + (r * s_wr + s * s_ws)[:, None]
+    tl.store(out, total.to(dw_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def depthwise_wgrad_kernel(
+    x_ptr,
+    dy_ptr,
+    dw_ptr,
+    ws_ptr,  # [tiles, n_split, T0 + T1 + T2, BLOCK_K] partial sums in the accumulator's dtype
+    lock_ptr,  # int32 ticket counter per tile, zero before the launch (and left at zero)
+    H,
+    W,
+    P,
+    Q,
+    K,
+    MULT,  # output channels per input channel
+    NP,  # N * P output rows
+    rows_per_split,
+    s_xn,
+    s_xh,
+    s_xw,
+    s_xc,
+    s_yn,
+    s_yk,
+    s_yp,
+    s_yq,
+    s_wk,
+    s_wr,
+    s_ws,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    dil_h,
+    dil_w,
+    R,
+    S: tl.constexpr,
+    ROWS: tl.constexpr,  # filter rows per program (a grid axis over the row groups)
+    T0: tl.constexpr,  # ROWS * S taps as power-of-two chunks (tap_chunks); 0: no chunk
+    T1: tl.constexpr,
+    T2: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    ACC_F64: tl.constexpr,
+):
+    """``dw [K, 1, R, S]`` (any strides, written once) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``
+    (any strides; NHWC reads as 16-byte vectors), K = MULT * C.
+
+    Grid: (row groups = cdiv(R, ROWS), channel blocks = cdiv(K, BLOCK_K), splits), row groups
+    fastest so the programs sharing an x and dy range run together; split ``i`` takes output rows
+    ``[i * rows_per_split, (i + 1) * rows_per_split)`` of the N * P.
+    """
+    TAPS: tl.constexpr = ROWS * S
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    rg = tl.program_id(0)
+    kb = tl.program_id(1)
+    split = tl.program_id(2)
+    r0 = rg * ROWS
+    k_loc = tl.arange(0, BLOCK_K)
+    k = kb * BLOCK_K + k_loc
+    k_ok = k < K
+    # 64-bit channel offsets: an NCHW tensor's channel stride is H*W, and C*H*W may pass 2**31
+    c_off = (k // MULT).to(tl.int64) * s_xc
+    k_off = (k.to(tl.int64) * s_yk)[None, :]
+    qq = tl.arange(0, BLOCK_Q)
+    acc0 = tl.zeros((T0, BLOCK_Q, BLOCK_K), dtype=acc_t)
+    # an absent chunk keeps a 1-tap placeholder, never updated (dead code once compiled)
+    acc1 = tl.zeros((T1 + (T1 == 0), BLOCK_Q, BLOCK_K), dtype=acc_t)
+    acc2 = tl.zeros((T2 + (T2 == 0), BLOCK_Q, BLOCK_K), dtype=acc_t)
+    row_start = split * rows_per_split
+    for row in range(row_start, tl.minimum(row_start + rows_per_split, NP)):
+        n = row // P
+        p = row - n * P
+        x_img = x_ptr + n.to(tl.int64) * s_xn
+        dy_row = dy_ptr + n.to(tl.int64) * s_yn + p.to(tl.int64) * s_yp
+        ih0 = p * stride_h - pad_h
+        for q0 in range(0, Q, BLOCK_Q):
+            q = q0 + qq
+            qk_ok = (q < Q)[:, None] & k_ok[None, :]
+            dyv = tl.load(dy_row + (q * s_yq)[:, None] + k_off, mask=qk_ok, other=0.0)
+            dyv = dyv.to(acc_t)[None, :, :]
+            acc0 = _chunk_step(
+                acc0, dyv, x_img, ih0, q0, Q, H, W, s_xh, s_xw, c_off, k_ok, stride_w, pad_w, dil_h, dil_w, r0, R,
+                0, T0, TAPS, S,
+            )  # fmt: skip
+            if T1 > 0:
+                acc1 = _chunk_step(
+                    acc1, dyv, x_img, ih0, q0, Q, H, W, s_xh, s_xw, c_off, k_ok, stride_w, pad_w, dil_h, dil_w, r0, R,
+                    T0, T1, TAPS, S,
+                )  # fmt: skip
+            if T2 > 0:
+                acc2 = _chunk_step(
+                    acc2, dyv, x_img, ih0, q0, Q, H, W, s_xh, s_xw, c_off, k_ok, stride_w, pad_w, dil_h, dil_w, r0, R,
+                    T0 + T1, T2, TAPS, S,
+                )  # fmt: skip
+    # this split's partial tile, then a ticket: the last split of the tile sums them all in order
+    TP: tl.constexpr = T0 + T1 + T2
+    tile = kb * tl.num_programs(0) + rg
+    n_split = tl.num_programs(2)
+    ws_tile0 = ws_ptr + tile.to(tl.int64) * n_split * (TP * BLOCK_K)
+    ws_tile = ws_tile0 + split * (TP * BLOCK_K)
+    _chunk_partial(acc0, ws_tile, k_loc, 0, T0, BLOCK_K)
+    if T1 > 0:
+        _chunk_partial(acc1, ws_tile, k_loc, T0, T1, BLOCK_K)
+    if T2 > 0:
+        _chunk_partial(acc2, ws_tile, k_loc, T0 + T1, T2, BLOCK_K)
+    tl.debug_barrier()  # every thread's partial is written before the ticket is taken
+    ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    if ticket == n_split - 1:
+        split_stride = TP * BLOCK_K
+        _chunk_finish(
+            ws_tile0, split_stride, n_split, dw_ptr, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, 0, T0, TAPS, S, BLOCK_K,
+            ACC_F64,
+        )  # fmt: skip
+        if T1 > 0:
+            _chunk_finish(
+                ws_tile0, split_stride, n_split, dw_ptr, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, T0, T1, TAPS, S,
+                BLOCK_K, ACC_F64,
+            )  # fmt: skip
+        if T2 > 0:
+            _chunk_finish(
+                ws_tile0, split_stride, n_split, dw_ptr, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, T0 + T1, T2, TAPS, S,
+                BLOCK_K, ACC_F64,
+            )  # fmt: skip
+        tl.store(lock_ptr + tile, 0)

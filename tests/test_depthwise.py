@@ -1,0 +1,76 @@
+"""The depthwise forward kernel under every tile shape its configs can take.
+
+``configs()`` on the GPU offers tiles of 1-8 output rows, 4-32 columns and 16-128 channels; under
+the interpreter it offers two. Each config here is forced through ``default_config`` so the kernel
+runs it exactly, against the float64 reference.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE
+
+import convgemm
+from convgemm.conv.fprop import ALGORITHMS, Config
+from convgemm.tune.autotune import clear_memo
+
+# (N, C, H, W, multiplier, R, S, stride, pad, dil)
+CASES = [
+    (2, 16, 9, 11, 1, 3, 3, 1, 1, 1),  # odd sizes: partial row, column and channel blocks
+    (1, 8, 13, 10, 1, 7, 7, 1, 3, 1),  # ConvNeXt-like 7x7
+    (2, 6, 11, 9, 2, 3, 3, 2, 1, 2),  # multiplier 2, stride 2, dilation 2
+    (1, 24, 5, 17, 1, 5, 5, 1, 2, 1),  # fewer rows than a tile, channels not a power of two
+]
+# (BLOCK_Q, BLOCK_K, ROWS, warps): rows 1..8, each a power of two
+CONFIGS = [(4, 16, 1, 1), (8, 16, 2, 2), (4, 32, 4, 2), (8, 16, 8, 4), (16, 16, 4, 2)]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "q{}k{}r{}w{}".format(*c))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7]}d{c[9]}")
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_every_tile_shape(case, cfg, layout, monkeypatch):
+    n, c, h, w, mult, r, s, stride, pad, dil = case
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, c, h, w, generator=g).to(DEVICE)
+    wt = torch.randn(c * mult, 1, r, s, generator=g).to(DEVICE)
+    b = torch.randn(c * mult, generator=g).to(DEVICE)
+    if layout == "nhwc":
+        x = x.to(memory_format=torch.channels_last)
+    algo = ALGORITHMS["depthwise"]
+    monkeypatch.setattr(type(algo), "default_config", lambda self, prob: Config(cfg[0], cfg[1], cfg[2], cfg[3], 1))
+    clear_memo()
+    try:
+        y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, groups=c, algorithm="depthwise")
+    finally:
+        clear_memo()
+    ref = F.conv2d(x.double(), wt.double(), b.double(), stride=stride, padding=pad, dilation=dil, groups=c)
+    torch.testing.assert_close(y.double().cpu(), ref.cpu(), rtol=1e-5, atol=1e-5)
+
+
+def test_gpu_configs_are_runnable(monkeypatch):
+    """The GPU's candidate list (built here with the interpreter switch off): rows a power of two
+    no larger than the output's rows rounded up, 1-8 warps, at most six, the default among valid ones."""
+    import convgemm.conv.fprop as fp
+
+    monkeypatch.setattr(fp, "interpreting", lambda: False)
+    monkeypatch.setattr(fp, "sm_count", lambda: 132)
+    algo = ALGORITHMS["depthwise"]
+    for shape in [(64, 32, 112, 112, 3, 1), (64, 96, 56, 56, 7, 1), (64, 960, 7, 7, 3, 1), (8, 4096, 1, 4096, 1, 1)]:
+        nn_, c, h, w_, k, _ = shape
+        x = torch.empty(nn_, c, h, w_).to(memory_format=torch.channels_last)
+        wt = torch.empty(c, 1, k if h > 1 else 1, k)
+        from convgemm.problem import ConvProblem
+
+        prob = ConvProblem.from_tensors(x, wt, padding=(k // 2 if h > 1 else 0, k // 2), groups=c)
+        cfgs = algo.configs(prob) + [algo.default_config(prob)]
+        assert 1 <= len(cfgs) <= 7
+        for cfg in cfgs:
+            rows = cfg.block_k
+            assert rows >= 1 and rows & (rows - 1) == 0 and rows <= max(1, 2 * prob.p), (shape, cfg)
+            assert 1 <= cfg.num_warps <= 8, (shape, cfg)
+            per_thread = rows * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+            assert per_thread <= 16, (shape, cfg)
+            assert algo.accepts(cfg)
+    assert not algo.accepts(Config(16, 64, 0, 4, 1))  # an older version's cache entry
