@@ -269,6 +269,8 @@ def test_conv3d_tma_refuses_what_it_cannot_take():
     assert k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x) is not None
     x, w, b, kw = _tensors((1, 6, 3, 4, 4, 8, 1, 1, 1, 1, 0, 1, 1), torch.float16, channels_last=True)
     assert "aligned" in k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x)  # 12-byte pixels
+    x, w, b, kw = _tensors(CASES[0], torch.float32, channels_last=True)
+    assert "fp16 or bf16" in k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x)  # fp32: gather
 
 
 # ---------------------------------------------------------------- forward algorithms and the tuner
@@ -292,7 +294,7 @@ TMA_CASES = [
     # partial 64- and 128-row tiles
     ((1, 48, 3, 5, 6, 80, 3, 3, 3, 1, 1, 1, 1), torch.float16),
     ((1, 64, 4, 3, 5, 64, 3, 1, 1, 1, (1, 0, 0), 1, 1), torch.float16),  # temporal 3x1x1
-    ((1, 40, 2, 5, 3, 24, 1, 3, 3, 1, (0, 1, 1), 1, 1), torch.float32),  # spatial 1x3x3, fp32 tiles
+    ((1, 40, 2, 5, 3, 24, 1, 3, 3, 1, (0, 1, 1), 1, 1), torch.float16),  # spatial 1x3x3
 ]
 
 

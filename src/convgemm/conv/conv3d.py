@@ -255,8 +255,10 @@ class Tma3d(Algorithm):
     name = "conv3d_tma"
 
     def supports(self, prob: ConvProblem3d, x: torch.Tensor | None = None) -> str | None:
-        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-            return f"the TMA kernel takes fp16, bf16 or fp32, not {prob.dtype}"
+        if prob.dtype not in (torch.float16, torch.bfloat16):
+            # fp32 went wrong on the H200 (relative error 0.82 for a 64x128x32 tile without
+            # split-K, C = 40, K = 24; the interpreter passes): refused until that is understood
+            return f"the 3-D TMA kernel takes fp16 or bf16, not {prob.dtype} (fp32: see benchmarks/NOTES.md)"
         if prob.groups != 1 or prob.stride != (1, 1, 1):
             return "the 3-D TMA kernel takes groups = 1 and stride 1"
         if not prob.tma_input_ok:
