@@ -338,3 +338,42 @@ def test_depthwise_wgrad_gpu_configs(case, dtype, monkeypatch):
         dw = torch.full(tuple(w.shape), float("nan"), dtype=dtype, device=DEVICE)
         bw.DWGRAD.run(prob, x, dy, dw, cfg)
         assert_close(dw, gw, dtype, f"depthwise wgrad {case} {cfg.describe()}")
+
+
+def test_depthwise_wgrad_tuning_is_memoised_and_cached(monkeypatch, tmp_path):
+    """With tuning on, the depthwise wgrad's candidates are timed once (a fake timer picks the
+    last), the winner is stored on disk under a key tagged ``wgrad``, a fresh process reads it back
+    without timing, and the chosen config computes the right gradient."""
+    from convgemm.conv import backward as bw
+    from convgemm.tune import autotune as at
+    from convgemm.tune import cache as tc
+
+    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tc, "_warned", set())
+    monkeypatch.setattr(bw, "_can_time", lambda x: True)
+    monkeypatch.setattr(at, "autotune_enabled", lambda: True)
+    calls = []
+
+    def fake_tune(prob, candidates, x, w, bias, y):
+        (algo,) = candidates
+        cfgs = algo.configs(prob)
+        calls.append(len(cfgs))
+        algo.run(prob, x, w, bias, y, cfgs[-1])  # the adapter runs the wgrad kernel into y (a dw)
+        return algo, cfgs[-1], 3.0
+
+    monkeypatch.setattr(at, "_tune", fake_tune)
+    case = (2, 8, 9, 7, 8, 3, 3, 1, 1, 1, 8, False)  # depthwise
+    x, w, dy, kw = make(case, torch.float32)
+    _, gw = ref_grads(x, w, dy, kw)
+    at.clear_memo()
+    try:
+        prob = ConvProblem.from_tensors(x, w, None, **kw)
+        algo, cfg, _, _ = bw.choose_wgrad(prob, x, dy, torch.empty_like(w))
+        assert algo is bw.DWGRAD and cfg == bw.DWGRAD.configs(prob)[-1] and calls == [len(bw.DWGRAD.configs(prob))]
+        key = at.cache_key(prob, x.device) + "|wgrad"
+        assert at.disk_cache().get(key)["algorithm"] == "depthwise_wgrad"
+        at.clear_memo()  # a new process: the disk answers, nothing is timed
+        assert bw.choose_wgrad(prob, x, dy, torch.empty_like(w))[1] == cfg and len(calls) == 1
+        assert_close(convgemm.conv2d_weight(x, w.shape, dy, **kw), gw, torch.float32, "tuned depthwise wgrad")
+    finally:
+        at.clear_memo()

@@ -65,10 +65,8 @@ for tool in "${TOOLS[@]}"; do
     if [ "$tool" = plain ]; then
         summary="no sanitizer"
     else
-        summary=$(grep -E "ERROR SUMMARY" "$log" | tail -1 | sed -E 's/^=+ *//')
-        summary=${summary:-"no ERROR SUMMARY in the log (crashed or timed out?)"}
-        hazards=$(grep -E "RACECHECK SUMMARY" "$log" | tail -1 | sed -E 's/^=+ *//')
-        [ -n "$hazards" ] && summary="$summary; $hazards"
+        summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed -E 's/^=+ *//')
+        summary=${summary:-"no ERROR or RACECHECK SUMMARY in the log (crashed or timed out?)"}
     fi
     [ $rc -eq 124 ] && summary="$summary; TIMEOUT after ${TIMEOUT:-1200} s"
     echo "$tool: $summary | cases: ${cases:-none finished} | rc=$rc, ${secs}s, log $log"

@@ -322,6 +322,11 @@ class _AsForward:
 _wgrad_memo: dict = {}
 
 
+def _can_time(x: torch.Tensor) -> bool:
+    """Whether candidates can be timed: a compiled kernel on a CUDA device (not the interpreter)."""
+    return x.device.type == "cuda" and not interpreting()
+
+
 def tuned_wgrad_config(algo, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> Config:
     """``algo``'s config for ``prob``: this process's memo, then the tuning cache on disk (keyed
     like the forward's, tagged ``wgrad``), then timing ``algo.configs`` on the call's own tensors
@@ -333,7 +338,7 @@ def tuned_wgrad_config(algo, prob: ConvProblem, x: torch.Tensor, dy: torch.Tenso
     if hit is not None:
         return hit
     cfg = None
-    if x.device.type == "cuda" and not interpreting() and at.autotune_enabled():
+    if _can_time(x) and at.autotune_enabled():
         dkey = at.cache_key(prob, x.device) + "|wgrad"
         entry = at.disk_cache().get(dkey)
         if entry is not None and entry["algorithm"] == algo.name:
