@@ -296,6 +296,51 @@ def test_depthwise_wgrad_every_config(case, dtype):
         assert torch.equal(outs[0], outs[-1]), cfg.describe()
 
 
+# narrow groups (C/g = CG input, K/g = KG output channels per group), odd sizes throughout
+NARROW_WGRAD = [
+    (2, 6, 7, 9, 3, 3, 3, 2, 1, 1, 3),  # CG 2, KG 1, stride 2
+    (1, 8, 6, 7, 4, 3, 3, 1, 2, 2, 2),  # CG 4, KG 2, dilation 2, padding 2
+    (1, 16, 5, 6, 8, 3, 3, 1, (1, 0), 1, 2),  # CG 8, KG 4, uneven padding
+    (1, 12, 7, 6, 6, 1, 3, 2, (0, 1), (1, 2), 3),  # CG 4, KG 2, 1x3 strided, dilated
+]
+
+
+@pytest.mark.parametrize(
+    "case,dtype", [(c, torch.float32) for c in NARROW_WGRAD] + [(NARROW_WGRAD[0], torch.float64)], ids=str
+)
+def test_narrow_group_wgrad_every_config(case, dtype):
+    """The direct wgrad on grouped layers with several input channels per group: every config
+    ``configs`` offers and one split per output row, forced, against float64, into a NaN-filled dw
+    whose input-channel stride is neither contiguous nor the smallest; the first twice, bit-identical."""
+    from convgemm.conv.backward import DWGRAD, choose_wgrad
+
+    x, w, dy, kw = make((*case, False), dtype)
+    _, gw = ref_grads(x, w, dy, kw)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    assert prob.cg > 1 and choose_wgrad(prob, x, dy)[0] is DWGRAD
+    k, cg, r, s = w.shape
+    for i, cfg in enumerate(DWGRAD.configs(prob) + [Config(4, 4, 1, 4, 1, split_k=prob.n * prob.p)]):
+        outs = []
+        for _ in range(2 if i == 0 else 1):
+            dw = torch.full((k, r, s, cg, 2), float("nan"), dtype=dtype, device=DEVICE)
+            dw = dw[..., 0].permute(0, 3, 1, 2)  # [K, CG, R, S], strides (2RSCG, 2, 2SCG, 2CG)
+            DWGRAD.run(prob, x, dy, dw, cfg)
+            outs.append(dw)
+        assert_close(outs[0], gw, dtype, f"narrow-group wgrad {case} {cfg.describe()}")
+        assert torch.equal(outs[0], outs[-1]), cfg.describe()
+
+
+def test_narrow_group_wgrad_route():
+    """ResNeXt's grouped 3x3 (C = K = 128, 32 groups of 4) takes the direct wgrad; 4 groups of 32
+    channels, and 8 input channels per group feeding 16 outputs, keep the GEMM kernels."""
+    from convgemm.conv.backward import DWGRAD, choose_wgrad
+
+    for c, k, groups, direct in [(128, 128, 32, True), (128, 128, 4, False), (16, 32, 2, False), (64, 64, 8, True)]:
+        x, w, dy, kw = make((1, c, 4, 4, k, 3, 3, 1, 1, 1, groups, False), torch.float32)
+        prob = ConvProblem.from_tensors(x, w, None, **kw)
+        assert (choose_wgrad(prob, x, dy)[0] is DWGRAD) is direct, (c, k, groups)
+
+
 @pytest.mark.parametrize("case", STRIDED, ids=case_id)
 def test_strided_dgrad_by_phases_forced(case, monkeypatch):
     """The per-phase forward convolutions serve any filter (the dispatcher takes them only for
@@ -319,12 +364,13 @@ def test_strided_dgrad_by_phases_forced(case, monkeypatch):
         ((1, 48, 6, 5, 96, 3, 3, 2, 1, 1, 48), torch.float32),  # multiplier 2: the gather tiles
         ((1, 40, 9, 7, 40, 7, 7, 1, 3, 1, 40), torch.float32),
         ((1, 24, 5, 6, 24, 3, 3, 1, 1, 1, 24), torch.float64),
+        ((1, 32, 5, 6, 32, 3, 3, 2, 1, 1, 8), torch.float32),  # 4 channels per group, as ResNeXt
     ],
     ids=str,
 )
 def test_depthwise_wgrad_gpu_configs(case, dtype, monkeypatch):
-    """The tile shapes ``configs`` gives a GPU (8 warps, 128-channel blocks, two filter rows per
-    program), run here whatever the device, each forced, against float64."""
+    """The tile shapes ``configs`` gives a GPU (8 warps, 128-channel blocks, one filter row per
+    program for 7x7), run here whatever the device, each forced, against float64."""
     import convgemm.conv.backward as bw
 
     x, w, dy, kw = make((*case, False), dtype)

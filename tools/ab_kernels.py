@@ -107,19 +107,24 @@ def main() -> int:
         rows.append((f"dgrad {r}x{r} s{st} {c}->{k} @{h}", "phases", _time(phases), "gather", _time(gather),
                      _rel(dx1, dx2)))  # fmt: skip
 
-    def dw_row(n, c, h, r):
-        """depthwise wgrad: direct vs gather GEMM"""
-        x, wt = tensors(n, c, h, h, c, r, r, c)
-        kw = dict(padding=r // 2, groups=c)
-        prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    def direct_wgrad_row(label, n, c, h, r, groups, stride=1):
+        """direct wgrad (depthwise, narrow groups) vs the gather GEMM"""
+        x, wt = tensors(n, c, h, h, c, r, r, groups)
+        prob = ConvProblem.from_tensors(x, wt, None, stride=stride, padding=r // 2, groups=groups)
         dy = torch.randn(prob.output_shape, device=dev, dtype=dt).contiguous(memory_format=cl)
         dw1, dw2 = torch.empty_like(wt), torch.empty_like(wt)
         direct = lambda: DWGRAD.run(prob, x, dy, dw1)  # noqa: E731
         gemm = lambda: WGRAD.run(prob, x, dy, dw2, WGRAD.default_config(prob))  # noqa: E731
         direct()
         gemm()
-        rows.append((f"depthwise wgrad {r}x{r} {c}@{h}", "direct", _time(direct), "gather", _time(gemm),
-                     _rel(dw1, dw2)))  # fmt: skip
+        rows.append((label, "direct", _time(direct), "gather", _time(gemm), _rel(dw1, dw2)))
+
+    def dw_row(n, c, h, r):
+        direct_wgrad_row(f"depthwise wgrad {r}x{r} {c}@{h}", n, c, h, r, c)
+
+    def grouped_wgrad_row(n, c, h, st):
+        # ResNeXt g32: 4 channels per group at 128
+        direct_wgrad_row(f"grouped wgrad g32 {c}@{h} s{st}", n, c, h, 3, 32, st)
 
     count = 1 if a.quick else 2
     for args in [(64, 256, 56, 1), (64, 512, 28, 1)][:count]:
@@ -129,6 +134,7 @@ def main() -> int:
         dgrad_row(*args)
     for args in [(64, 144, 56, 3), (64, 384, 14, 7)][:count]:
         dw_row(*args)
+    grouped_wgrad_row(64, 128, 56, 1)
 
     # dense wgrad: TMA vs gather
     x, wt = tensors(64, 128, 28, 28, 128, 3, 3)

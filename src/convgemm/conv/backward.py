@@ -210,11 +210,13 @@ class WgradTma:
 
 
 class DepthwiseWgrad:
-    """wgrad of a depthwise layer (one input channel per group): not a GEMM -- each weight is a
-    dot product over every output pixel -- so a direct kernel (``conv/depthwise_wgrad.py``): a
-    program walks a chunk of output rows for one channel block and one group of filter rows,
-    loading each dy tile once and the x tile for all its taps as one 3-D load; the chunks'
-    partial sums are added in a fixed order (reproducible).
+    """Direct wgrad for depthwise and narrow groups (``narrow``: C/g = 1, or C/g and K/g both at
+    most 8, as ResNeXt's 4..8): not a GEMM -- each weight is a dot product over every output pixel,
+    and a group's GEMM (M = K/g, N = R*S*C/g) would fill a tensor-core tile mostly with padding --
+    so a direct kernel (``conv/depthwise_wgrad.py``): a program walks a chunk of output rows for one
+    channel block, one input channel of their groups and one group of filter rows, loading each dy
+    tile once and the x tile for all its taps as one 3-D load; the chunks' partial sums are added
+    in a fixed order (reproducible).
 
     Its ``Config``: ``block_m`` = BLOCK_Q (output columns per step), ``block_n`` = BLOCK_K
     (channels, 8 x 16-bit per thread), ``block_k`` = filter rows per program (R: all taps, for
@@ -225,19 +227,29 @@ class DepthwiseWgrad:
     name = "depthwise_wgrad"
 
     @staticmethod
+    def narrow(prob: ConvProblem) -> bool:
+        """Whether ``choose_wgrad`` gives ``prob`` to this kernel: depthwise (any multiplier), or
+        grouped with at most 8 input and 8 output channels per group (ResNeXt's 4..8). dy is
+        read once per input channel of a group (a grid axis) and x by per-element gathers, so
+        the cost grows with C/g; wider groups fill the GEMM kernels' tiles and go to them."""
+        return prob.groups > 1 and (prob.cg == 1 or (prob.cg <= 8 and prob.kg <= 8))
+
+    @staticmethod
     def _splits(prob: ConvProblem, bk: int, rows: int, per_sm: int) -> int:
         """Row chunks giving about ``per_sm`` programs per SM, each at least 4 output rows
         (a chunk re-reads R - 1 halo rows of x, and its partial costs a workspace round trip)."""
-        tiles = cdiv(prob.r, rows) * cdiv(prob.k, bk)
+        tiles = cdiv(prob.r, rows) * cdiv(prob.k, bk) * prob.cg
         return max(1, min(cdiv(prob.n * prob.p, 4), cdiv(per_sm * sm_count(), tiles)))
 
     def _config(self, prob: ConvProblem, warps: int, rows: int, per_sm: int) -> Config:
         """BLOCK_Q x BLOCK_K with 8 elements per thread (8 x 16-bit channels: one 16-byte vector
-        per tap and column, no replication; 4 in fp64, and 2 with a channel multiplier, whose x
-        reads are per-element gathers: tools/sm90_check.py, no spills, <= 215 registers), shaped
-        to waste the fewest lanes on the Q and K tails (ties: 64 channels, then wider columns)."""
-        per_thread = 2 if prob.kg > 1 else (4 if prob.dtype == torch.float64 else 8)
-        if prob.kg > 1 and prob.dtype == torch.float64:
+        per tap and column, no replication; 4 in fp64, and 2 with a channel multiplier or several
+        input channels per group, whose x reads are per-element gathers: tools/sm90_check.py, no
+        spills, <= 215 registers), shaped to waste the fewest lanes on the Q and K tails (ties:
+        64 channels, then wider columns)."""
+        gather = prob.kg > 1 or prob.cg > 1
+        per_thread = 2 if gather else (4 if prob.dtype == torch.float64 else 8)
+        if gather and prob.dtype == torch.float64:
             per_thread = 1
         tile = per_thread * 32 * warps
 
@@ -258,21 +270,19 @@ class DepthwiseWgrad:
         return self._config(prob, 4, self._rows(prob), 8)
 
     def configs(self, prob: ConvProblem) -> list[Config]:
-        """A few candidates around the default: 8 warps (twice the columns per step), two filter
-        rows per program for large filters (dy read half as often, about 210 registers), fewer
-        and longer row chunks."""
+        """A few candidates around the default: 8 warps (twice the columns per step), and fewer,
+        longer row chunks."""
         if interpreting():
             d = self.default_config(prob)
             return [d, Config(4, 8, 1, 4, 1, split_k=2), Config(8, 4, prob.r, 4, 1, split_k=1)]
         rows = self._rows(prob)
-        out = [self._config(prob, 4, rows, 8), self._config(prob, 8, rows, 4)]
-        if rows == 1 and prob.r > 1:
-            out.append(self._config(prob, 4, 2, 8))
-        out.append(self._config(prob, 4, rows, 3))
+        # (two filter rows per program for 7x7 spilled: 255 registers, 156 spill loads/stores in
+        # tools/sm90_check.py; the kernel still takes it, the tuner no longer offers it)
+        out = [self._config(prob, 4, rows, 8), self._config(prob, 8, rows, 4), self._config(prob, 4, rows, 3)]
         return list(dict.fromkeys(out))
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None, launch=None):
-        """``dw [K, 1, R, S]`` (any strides) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any
+        """``dw [K, C/g, R, S]`` (any strides) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any
         strides (NHWC is the fast layout); ``cfg`` None takes ``default_config``."""
         from .depthwise_wgrad import depthwise_wgrad_kernel, tap_chunks
         from .fprop import _run_kernel
@@ -284,11 +294,11 @@ class DepthwiseWgrad:
         split = cdiv(np_, rows_per_split)
         t0, t1, t2 = tap_chunks(rows * prob.s)
         acc_t = torch.float64 if prob.dtype == torch.float64 else torch.float32
-        grid = (cdiv(prob.r, rows), cdiv(prob.k, bk), split)
+        grid = (cdiv(prob.r, rows) * prob.cg, cdiv(prob.k, bk), split)
         ws, locks = split_k_buffers(x.device, grid[0] * grid[1], split, (t0 + t1 + t2) * bk, acc_t)
-        args = (x, dy, dw, ws, locks, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, np_, rows_per_split,
+        args = (x, dy, dw, ws, locks, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, prob.cg, np_, rows_per_split,
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), dy.stride(0), dy.stride(1), dy.stride(2),
-                dy.stride(3), dw.stride(0), dw.stride(2), dw.stride(3), prob.stride[0], prob.stride[1],
+                dy.stride(3), dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3), prob.stride[0], prob.stride[1],
                 prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.r)  # fmt: skip
 
         def constexprs():
@@ -358,12 +368,12 @@ def tuned_wgrad_config(algo, prob: ConvProblem, x: torch.Tensor, dy: torch.Tenso
 def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor | None = None):
     """The wgrad kernel for ``prob``: ``(kernel, config, x, dy)`` with the tensors it reads.
 
-    Depthwise layers: the direct kernel, its config tuned when ``dw`` (the output, for a scratch
-    copy) is given. Else ``wgrad_tma`` on NHWC views (an NCHW tensor is copied: one pass over it
+    Depthwise and narrow grouped layers (``DepthwiseWgrad.narrow``): the direct kernel, its
+    config tuned when ``dw`` (the output, for a scratch copy) is given. Else ``wgrad_tma`` on NHWC views (an NCHW tensor is copied: one pass over it
     costs less than the gather kernel's strided reads) when it applies, else the gather kernel on
     the tensors as given.
     """
-    if prob.cg == 1 and prob.groups > 1:
+    if DWGRAD.narrow(prob):
         xn, dyn = as_nhwc(x), as_nhwc(dy)
         cfg = tuned_wgrad_config(DWGRAD, prob, xn, dyn, dw) if dw is not None else DWGRAD.default_config(prob)
         return DWGRAD, cfg, xn, dyn

@@ -1,6 +1,12 @@
-"""Depthwise weight gradient (one input channel per group) as a direct, row-walking kernel.
+"""Weight gradient of depthwise and narrow grouped layers as a direct, row-walking kernel.
 
-``dw[k, 0, r, s] = sum over n, p, q of dy[n, k, p, q] * x[n, k // MULT, p*sh - ph + r*dh, q*sw - pw + s*dw]``
+``dw[k, c', r, s] = sum over n, p, q of dy[n, k, p, q] * x[n, (k // KG) * CG + c', p*sh - ph + r*dh, q*sw - pw + s*dw]``
+
+for ``c' < CG`` = C/groups (depthwise: CG = 1, KG = K/groups the channel multiplier). Narrow
+groups (ResNeXt's 4..8 channels per group) fit it for the same reason as depthwise: the per-group
+GEMM (M = K/g, N = R*S*C/g) is far smaller than a tensor-core tile. ``c'`` is a grid axis (with the
+filter row groups), so each program is a depthwise-like one reading the x channel
+``(k // KG) * CG + c'`` per lane -- a per-element gather when CG > 1 or KG > 1.
 
 Not a GEMM: each weight is a dot product over every output pixel, and a channel's R*S products
 share no operand with another channel's, so tensor cores would multiply mostly zeros. The work is
@@ -9,7 +15,7 @@ fp32 FMAs (0.94 G there), so the kernel is built to read each x / dy element fro
 about once and to spend few instructions per FMA:
 
 * a program owns ``BLOCK_K`` channels (16-byte vectors along NHWC's contiguous channel axis),
-  a group of ``ROWS`` filter rows (all of them for small filters; one per program for 7x7, a grid
+  one input channel ``c'`` of their groups, a group of ``ROWS`` filter rows (all of them for small filters; one per program for 7x7, a grid
   axis, to bound registers) and a chunk of output rows (n, p), which it walks in
   ``BLOCK_Q``-column steps;
 * each step loads the dy tile ``[BLOCK_Q, BLOCK_K]`` once and, for all ``ROWS * S`` taps at once,
@@ -120,7 +126,8 @@ def _chunk_finish(
     BLOCK_K: tl.constexpr,
     ACC_F64: tl.constexpr,
 ):
-    """Sums the chunk's taps over every split, in split order, and writes ``dw[k, 0, r, s]``."""
+    """Sums the chunk's taps over every split, in split order, and writes ``dw[k, c', r, s]``
+    (``dw_ptr`` already offset to input channel ``c'``)."""
     acc_t = tl.float64 if ACC_F64 else tl.float32
     t = T_FIRST + tl.arange(0, T)
     offs = (t * BLOCK_K)[:, None] + k_loc[None, :]
@@ -146,7 +153,8 @@ def depthwise_wgrad_kernel(
     P,
     Q,
     K,
-    MULT,  # output channels per input channel
+    KG,  # output channels per group (depthwise: the channel multiplier)
+    CG,  # input channels per group (depthwise: 1); a grid axis
     NP,  # N * P output rows
     rows_per_split,
     s_xn,
@@ -158,6 +166,7 @@ def depthwise_wgrad_kernel(
     s_yp,
     s_yq,
     s_wk,
+    s_wc,
     s_wr,
     s_ws,
     stride_h,
@@ -176,16 +185,20 @@ def depthwise_wgrad_kernel(
     BLOCK_K: tl.constexpr,
     ACC_F64: tl.constexpr,
 ):
-    """``dw [K, 1, R, S]`` (any strides, written once) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``
-    (any strides; NHWC reads as 16-byte vectors), K = MULT * C.
+    """``dw [K, CG, R, S]`` (any strides, written once) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``
+    (any strides; NHWC reads of a depthwise layer without multiplier are 16-byte vectors),
+    groups = C / CG = K / KG.
 
-    Grid: (row groups = cdiv(R, ROWS), channel blocks = cdiv(K, BLOCK_K), splits), row groups
-    fastest so the programs sharing an x and dy range run together; split ``i`` takes output rows
-    ``[i * rows_per_split, (i + 1) * rows_per_split)`` of the N * P.
+    Grid: (CG * row groups (cdiv(R, ROWS)), channel blocks = cdiv(K, BLOCK_K), splits), input
+    channel of the group fastest, then row groups, so the programs sharing an x and dy range run
+    together; split ``i`` takes output rows ``[i * rows_per_split, (i + 1) * rows_per_split)`` of
+    the N * P. Workspace tiles and tickets are per (c', row group, channel block).
     """
     TAPS: tl.constexpr = ROWS * S
     acc_t = tl.float64 if ACC_F64 else tl.float32
-    rg = tl.program_id(0)
+    pid0 = tl.program_id(0)
+    cc = pid0 % CG
+    rg = pid0 // CG
     kb = tl.program_id(1)
     split = tl.program_id(2)
     r0 = rg * ROWS
@@ -193,7 +206,7 @@ def depthwise_wgrad_kernel(
     k = kb * BLOCK_K + k_loc
     k_ok = k < K
     # 64-bit channel offsets: an NCHW tensor's channel stride is H*W, and C*H*W may pass 2**31
-    c_off = (k // MULT).to(tl.int64) * s_xc
+    c_off = ((k // KG) * CG + cc).to(tl.int64) * s_xc
     k_off = (k.to(tl.int64) * s_yk)[None, :]
     qq = tl.arange(0, BLOCK_Q)
     acc0 = tl.zeros((T0, BLOCK_Q, BLOCK_K), dtype=acc_t)
@@ -228,7 +241,7 @@ def depthwise_wgrad_kernel(
                 )  # fmt: skip
     # this split's partial tile, then a ticket: the last split of the tile sums them all in order
     TP: tl.constexpr = T0 + T1 + T2
-    tile = kb * tl.num_programs(0) + rg
+    tile = kb * tl.num_programs(0) + pid0
     n_split = tl.num_programs(2)
     ws_tile0 = ws_ptr + tile.to(tl.int64) * n_split * (TP * BLOCK_K)
     ws_tile = ws_tile0 + split * (TP * BLOCK_K)
@@ -241,18 +254,19 @@ def depthwise_wgrad_kernel(
     ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
     if ticket == n_split - 1:
         split_stride = TP * BLOCK_K
+        dw_c = dw_ptr + cc.to(tl.int64) * s_wc
         _chunk_finish(
-            ws_tile0, split_stride, n_split, dw_ptr, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, 0, T0, TAPS, S, BLOCK_K,
+            ws_tile0, split_stride, n_split, dw_c, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, 0, T0, TAPS, S, BLOCK_K,
             ACC_F64,
         )  # fmt: skip
         if T1 > 0:
             _chunk_finish(
-                ws_tile0, split_stride, n_split, dw_ptr, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, T0, T1, TAPS, S,
+                ws_tile0, split_stride, n_split, dw_c, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, T0, T1, TAPS, S,
                 BLOCK_K, ACC_F64,
             )  # fmt: skip
         if T2 > 0:
             _chunk_finish(
-                ws_tile0, split_stride, n_split, dw_ptr, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, T0 + T1, T2, TAPS, S,
+                ws_tile0, split_stride, n_split, dw_c, k, k_loc, K, r0, R, s_wk, s_wr, s_ws, T0 + T1, T2, TAPS, S,
                 BLOCK_K, ACC_F64,
             )  # fmt: skip
         tl.store(lock_ptr + tile, 0)
