@@ -344,12 +344,12 @@ class Tma3d(Algorithm):
             cp, split = launch.extra
             yo = _ndhwc_out(y)
             ws, locks = split_k_buffers(x.device, *split) if split else (yo, yo)
-            launch.fast((_ktrsc(w, cp), x, yo, yo if bias is None else bias, ws, locks))
+            launch.fast((_packed_weight(w, cp), x, yo, yo if bias is None else bias, ws, locks))
             if yo is not y:
                 y.copy_(yo)
             return
         cp = cdiv(prob.c, cfg.block_k) * cfg.block_k
-        wp = _ktrsc(w, cp)
+        wp = _packed_weight(w, cp)
         box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
         x_desc = descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
                             [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box + [cfg.block_k])  # fmt: skip
@@ -388,9 +388,16 @@ def tma_config(prob: ConvProblem3d) -> Config:
     return TMA3D.default_config(prob)
 
 
+def _packed_weight(w: torch.Tensor, cp: int) -> torch.Tensor:
+    """``_ktrsc(w, cp)``, kept per weight tensor and version (a copy is made once, not per call)."""
+    from ..functional import _derived_weight
+
+    return _derived_weight(w, ("ktrsc", cp), lambda v: _ktrsc(v, cp))
+
+
 def _ktrsc(w: torch.Tensor, cp: int) -> torch.Tensor:
     """``w [K, C, T, R, S]`` as a dense ``[K, T*R*S*Cp]`` matrix: a view of a channels_last_3d
-    weight whose C is Cp, else a zero-padded copy (made on every call, as 2-D's ``krsc_weight``)."""
+    weight whose C is Cp, else a zero-padded copy."""
     k, c, t, r, s = w.shape
     v = w.permute(0, 2, 3, 4, 1)
     if c == cp and v.is_contiguous() and w.data_ptr() % 16 == 0:
