@@ -74,3 +74,22 @@ def test_gpu_configs_are_runnable(monkeypatch):
             assert per_thread <= 16, (shape, cfg)
             assert algo.accepts(cfg)
     assert not algo.accepts(Config(16, 64, 0, 4, 1))  # an older version's cache entry
+
+
+def test_stale_cache_entry_is_ignored(monkeypatch, tmp_path):
+    """A tuning-cache entry written by an older version (depthwise config with 0 rows per program,
+    whose kernel then divided by zero) is not used; a valid one is."""
+    from convgemm.problem import ConvProblem
+    from convgemm.tune import autotune as at
+    from convgemm.tune import cache as tc
+
+    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tc, "_warned", set())
+    x = torch.empty(2, 16, 9, 11).to(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.empty(16, 1, 3, 3), padding=1, groups=16)
+    key = at.cache_key(prob, x.device)
+    at.disk_cache().put(key, "depthwise", Config(16, 64, 0, 4, 1), 5.0)
+    assert at._from_disk(prob, key) is None
+    at.disk_cache().put(key, "depthwise", Config(16, 64, 2, 4, 1), 5.0)
+    algo, cfg = at._from_disk(prob, key)
+    assert algo is ALGORITHMS["depthwise"] and cfg == Config(16, 64, 2, 4, 1)
