@@ -582,7 +582,10 @@ class Grouped(ImplicitGemm):
         gt = self.groups_per_gemm(prob)
         bn = min(128, _small(gt * prob.kg, 16))
         bk = min(64, _small(gt * prob.cg, 16))
-        return [Config(bm, bn, bk, warps, stages) for bm, warps in ((128, 4), (128, 8), (64, 4)) for stages in (3, 4)]
+        # a 128x128 tile on 4 warps spills (255 registers, 396 spill loads/stores in
+        # tools/sm90_check.py; 8 warps: 240, none)
+        shapes = ((128, 8), (64, 4)) if bn >= 128 else ((128, 4), (128, 8), (64, 4))
+        return [Config(bm, bn, bk, warps, stages) for bm, warps in shapes for stages in (3, 4)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         gt = self.groups_per_gemm(prob)
@@ -592,7 +595,7 @@ class Grouped(ImplicitGemm):
             return Config(32, min(32, bn), min(32, bk), 4, 1)
         if prob.dtype == torch.float64:
             return Config(64, min(32, bn), 16, 4, 2)
-        return Config(128, bn, bk, 4, 3)
+        return Config(128, bn, bk, 8 if bn >= 128 else 4, 3)
 
     LOADS = (cl.gather_im2col_load, cl.blockdiag_weight_init, cl.blockdiag_weight_load)
     #: False: no NaN/Inf fix-up (a NaN or Inf input then reaches every group of its tile); only
