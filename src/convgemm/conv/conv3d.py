@@ -19,7 +19,7 @@ from ..matmul import loaders as mm
 from ..matmul.launch import descriptor
 from ..problem3d import ConvProblem3d
 from . import loaders3d as l3
-from .fprop import Algorithm, Config, _launch, _pow2_upto, _small, split_k_buffers
+from .fprop import Algorithm, Config, SmallK, _launch, _pow2_upto, _small, small_k_candidates, split_k_buffers
 
 
 def _cfg(m_dim: int, n_dim: int, k_dim: int, dtype: torch.dtype) -> Config:
@@ -187,18 +187,10 @@ class SmallK3d(Gather3d):
         return [self.default_config(prob)] if interpreting() else self.candidates(prob)
 
     def candidates(self, prob: ConvProblem3d) -> list[Config]:
-        k = prob.t * prob.r * prob.s * prob.cg
-        bn = min(128, _small(prob.kg, 16))
-        # the 2-D small_k shapes: wider or 4-warp 128-row tiles spill the pointer/mask tile
-        return [Config(bm, bn, bk, warps, 3) for bm, warps in ((128, 8), (64, 4)) for bk in (16, 32)
-                if bk <= max(16, _small(k))]  # fmt: skip
+        return small_k_candidates(prob.t * prob.r * prob.s * prob.cg, prob.kg)
 
-    def default_config(self, prob: ConvProblem3d) -> Config:
-        if interpreting():
-            return Config(32, min(32, _small(prob.kg)), 16, 4, 1)
-        if prob.dtype == torch.float64:
-            return Config(64, 32, 16, 4, 2)
-        return Config(128, min(128, _small(prob.kg, 16)), 32, 8, 3)
+    # the 2-D small_k's heuristic: it reads only K/g and the dtype
+    default_config = SmallK.default_config
 
 
 # ---------------------------------------------------------------- forward through TMA

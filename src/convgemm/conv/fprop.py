@@ -281,6 +281,16 @@ class ImplicitGemm(Algorithm):
                 self.k_tiles(prob, cfg, gt), cfg, fns, False, prob)  # fmt: skip
 
 
+def small_k_candidates(k: int, kg: int) -> list[Config]:
+    """The flat small-reduction GEMM's tuning candidates for a reduction of ``k`` and ``kg`` output
+    channels per group (2-D ``small_k`` and 3-D ``conv3d_small_k``). Each thread holds its share of
+    a [BLOCK_M, BLOCK_K] pointer/mask tile: 128x32 on 4 warps or 256-row tiles spill registers
+    (tools/sm90_check.py), so only these shapes."""
+    bn = min(128, _small(kg, 16))
+    return [Config(bm, bn, bk, warps, 3) for bm, warps in ((128, 8), (64, 4)) for bk in (16, 32)
+            if bk <= max(16, _small(k))]  # fmt: skip
+
+
 class SmallK(ImplicitGemm):
     """Small reductions (first layers, few channels per group): the reduction R*S*C/g is flattened
     into a handful of dense K tiles instead of one mostly-empty tile per filter tap; wide M tiles."""
@@ -307,17 +317,7 @@ class SmallK(ImplicitGemm):
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
             return [self.default_config(prob)]
-        k = prob.r * prob.s * prob.cg
-        bn = min(128, _small(prob.kg, 16))
-        out = []
-        # each thread holds its share of a [BLOCK_M, BLOCK_K] pointer/mask tile: 128x32 on 4 warps
-        # or 256-row tiles spill registers (tools/sm90_check.py), so only these shapes
-        for bm, warps in ((128, 8), (64, 4)):
-            for bk in (16, 32):
-                if bk > max(16, _small(k)):
-                    continue
-                out.append(Config(bm, bn, bk, warps, 3))
-        return out
+        return small_k_candidates(prob.r * prob.s * prob.cg, prob.kg)
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
