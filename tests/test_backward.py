@@ -113,6 +113,12 @@ TMA_WGRAD = [
     (2, 16, 9, 9, 16, 1, 1, 2, 0, 1, 1),  # strided 1x1: the subsampled view
     (3, 8, 6, 7, 8, 5, 5, 1, 2, 1, 1),
     (2, 40, 5, 6, 24, 1, 3, 1, (0, 1), 1, 1),  # channels not a multiple of the tile
+    # strided, through the phase view [N, H/sh, sh, W/sw, sw*C]: taps in every row and column
+    # phase, padding that makes negative rows, output pixels whose taps fall past the far edge
+    (2, 64, 10, 12, 16, 3, 3, 2, 1, 1, 1),
+    (1, 64, 9, 12, 24, 3, 2, (3, 2), (2, 0), 1, 1),  # unequal strides and an even filter width
+    (2, 64, 8, 8, 16, 3, 3, 2, 2, 2, 1),  # dilation 2: every tap in phase 0
+    (1, 128, 6, 6, 8, 5, 5, 3, 2, 1, 1),  # stride 3, a 5x5 filter: taps in all three phases
 ]
 
 
@@ -141,9 +147,22 @@ def test_wgrad_tma(case, layout, split_k):
 def test_wgrad_tma_refuses():
     from convgemm.conv.backward import WGRAD_TMA
 
-    x, wt, dy, kw = make((2, 16, 9, 9, 16, 3, 3, 2, 1, 1, 1, False), torch.float16)
+    x, wt, dy, kw = make((2, 64, 9, 10, 16, 3, 3, 2, 1, 1, 1, False), torch.float16)
+    x, dy = x.contiguous(memory_format=torch.channels_last), dy.contiguous(memory_format=torch.channels_last)
     prob = ConvProblem.from_tensors(x, wt, None, **kw)
-    assert "stride" in WGRAD_TMA.supports(prob, x, dy)
+    assert "multiple of the stride" in WGRAD_TMA.supports(prob, x, dy)  # H = 9, stride 2
+    x, wt, dy, kw = make((2, 48, 8, 8, 16, 3, 3, 2, 1, 1, 1, False), torch.float16)
+    x, dy = x.contiguous(memory_format=torch.channels_last), dy.contiguous(memory_format=torch.channels_last)
+    assert "multiples of 64" in WGRAD_TMA.supports(ConvProblem.from_tensors(x, wt, None, **kw), x, dy)
+    x, wt, dy, kw = make((2, 64, 8, 8, 64, 3, 3, 2, 1, 1, 2, False), torch.float16)
+    x, dy = x.contiguous(memory_format=torch.channels_last), dy.contiguous(memory_format=torch.channels_last)
+    assert "groups = 1" in WGRAD_TMA.supports(ConvProblem.from_tensors(x, wt, None, **kw), x, dy)
+    big = torch.randn(2, 128, 8, 16, dtype=torch.float16, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    xs = big[:, :64, :, ::2]  # channels_last view whose pixels are 256 channels apart
+    ws = torch.randn(16, 64, 3, 3, dtype=torch.float16, device=DEVICE)
+    prob = ConvProblem.from_tensors(xs, ws, None, stride=2, padding=1)
+    dys = torch.randn(2, 16, 4, 4, dtype=torch.float16, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    assert "densely packed" in WGRAD_TMA.supports(prob, xs, dys)
     x, wt, dy, kw = make((2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, False), torch.float32)
     assert "fp16 or bf16" in WGRAD_TMA.supports(ConvProblem.from_tensors(x, wt, None, **kw), x, dy)
     x, wt, dy, kw = make((2, 12, 9, 9, 16, 3, 3, 1, 1, 1, 1, False), torch.float16)  # 24-byte pixel rows

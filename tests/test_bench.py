@@ -266,8 +266,9 @@ def test_tables(data):
     # columns: shape, GFLOP, convgemm µs, cuDNN µs, speedup, TFLOP/s, % roof, cuDNN % roof, algorithm, rel err
     # bf16: speedups 2 and 8 -> 4.00x; % of roofline 40 and 90 -> 60; cuDNN 20 and 11.25 -> 15
     assert footers[0] == ["geomean", "", "", "", "4.00×", "", "60", "15", "", ""]
-    # fp16: the failed row (no timings) is left out of the means
-    assert footers[1] == ["geomean", "", "", "", "1.50×", "", "25", "17", "", ""]
+    # fp16: the failed row (no timings) is left out of the means; one row has an Inductor time
+    # (150 us against convgemm's 120), so that table has its two columns after the speedup
+    assert footers[1] == ["geomean", "", "", "", "1.50×", "", "1.25×", "", "25", "17", "", ""]
     assert "FAIL" in text and "resnet50 3x3 64->64 @56" in text
     assert "implicit_gemm_tma 128x128x64 w8 s4 t8x16" in text
 
@@ -283,15 +284,36 @@ def test_markdown_table(data):
     header = (
         "| shape | GFLOP | convgemm µs | cuDNN µs | speedup | TFLOP/s | % roofline | cuDNN % roofline | algorithm |"
     )
-    assert lines.count(header) == 2
-    assert lines.count("|---|--:|--:|--:|--:|--:|--:|--:|---|") == 2
+    assert lines.count(header) == 1  # floor; the seed group has an Inductor time, so two more columns
+    assert lines.count("|---|--:|--:|--:|--:|--:|--:|--:|---|") == 1
+    assert lines.count("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|") == 1
     assert "**floor: bf16 fwd, channels_last** — geometric-mean speedup 4.00×" in md
     assert "convgemm at 60% of roofline (cuDNN 15%)" in md
     assert "| resnet50 3x3 64->64 @56 | 14.80 | 50.0 | 100.0 | 2.00 | 296 | 40 | 20 | implicit_gemm_tma |" in lines
-    assert "| seed 512x7x7->512 3x3 s1 | 0.19 | - | - | - | - | - | - | - |" in lines
+    assert "| seed 512x7x7->512 3x3 s1 | 0.19 | - | - | - | - | - | - | - | - | - |" in lines
     assert len([ln for ln in lines if ln.startswith("| seed")]) == 2
     short = report.markdown_table(data, max_rows=1)
     assert len([ln for ln in short.splitlines() if ln.startswith("| seed")]) == 1
+
+
+def test_inductor_columns_only_when_measured(data):
+    """--baseline inductor adds two columns and a footer mean; without it the tables keep their shape."""
+    d = json.loads(json.dumps(data))
+    for r in d["rows"]:
+        r["inductor_us"] = r["inductor_speedup"] = None
+    assert "Inductor" not in report.markdown_table(d) and "Inductor" not in _render(report.tables(d))
+    floor = [r for r in d["rows"] if r["suite"] == "floor"]
+    for r, ind in zip(floor, (100.0, 25.0), strict=True):  # inductor 100 and 25 us
+        r["inductor_us"], r["inductor_speedup"] = ind, ind / r["convgemm_us"]
+    md = report.markdown_table(d)
+    assert "| shape | GFLOP | convgemm µs | cuDNN µs | speedup | Inductor µs | vs Inductor | TFLOP/s |" in md
+    assert "| resnet50 3x3 64->64 @56 | 14.80 | 50.0 | 100.0 | 2.00 | 100.0 | 2.00 | 296 |" in md
+    want = report.geomean(r["inductor_speedup"] for r in floor)
+    assert f"; {want:.2f}× over Inductor" in md
+    assert md.count("Inductor µs") == 1  # the other group (fp16) has no Inductor times
+    text = _render(report.tables(d))
+    footers = [[c.strip() for c in ln.split("│")[1:-1]] for ln in text.splitlines() if "geomean" in ln]
+    assert footers[0][5:7] == ["", f"{want:.2f}×"] and len(footers[1]) == 10
 
 
 def _parse(v: str):

@@ -6,7 +6,7 @@ from conftest import DEVICE
 from reference import assert_close, conv2d_ref
 
 import convgemm
-from convgemm.conv.layout import as_nhwc, channel_pad, krsc_weight, pack_weight
+from convgemm.conv.layout import _transpose, as_nhwc, channel_pad, krsc_weight, pack_weight, to_format
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +49,43 @@ def test_as_nhwc_copies_nchw_view():
     x = torch.randn(2, 8, 9, 9, device=DEVICE)[:, 1:7, ::2, 1:]
     y = as_nhwc(x)
     assert y.stride(1) == 1 and torch.equal(y, x)
+
+
+# the tiled transpose: several tiles along both C and H*W, ragged edges, 2/4/8-byte elements
+@pytest.mark.parametrize("shape", [(2, 70, 9, 11), (1, 3, 37, 41), (3, 130, 2, 3), (1, 65, 1, 1)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64], ids=str)
+def test_transpose_both_ways(shape, dtype):
+    x = torch.randn(*shape, device=DEVICE).to(dtype)
+    y = _transpose(x, to_nhwc=True)
+    assert y.is_contiguous(memory_format=torch.channels_last) and torch.equal(y, x)
+    z = _transpose(y, to_nhwc=False)
+    assert z.is_contiguous() and torch.equal(z, x)
+
+
+def test_to_format():
+    x = torch.randn(2, 5, 4, 3, device=DEVICE)
+    assert to_format(x, torch.contiguous_format) is x
+    cl = to_format(x, torch.channels_last)
+    assert cl.is_contiguous(memory_format=torch.channels_last) and torch.equal(cl, x)
+    back = to_format(cl, torch.contiguous_format)
+    assert back.is_contiguous() and torch.equal(back, x)
+    v = x[:, :, ::2]  # neither format: PyTorch's copy
+    assert to_format(v, torch.channels_last).is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(to_format(v, torch.channels_last), v)
+
+
+@pytest.mark.parametrize("algorithm", ["implicit_gemm", "small_k"])
+def test_nchw_in_nchw_out(algorithm):
+    """NCHW input and weight: the kernels write NHWC, and the result is transposed back to NCHW,
+    first call and plan (repeat) call alike."""
+    x = torch.randn(2, 6, 9, 10, device=DEVICE)
+    w = torch.randn(20, 6, 3, 3, device=DEVICE)
+    b = torch.randn(20, device=DEVICE)
+    ref = conv2d_ref(x, w, b, padding=1)
+    for _ in range(2):
+        y = convgemm.conv2d(x, w, b, padding=1, algorithm=algorithm)
+        assert y.is_contiguous() and not y.is_contiguous(memory_format=torch.channels_last)
+        assert_close(y, ref, x.dtype)
 
 
 # ---------------------------------------------------------------- pack_weight

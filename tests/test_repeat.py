@@ -59,3 +59,37 @@ def test_repeat_calls_reuse_addresses():
         y = convgemm.conv2d(x, w, b, **kw)
         assert_close(y, conv2d_ref(x, w, b, **kw), torch.bfloat16, f"call {i}")
         del x, w, b, y
+
+
+def _wgrad_ref(x, wshape, dy, **kw):
+    return torch.nn.grad.conv2d_weight(x.double().cpu(), wshape, dy.double().cpu(), **kw)
+
+
+# (N, C, H, W, K, R, S, stride, padding, groups): wgrad_tma (3x3 and 1x1, with split-K), the
+# gather wgrad (stride 2 3x3), the direct depthwise wgrad
+WGRAD_SHAPES = [
+    (2, 64, 14, 13, 96, 3, 3, 1, 1, 1),
+    (3, 128, 9, 7, 64, 1, 1, 1, 0, 1),
+    (2, 32, 15, 13, 48, 3, 3, 2, 1, 1),
+    (2, 144, 12, 11, 144, 3, 3, 1, 1, 144),
+]
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["cl", "nchw"])
+@pytest.mark.parametrize("shape", WGRAD_SHAPES, ids=lambda s: "x".join(map(str, s[:7])))
+def test_wgrad_repeat_calls_see_new_tensors(shape, channels_last):
+    """conv2d_weight keeps a plan per signature (tuned config, launch handle): every repeat call
+    on fresh tensors must give that call's gradient."""
+    n, c, h, w, k, r, s, stride, padding, groups = shape
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    kw = dict(stride=stride, padding=padding, groups=groups)
+    p = (h + 2 * padding - r) // stride + 1
+    q = (w + 2 * padding - s) // stride + 1
+    keep = []
+    for i in range(4):
+        x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16).to(memory_format=fmt)
+        dy = torch.randn(n, k, p, q, device="cuda", dtype=torch.bfloat16).to(memory_format=fmt)
+        wshape = (k, c // groups, r, s)
+        dw = convgemm.conv2d_weight(x, wshape, dy, **kw)
+        assert_close(dw, _wgrad_ref(x, wshape, dy, **kw), torch.bfloat16, f"call {i}")
+        keep.append((x, dy, dw))

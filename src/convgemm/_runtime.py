@@ -13,6 +13,23 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def _strict_fp32() -> str:
+    v = os.environ.get("CONVGEMM_FP32_PRECISION", "tf32x3").strip().lower()
+    if v not in ("tf32x3", "ieee"):
+        raise ValueError(f"CONVGEMM_FP32_PRECISION={v!r}: use 'tf32x3' (the default) or 'ieee'")
+    return v
+
+
+STRICT_FP32 = _strict_fp32()  # read once, at import
+
+
+def fp32_precision(allow_tf32: bool) -> str:
+    """The dot precision of an fp32 problem: ``'tf32'`` when TF32 is allowed, else
+    ``STRICT_FP32``: ``'tf32x3'`` (three TF32 tensor-core products per multiply, about fp32's
+    accuracy; see ``matmul/blocks.py:dot_acc``) or ``'ieee'`` (fp32 FMAs, no tensor cores)."""
+    return "tf32" if allow_tf32 else STRICT_FP32
+
+
 def check_device(t: torch.Tensor, op: str) -> None:
     """Refuse tensors the kernels cannot run on, saying how to fix it."""
     if t.device.type == "cuda":

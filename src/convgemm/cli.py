@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-compile", action="store_true", help="with --model: eager only, skip torch.compile")
     b.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups]",
                    help="an extra shape (repeatable)")  # fmt: skip
-    b.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32 (strict IEEE), tf32")
+    b.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32 (strict: no TF32 rounding), tf32")
     b.add_argument(
         "--direction",
         default="fwd",

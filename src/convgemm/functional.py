@@ -9,7 +9,7 @@ from dataclasses import replace
 import torch
 
 from ._runtime import check_device, empty, has_tma, interpreting
-from .conv.layout import as_nhwc, tma_aligned
+from .conv.layout import as_nhwc, tma_aligned, to_format
 from .matmul.launch import Launch
 from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, output_memory_format
 from .tune import choose
@@ -100,7 +100,8 @@ def conv2d(
         when the input or the weight is channels_last (cuDNN's rule), NCHW otherwise.
 
     Accumulation is fp32 for fp16/bf16/fp32 (fp64 for fp64). fp32 inputs use TF32 tensor cores
-    exactly when ``torch.backends.cudnn.allow_tf32`` is True, strict IEEE fp32 otherwise.
+    exactly when ``torch.backends.cudnn.allow_tf32`` is True; otherwise at fp32 accuracy, by default
+    as 3xTF32 on tensor cores (``CONVGEMM_FP32_PRECISION``, docs/environment.md).
     Raises ``TypeError``/``ValueError`` for invalid arguments before any kernel runs.
     """
     unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
@@ -148,11 +149,10 @@ def conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algor
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:
         prob, algo, cfg, launch = plan
-        fmt = torch.channels_last if prob.channels_last_out else torch.contiguous_format
-        y = empty(prob.output_shape, input.dtype, input.device, fmt)
+        y = empty(prob.output_shape, input.dtype, input.device, torch.channels_last)
         with _device_of(input):
             algo.run(prob, as_nhwc(input), weight, bias, y, cfg, launch)
-        return y
+            return y if prob.channels_last_out else to_format(y, torch.contiguous_format)
 
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
     if x is not None:
@@ -165,7 +165,10 @@ def conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algor
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
                 _plans[sig] = (prob, algo, cfg, launch)
-    return y
+    if prob.channels_last_out:
+        return y
+    with _device_of(input):
+        return to_format(y, torch.contiguous_format)
 
 
 class _NoGuard:
@@ -210,8 +213,9 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups):
     """
     prob = make_problem(input, weight, bias, stride, padding, dilation, groups)
     check_device(input, "conv2d")
-    fmt = torch.channels_last if prob.channels_last_out else torch.contiguous_format
-    y = empty(prob.output_shape, input.dtype, input.device, fmt)
+    # kernels always write NHWC (coalesced rows of channels); an NCHW result is one tiled
+    # transpose of it, made by the caller (conv2d_forward)
+    y = empty(prob.output_shape, input.dtype, input.device, torch.channels_last)
     if y.numel() == 0:
         return prob, None, y
     if prob.cg == 0:  # an empty reduction: the output is the bias
@@ -321,7 +325,7 @@ def conv2d_input(
                     _plans.clear()
                 _plans[sig] = (prob, memory_format)
         dx = _dgrad_by_forward(prob, weight, grad_output)
-        return dx if dx.is_contiguous(memory_format=memory_format) else dx.contiguous(memory_format=memory_format)
+        return to_format(dx, memory_format)
     dx = empty((prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device, memory_format)
     if dx.numel() == 0:
         return dx
@@ -499,6 +503,17 @@ def conv2d_weight(
     """
     from .conv.backward import wgrad
 
+    # a repeat call (same shapes, strides, dtypes and arguments) skips validation and Triton's
+    # dispatch, as conv2d does: on the H200 those cost more than many wgrad kernels take
+    sig = _wgrad_signature(input, weight_size, grad_output, stride, padding, dilation, groups, memory_format)
+    plan = _plans.get(sig) if sig is not None else None
+    if plan is not None:
+        prob, algo, cfg, launch, nhwc, memory_format, wsize = plan
+        dw = empty(wsize, input.dtype, input.device, memory_format)
+        with _device_of(input):
+            x, dy = (as_nhwc(input), as_nhwc(grad_output)) if nhwc else (input, grad_output)
+            algo.run(prob, x, dy, dw, cfg, launch)
+        return dw
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"conv2d_weight: input must be a torch.Tensor, got {type(input).__name__}")
     try:
@@ -514,9 +529,32 @@ def conv2d_weight(
         return dw
     if prob.n * prob.p * prob.q == 0:
         return dw.zero_()
+    launch = Launch() if sig is not None else None
     with _device_of(input):
-        wgrad(prob, input, grad_output, dw)
+        algo, cfg, nhwc = wgrad(prob, input, grad_output, dw, launch)
+    if sig is not None:
+        with _plans_lock:
+            if len(_plans) >= _MAX_PLANS:
+                _plans.clear()
+            _plans[sig] = (prob, algo, cfg, launch, nhwc, memory_format, wsize)
     return dw
+
+
+def _wgrad_signature(input, weight_size, grad_output, stride, padding, dilation, groups, memory_format):
+    """``conv2d_weight``'s plan key, or None (interpreter, unusual arguments)."""
+    if not isinstance(input, torch.Tensor) or not isinstance(grad_output, torch.Tensor) or input.device.type != "cuda":
+        return None
+    if memory_format is not None and not isinstance(memory_format, torch.memory_format):
+        return None
+    try:
+        return (
+            "wgrad", input.shape, input.stride(), input.dtype, input.device, input.data_ptr() % 16,
+            grad_output.shape, grad_output.stride(), grad_output.dtype, grad_output.device,
+            grad_output.data_ptr() % 16, _plain(weight_size), _plain(stride), _plain(padding), _plain(dilation),
+            _plain(groups), memory_format, torch.backends.cudnn.allow_tf32,
+        )  # fmt: skip
+    except TypeError:
+        return None
 
 
 def _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation):

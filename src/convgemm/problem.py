@@ -18,6 +18,8 @@ from functools import cached_property
 
 import torch
 
+from ._runtime import fp32_precision
+
 IntOrPair = int | Sequence[int]
 Padding = int | Sequence[int] | str
 
@@ -96,7 +98,7 @@ class ConvProblem:
     Fields are PyTorch's names: ``n, c, h, w`` the input, ``k, r, s`` the output channels and the
     filter size, ``pad_h``/``pad_w`` the (top, bottom) and (left, right) zero padding (asymmetric
     only for ``padding='same'`` with an even effective kernel), ``groups``; ``channels_last_out``
-    whether the output is channels_last; ``precision`` the dot precision: ``'ieee'`` (strict) or
+    whether the output is channels_last; ``precision`` the dot precision: ``'ieee'`` or ``'tf32x3'`` (strict fp32) or
     ``'tf32'`` (fp32 inputs on tensor cores); ignored for fp16/bf16. ``tma_ok``,
     ``input_tma_ok`` and ``input_dense`` describe the device and the prepared NHWC input.
     """
@@ -314,10 +316,7 @@ class ConvProblem:
                 )
             pad_h, pad_w = (ph, ph), (pw, pw)
 
-        if input.dtype == torch.float32:
-            precision = "tf32" if torch.backends.cudnn.allow_tf32 else "ieee"
-        else:
-            precision = "ieee"
+        precision = fp32_precision(torch.backends.cudnn.allow_tf32) if input.dtype == torch.float32 else "ieee"
         prob = cls(
             n=n,
             c=c,

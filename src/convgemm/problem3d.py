@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ._runtime import fp32_precision
 from .problem import _bucket, dtype_name
 
 Triple = tuple[int, int, int]
@@ -166,7 +167,7 @@ class ConvProblem3d:
             if min(pad) < 0:
                 raise ValueError(f"{op}: padding must be >= 0, got {pad}")
             pad_end = pad
-        precision = "tf32" if input.dtype == torch.float32 and torch.backends.cudnn.allow_tf32 else "ieee"
+        precision = fp32_precision(torch.backends.cudnn.allow_tf32) if input.dtype == torch.float32 else "ieee"
         prob = cls(n, c, d, h, w, k, t, r, s, st, pad, pad_end, dil, groups, input.dtype, precision)
         if min(prob.od, prob.p, prob.q) < 1:
             raise ValueError(

@@ -65,12 +65,19 @@ def tables(data: dict | Result):
             ("algorithm / config", "", "left"),
             ("rel err", "", "right"),
         ]
+        ind = any(r.get("inductor_us") for r in rows)
+        if ind:  # only when --baseline inductor ran: its time and convgemm's speedup over it
+            gm_ind = geomean(r.get("inductor_speedup") for r in rows)
+            cols[5:5] = [
+                ("Inductor µs", "", "right"),
+                ("vs Inductor", _fmt(gm_ind, ".2f") + "×" if gm_ind else "-", "right"),
+            ]
         for name, footer, just in cols:
             t.add_column(name, footer=footer, justify=just)
         for r in rows:
             sp = r["speedup"]
             style = None if sp is None else ("green" if sp >= 1.0 else "red" if sp < 0.9 else "yellow")
-            t.add_row(
+            cells = [
                 r["name"],
                 _fmt(r["gflop"], ".2f"),
                 _fmt(r["convgemm_us"], ".1f"),
@@ -81,8 +88,10 @@ def tables(data: dict | Result):
                 _fmt(r["cudnn_roofline_pct"], ".0f"),
                 f"{r['algorithm'] or '-'} {r['config'] or ''}".strip(),
                 ("" if r["ok"] else "FAIL ") + _fmt(r["rel_err"], ".1e"),
-                style=style,
-            )
+            ]
+            if ind:
+                cells[5:5] = [_fmt(r.get("inductor_us"), ".1f"), _fmt(r.get("inductor_speedup"), ".2f")]
+            t.add_row(*cells, style=style)
         out.append(t)
     return out
 
@@ -148,14 +157,22 @@ def markdown_table(data: dict, max_rows: int | None = None) -> str:
                      f"{_fmt(geomean(r['speedup'] for r in rows), '.2f')}×, convgemm at "
                      f"{_fmt(geomean(r['roofline_pct'] for r in rows), '.0f')}% of roofline "
                      f"(cuDNN {_fmt(geomean(r['cudnn_roofline_pct'] for r in rows), '.0f')}%)\n")  # fmt: skip
+        ind = any(r.get("inductor_us") for r in rows)
+        if ind:
+            lines[-1] = lines[-1].rstrip("\n") + (
+                f"; {_fmt(geomean(r.get('inductor_speedup') for r in rows), '.2f')}× over Inductor\n"
+            )
+        extra_h, extra_a = (" Inductor µs | vs Inductor |", "--:|--:|") if ind else ("", "")
         lines.append(
-            "| shape | GFLOP | convgemm µs | cuDNN µs | speedup | TFLOP/s | % roofline | cuDNN % roofline | algorithm |"
-        )
-        lines.append("|---|--:|--:|--:|--:|--:|--:|--:|---|")
+            "| shape | GFLOP | convgemm µs | cuDNN µs | speedup |" + extra_h
+            + " TFLOP/s | % roofline | cuDNN % roofline | algorithm |"
+        )  # fmt: skip
+        lines.append("|---|--:|--:|--:|--:|" + extra_a + "--:|--:|--:|---|")
         for r in rows[:max_rows]:
+            extra = f" {_fmt(r.get('inductor_us'), '.1f')} | {_fmt(r.get('inductor_speedup'), '.2f')} |" if ind else ""
             lines.append(
                 f"| {r['name']} | {_fmt(r['gflop'], '.2f')} | {_fmt(r['convgemm_us'], '.1f')} | {_fmt(r['cudnn_us'], '.1f')} "
-                f"| {_fmt(r['speedup'], '.2f')} | {_fmt(r['tflops'], '.0f')} | {_fmt(r['roofline_pct'], '.0f')} "
+                f"| {_fmt(r['speedup'], '.2f')} |{extra} {_fmt(r['tflops'], '.0f')} | {_fmt(r['roofline_pct'], '.0f')} "
                 f"| {_fmt(r['cudnn_roofline_pct'], '.0f')} | {r['algorithm'] or '-'} |"
             )
         lines.append("")

@@ -13,8 +13,9 @@ wgrad_tma   M = K/g, N = (r, s, Cp),     dy^T and im2col(x) as TMA    dw, any st
             K = pixel blocks (split-K)   boxes of one pixel block
 ==========  ==========================  ==========================  ==========================
 
-``wgrad_tma`` (Hopper, 16-bit, stride 1 or a strided 1x1 kernel, 16-byte aligned NHWC) is the
-fast path; ``wgrad`` takes everything else.
+``wgrad_tma`` (Hopper, 16-bit, 16-byte aligned NHWC; stride 1, a strided 1x1 kernel, or a
+strided kernel with groups = 1, C a multiple of 64 and H, W multiples of the stride, read
+through a phase view of x) is the fast path; ``wgrad`` takes everything else.
 
 All are deterministic: the only reduction that crosses programs is wgrad's split-K, whose
 partials are summed in split order by one program (``matmul.blocks.split_k_reduce``).
@@ -148,15 +149,37 @@ class Wgrad:
                 cfg, fns, False, prob, ws)  # fmt: skip
 
 
+def _strided(prob: ConvProblem) -> bool:
+    """A strided convolution that is not 1x1: wgrad_tma reads x through the phase view."""
+    return prob.stride != (1, 1) and not prob.is_1x1
+
+
 class WgradTma:
     """wgrad through the copy engine: each K tile is one block of output pixels, read as a TMA
-    box of dy and, shifted by the N tile's filter tap, a box of x (zero-filled at the edges)."""
+    box of dy and, shifted by the N tile's filter tap, a box of x (zero-filled at the edges).
+
+    Strided layers (groups = 1, H and W multiples of the stride) read x through one descriptor
+    over ``[N, H/sh, sh, W/sw, sw*C]`` (``loaders.tma_wgrad_xs_init``): each tap is a stride-1
+    box of one row phase and one column phase."""
 
     name = "wgrad_tma"
 
     def problem_ok(self, prob: ConvProblem, x: torch.Tensor) -> bool:
         """Whether the problem and device (not yet the tensors' alignment) suit this kernel."""
-        return prob.dtype in (torch.float16, torch.bfloat16) and has_tma(x) and (prob.stride == (1, 1) or prob.is_1x1)
+        if prob.dtype not in (torch.float16, torch.bfloat16) or not has_tma(x):
+            return False
+        return not _strided(prob) or self._strided_reason(prob) is None
+
+    @staticmethod
+    def _strided_reason(prob: ConvProblem) -> str | None:
+        sh, sw = prob.stride
+        if prob.groups != 1:
+            return f"groups={prob.groups}: the strided TMA wgrad takes groups = 1"
+        if prob.h % sh or prob.w % sw:
+            return f"input {prob.h}x{prob.w} is not a multiple of the stride {prob.stride} (the phase view)"
+        if prob.c % 64:
+            return f"C={prob.c}: the strided TMA wgrad takes channel counts that are multiples of 64"
+        return None
 
     def supports(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> str | None:
         """None if this kernel takes ``prob`` with NHWC ``x`` and ``dy``, else why not."""
@@ -164,18 +187,28 @@ class WgradTma:
             return f"the TMA wgrad takes fp16 or bf16 (its dy^T operand is M-major), not {prob.dtype}"
         if not has_tma(x):
             return "the device has no TMA (needs compute capability >= 9.0)"
-        if prob.stride != (1, 1) and not prob.is_1x1:
-            return f"stride {prob.stride}: the TMA wgrad takes stride 1 (and unpadded strided 1x1 kernels)"
+        if _strided(prob):
+            reason = self._strided_reason(prob)
+            if reason:
+                return reason
+            if x.stride(3) != prob.c:
+                return "the strided TMA wgrad needs densely packed NHWC pixels (x.stride(3) == C)"
         if not tma_aligned(x, prob.cg) or not tma_aligned(dy, prob.kg):
             return "the NHWC input or grad_output is not 16-byte aligned (base, strides, or channels per group)"
         return None
+
+    @staticmethod
+    def _bn_ok(prob: ConvProblem, bn: int) -> bool:
+        # the phase view folds the column phase into the channel coordinate: a channel block
+        # must not run into the next phase's channels
+        return not _strided(prob) or prob.c % bn == 0
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
             bm, bn, bk, warps, stages = min(32, _small(prob.kg)), min(32, _small(prob.cg)), 16, 4, 1
         else:
             bm = 128 if prob.kg >= 128 else 64
-            bn = 128 if prob.cg >= 128 else min(64, _small(prob.cg))
+            bn = 128 if prob.cg >= 128 and self._bn_ok(prob, 128) else min(64, _small(prob.cg))
             bk, warps, stages = 64, (8 if bm * bn >= 128 * 128 else 4), 4
         _, tn, th, tw = spatial_tiles(prob, bk)[0]
         tiles = cdiv(prob.kg, bm) * prob.r * prob.s * cdiv(prob.cg, bn) * prob.groups
@@ -184,29 +217,76 @@ class WgradTma:
         split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 4))
         return Config(bm, bn, bk, warps, stages, split_k=split, tile_n=tn, tile_h=th, tile_w=tw)
 
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        """The default and a few tile shapes around it, each with the split count that fills two
+        waves and half of it (fewer, longer reductions)."""
+        if interpreting():
+            return [self.default_config(prob)]
+        out = [self.default_config(prob)]
+        sms = sm_count()
+        # (block_m = output channels, block_n = input channels of one tap, block_k = pixels,
+        # warps, stages); 128-row tiles take two warpgroups
+        for bm, bn, bk, warps, stages in ((64, 64, 64, 4, 4), (64, 128, 64, 4, 3), (128, 64, 64, 8, 4),
+                                          (128, 128, 64, 8, 3), (64, 64, 128, 4, 3), (128, 128, 128, 8, 2)):  # fmt: skip
+            if (bm == 128 and prob.kg <= 64) or (bn == 128 and prob.cg <= 64) or not self._bn_ok(prob, bn):
+                continue
+            _, tn, th, tw = spatial_tiles(prob, bk)[0]
+            tiles = cdiv(prob.kg, bm) * prob.r * prob.s * cdiv(prob.cg, bn) * prob.groups
+            k_tiles = cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+            split = max(1, min(64, (2 * sms) // max(tiles, 1), k_tiles // 4))
+            for sk in dict.fromkeys((split, max(1, split // 2))):
+                out.append(Config(bm, bn, bk, warps, stages, split_k=sk, tile_n=tn, tile_h=th, tile_w=tw))
+        return list(dict.fromkeys(out))
+
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
         """``dw [K, C/g, R, S] = wgrad(x, dy)`` for NHWC ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``
-        that ``supports`` accepted; dw may have any strides."""
+        that ``supports`` accepted; dw may have any strides.
+
+        With a ``launch`` handle of a plan (same shapes, strides and config on every call), repeat
+        calls hand only the tensors to the compiled kernel (``Launch.fast``)."""
+        if launch is not None and launch.fast_ready:
+            split = launch.extra
+            ws, locks = split_k_buffers(dy.device, *split) if split else (dw, dw)
+            # the kernel's tensors in argument order: dy (descriptor), x (descriptor), dw (store
+            # tuple), dw (the unused bias slot), the split-K workspace and counters
+            launch.fast((dy, x, dw, dw, ws, locks))
+            return
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
-        x_desc = input_descriptor(prob, x, box + [cfg.block_n])
+        c_tiles = cdiv(cg, cfg.block_n)
+        if _strided(prob):
+            sh, sw = prob.stride
+            x_desc = descriptor(
+                x,
+                [prob.n, prob.h // sh, sh, prob.w // sw, sw * prob.c],
+                [x.stride(0), sh * x.stride(2), x.stride(2), sw * prob.c, 1],
+                [cfg.tile_n, cfg.tile_h, 1, cfg.tile_w, cfg.block_n],
+            )
+            pads = (prob.pad_h[0], prob.pad_w[0])
+            b = (x_desc, (prob.p, prob.q, *pads, prob.dilation[0], prob.dilation[1], prob.s, c_tiles, sh, sw, prob.c,
+                          sh * cdiv(pads[0], sh), sw * cdiv(pads[1], sw)))  # fmt: skip
+            x_fns = (cl.tma_wgrad_xs_init, cl.tma_wgrad_xs_load)
+        else:
+            x_desc = input_descriptor(prob, x, box + [cfg.block_n])
+            b = (x_desc, (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s,
+                          c_tiles))  # fmt: skip
+            x_fns = (cl.tma_wgrad_x_init, cl.tma_wgrad_x_load)
         dy_desc = descriptor(
             dy, [prob.n, prob.p, prob.q, g, kg], [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1], box + [cfg.block_m]
         )
-        c_tiles = cdiv(cg, cfg.block_n)
         num_m, num_n = cdiv(kg, cfg.block_m), prob.r * prob.s * c_tiles
         k_tiles = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         a = (dy_desc, (prob.p, prob.q))
-        b = (x_desc, (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s,
-                      c_tiles))  # fmt: skip
         c = (None, (dw, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3), kg, prob.s, cg, c_tiles))
-        ws = None
+        ws, split = None, None
         if cfg.split_k > 1:
-            ws = split_k_buffers(dy.device, num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n, torch.float32)
-        fns = (cl.tma_wgrad_dy_init, cl.tma_wgrad_dy_load, cl.tma_wgrad_x_init, cl.tma_wgrad_x_load,
-               cl.wgrad_dw_tap_store)  # fmt: skip
+            split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n, torch.float32)
+            ws = split_k_buffers(dy.device, *split)
+        fns = (cl.tma_wgrad_dy_init, cl.tma_wgrad_dy_load, *x_fns, cl.wgrad_dw_tap_store)
         _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
                 cfg, fns, False, prob, ws)  # fmt: skip
+        if launch is not None:
+            launch.extra = split
 
 
 class DepthwiseWgrad:
@@ -380,14 +460,20 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
     if WGRAD_TMA.problem_ok(prob, x):
         xn, dyn = as_nhwc(x), as_nhwc(dy)
         if WGRAD_TMA.supports(prob, xn, dyn) is None:
-            return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
+            if dw is None:
+                return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
+            return WGRAD_TMA, tuned_wgrad_config(WGRAD_TMA, prob, xn, dyn, dw), xn, dyn
     return WGRAD, WGRAD.default_config(prob), x, dy
 
 
-def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
-    """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])`` by ``choose_wgrad``'s kernel."""
-    algo, cfg, x, dy = choose_wgrad(prob, x, dy, dw)
-    algo.run(prob, x, dy, dw, cfg)
+def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, launch=None):
+    """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])`` by ``choose_wgrad``'s kernel.
+
+    Returns ``(algorithm, config, nhwc)``: what ran, and whether it read NHWC copies of x and dy;
+    a caller's plan runs the same again with ``algorithm.run`` and the same ``launch``."""
+    algo, cfg, xk, dyk = choose_wgrad(prob, x, dy, dw)
+    algo.run(prob, xk, dyk, dw, cfg, launch)
+    return algo, cfg, algo is not WGRAD
 
 
 DGRAD = Dgrad()

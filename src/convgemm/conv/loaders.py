@@ -25,7 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..matmul.blocks import bias_epilogue
+from ..matmul.blocks import bias_epilogue, dot_acc
 
 
 @triton.jit
@@ -226,7 +226,7 @@ def blockdiag_group_product(
             if UPCAST:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            acc = dot_acc(a, b, acc, PRECISION)
     return acc
 
 
@@ -573,6 +573,34 @@ def tma_wgrad_x_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     TILE_W: tl.constexpr = x_desc.block_shape[2]
     n, p0, q0 = _spatial_tile(kt, P, Q, TILE_N, TILE_H, TILE_W)
     return x_desc.load([n, p0 + dh, q0 + dw, g, c0]).reshape(BLOCK_K, BLOCK_N)
+
+
+@triton.jit
+def tma_wgrad_xs_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x) for a strided convolution (groups = 1), from one descriptor over NHWC x seen
+    as ``[N, H/SH, SH, W/SW, SW*C]``: input row ``SH*i + ph`` is (i, ph), and the column phase is
+    folded into the channel coordinate (pixel columns are C apart). For output pixel (p, q) and
+    tap (r, s) the input row ``SH*p + r*dil - pad`` is (p + dh, ph) with dh = floor((r*dil - pad) /
+    SH): every tap reads a stride-1 box of one phase, and rows or columns outside the image are
+    the copy engine's zero fill."""
+    (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles, SH, SW, C, shift_h, shift_w) = args
+    r, s, cb = _tap_split(pid_n, c_tiles, S)
+    # shift_* = SH * ceil(pad / SH) keeps the dividend >= 0, so // and % are floor division
+    oh = r * dil_h - pad_h + shift_h
+    ow = s * dil_w - pad_w + shift_w
+    dh = oh // SH - shift_h // SH
+    dw = ow // SW - shift_w // SW
+    return (x_desc, dh, oh % SH, dw, (ow % SW) * C + cb * BLOCK_N, P, Q)
+
+
+@triton.jit
+def tma_wgrad_xs_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, dh, ph, dw, c0, P, Q = state
+    TILE_N: tl.constexpr = x_desc.block_shape[0]
+    TILE_H: tl.constexpr = x_desc.block_shape[1]
+    TILE_W: tl.constexpr = x_desc.block_shape[3]
+    n, p0, q0 = _spatial_tile(kt, P, Q, TILE_N, TILE_H, TILE_W)
+    return x_desc.load([n, p0 + dh, ph, q0 + dw, c0]).reshape(BLOCK_K, BLOCK_N)
 
 
 @triton.jit

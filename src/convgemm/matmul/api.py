@@ -6,7 +6,7 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .._runtime import cdiv, check_device, has_tma, interpreting
+from .._runtime import cdiv, check_device, fp32_precision, has_tma, interpreting
 from . import loaders
 from .blocks import gemm_kernel
 
@@ -83,10 +83,7 @@ def matmul(
         a_fns = (loaders.ptr_init, loaders.ptr_a_load)
         b_fns = (loaders.ptr_init, loaders.ptr_b_load)
         store = loaders.ptr_store
-    if a.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:
-        precision = "tf32"
-    else:
-        precision = "ieee"
+    precision = fp32_precision(torch.backends.cuda.matmul.allow_tf32) if a.dtype == torch.float32 else "ieee"
     num_pid_m, num_pid_n = cdiv(M, BM), cdiv(N, BN)
     ws = locks = c
     if split_k > 1:
