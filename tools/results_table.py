@@ -5,7 +5,8 @@
 
 ``--update`` replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->``;
 with ``--block NAME``, between ``<!-- results-NAME:start -->`` and ``<!-- results-NAME:end -->``
-(a README may carry several generated tables).
+(a README may carry several generated tables). Several JSON files (runs of one session on one
+machine) render as one block, their rows in the order given, under the first file's header.
 """
 
 from __future__ import annotations
@@ -21,27 +22,30 @@ from convgemm.bench.report import load, markdown_table  # noqa: E402
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 
-def render(path: str) -> str:
-    data = load(path)
+def render(*paths: str) -> str:
+    data = load(paths[0])
+    for p in paths[1:]:
+        data = {**data, "rows": data["rows"] + load(p)["rows"]}
     v, c = data["versions"], data["ceilings"]
+    src = ", ".join(f"`{p}`" for p in paths)
     head = (
         f"{data['gpu']}, {data['date'][:10]}: torch {v['torch']}, triton {v['triton']}, cuDNN {v['cudnn']}, "
         f"driver {v['driver']}. Measured ceilings: bf16 {c['bf16_tflops']:.0f} TFLOP/s, "
-        f"copy {c['copy_gbps'] / 1e3:.2f} TB/s. Source: `{path}`.\n"
+        f"copy {c['copy_gbps'] / 1e3:.2f} TB/s. Source{'s' if len(paths) > 1 else ''}: {src}.\n"
     )
     return head + "\n" + markdown_table(data)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("json")
+    ap.add_argument("json", nargs="+")
     ap.add_argument("--update", metavar="README", default=None)
     ap.add_argument("--block", default=None, help="update the block named NAME instead of the main one")
     a = ap.parse_args()
     start, end = (
         (START, END) if not a.block else (f"<!-- results-{a.block}:start -->", f"<!-- results-{a.block}:end -->")
     )
-    table = render(a.json)
+    table = render(*a.json)
     if not a.update:
         print(table)
         return 0
