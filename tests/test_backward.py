@@ -3,7 +3,7 @@
 import pytest
 import torch
 from cases import CASES, case_id
-from conftest import DEVICE
+from conftest import DEVICE, INTERPRET
 from reference import assert_close
 
 import convgemm
@@ -142,6 +142,48 @@ def test_wgrad_tma(case, layout, split_k):
     algo.run(prob, xn, dyn, dw, replace(cfg, split_k=split_k))
     assert_close(dw, gw, torch.float16, f"wgrad_tma {case} split {split_k}")
     assert_close(convgemm.conv2d_weight(x, wt.shape, dy, **kw), gw, torch.float16, "conv2d_weight")
+
+
+# several filter columns per program (conv/wgrad_taps.py): taps past the filter's last column
+# (S = 5 with 3 per program, S = 7 with 4), dilation, groups, a channel block past C, bf16
+TAPS_WGRAD = [
+    (2, 16, 9, 10, 24, 3, 3, 1, 1, 1, 1),
+    (1, 24, 11, 9, 16, 3, 5, 1, 2, 1, 1),
+    (1, 16, 12, 13, 16, 3, 7, 1, (1, 3), 1, 1),
+    (1, 24, 9, 11, 16, 3, 3, 1, 2, 2, 1),
+    (2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 2),
+    (2, 40, 6, 7, 24, 2, 2, 1, 0, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("split_k", [1, 3])
+@pytest.mark.parametrize("case", TAPS_WGRAD, ids=str)
+def test_wgrad_taps(case, split_k, dtype):
+    from dataclasses import replace
+
+    from convgemm.conv.backward import WGRAD_TMA
+    from convgemm.conv.wgrad_taps import taps_per_program
+
+    n, c, h, w, k, r, s, stride, padding, dilation, groups = case
+    x, wt, dy, kw = make((n, c, h, w, k, r, s, stride, padding, dilation, groups, False), dtype)
+    _, gw = ref_grads(x, wt, dy, kw)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    assert WGRAD_TMA.supports(prob, x, dy) is None
+    cfg = replace(WGRAD_TMA.default_config(prob), split_k=split_k, taps=taps_per_program(s))
+    assert cfg.taps > 1 and "taps" in cfg.describe()
+    dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=dtype)
+    WGRAD_TMA.run(prob, x, dy, dw, cfg)
+    assert_close(dw, gw, dtype, f"wgrad taps {case} split {split_k}")
+    if not INTERPRET:  # the tuner offers the variant on a GPU (the interpreter has one config)
+        assert any(c.taps > 1 for c in WGRAD_TMA.configs(prob))
+
+
+@pytest.mark.parametrize("s, want", [(2, 2), (3, 3), (4, 4), (5, 3), (6, 3), (7, 4)])
+def test_taps_per_program(s, want):
+    from convgemm.conv.wgrad_taps import taps_per_program
+
+    assert taps_per_program(s) == want
 
 
 def test_wgrad_tma_refuses():

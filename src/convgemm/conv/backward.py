@@ -33,6 +33,7 @@ from ..problem import ConvProblem
 from . import loaders as cl
 from .fprop import Config, _launch, _small, input_descriptor, spatial_tiles, split_k_buffers
 from .layout import as_nhwc, tma_aligned
+from .wgrad_taps import taps_per_program
 
 _tables: dict = {}
 _tables_lock = threading.Lock()
@@ -236,7 +237,26 @@ class WgradTma:
             split = max(1, min(64, (2 * sms) // max(tiles, 1), k_tiles // 4))
             for sk in dict.fromkeys((split, max(1, split // 2))):
                 out.append(Config(bm, bn, bk, warps, stages, split_k=sk, tile_n=tn, tile_h=th, tile_w=tw))
+        out += self._taps_configs(prob)
         return list(dict.fromkeys(out))
+
+    def _taps_configs(self, prob: ConvProblem) -> list[Config]:
+        """Several filter columns per program (``conv/wgrad_taps.py``), for stride-1 filters at
+        least two columns wide: one accumulator per column, so 64x64 tiles (4 warps: 32
+        registers per accumulator and thread) and 64x128 (8 warps)."""
+        if _strided(prob) or prob.s < 2:
+            return []
+        taps = taps_per_program(prob.s)
+        out = []
+        for bm, bn, bk, warps, stages in ((64, 64, 64, 4, 3), (64, 64, 128, 4, 2), (64, 128, 64, 8, 3)):
+            if bn == 128 and prob.cg <= 64:
+                continue
+            _, tn, th, tw = spatial_tiles(prob, bk)[0]
+            tiles = cdiv(prob.kg, bm) * prob.r * cdiv(prob.s, taps) * cdiv(prob.cg, bn) * prob.groups
+            k_tiles = cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+            split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 4))
+            out.append(Config(bm, bn, bk, warps, stages, split_k=split, tile_n=tn, tile_h=th, tile_w=tw, taps=taps))
+        return out
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
         """``dw [K, C/g, R, S] = wgrad(x, dy)`` for NHWC ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``
@@ -248,8 +268,11 @@ class WgradTma:
             split = launch.extra
             ws, locks = split_k_buffers(dy.device, *split) if split else (dw, dw)
             # the kernel's tensors in argument order: dy (descriptor), x (descriptor), dw (store
-            # tuple), dw (the unused bias slot), the split-K workspace and counters
-            launch.fast((dy, x, dw, dw, ws, locks))
+            # tuple), dw (gemm_kernel's unused bias slot), the split-K workspace and counters
+            launch.fast((dy, x, dw, ws, locks) if cfg.taps > 1 else (dy, x, dw, dw, ws, locks))
+            return
+        if cfg.taps > 1:
+            self._run_taps(prob, x, dy, dw, cfg, launch)
             return
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
@@ -285,6 +308,39 @@ class WgradTma:
         fns = (cl.tma_wgrad_dy_init, cl.tma_wgrad_dy_load, *x_fns, cl.wgrad_dw_tap_store)
         _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
                 cfg, fns, False, prob, ws)  # fmt: skip
+        if launch is not None:
+            launch.extra = split
+
+    def _run_taps(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch):
+        from .fprop import _run_kernel
+        from .wgrad_taps import wgrad_taps_kernel
+
+        assert not _strided(prob) and cfg.taps > 1, "the taps kernel takes stride-1 (or 1x1-free) problems"
+        g, cg, kg = prob.groups, prob.cg, prob.kg
+        box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
+        x_desc = input_descriptor(prob, x, box + [cfg.block_n])
+        dy_desc = descriptor(
+            dy, [prob.n, prob.p, prob.q, g, kg], [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1], box + [cfg.block_m]
+        )
+        c_tiles = cdiv(cg, cfg.block_n)
+        num_m, num_n = cdiv(kg, cfg.block_m), prob.r * cdiv(prob.s, cfg.taps) * c_tiles
+        k_tiles = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        split = None
+        ws = locks = dw
+        if cfg.split_k > 1:
+            split = (num_m * num_n * g * cfg.taps, cfg.split_k, cfg.block_m * cfg.block_n, torch.float32)
+            ws, locks = split_k_buffers(dy.device, *split)
+        args = (dy_desc, x_desc, dw, ws, locks, prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0],
+                prob.dilation[1], prob.s, kg, cg, c_tiles, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3),
+                num_m, num_n, k_tiles)  # fmt: skip
+
+        def constexprs():
+            return dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
+                        TAPS=cfg.taps, UPCAST=interpreting(), SPLIT_K=cfg.split_k)  # fmt: skip
+
+        grid = (num_m * num_n, g, cfg.split_k)
+        _run_kernel(launch, wgrad_taps_kernel, grid, args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
         if launch is not None:
             launch.extra = split
 

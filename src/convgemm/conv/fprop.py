@@ -54,6 +54,7 @@ class Config:
     tile_w: int = 0
     split_k: int = 1
     persistent: int = 0  # > 0: persistent_gemm_kernel with this many programs per SM
+    taps: int = 0  # > 1: wgrad_tma with this many filter columns per program (conv/wgrad_taps.py)
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -63,6 +64,8 @@ class Config:
             s += f" k{self.split_k}"
         if self.persistent:
             s += f" p{self.persistent}"
+        if self.taps:
+            s += f" taps{self.taps}"
         return s
 
 
