@@ -1,6 +1,7 @@
 """Where a call's time goes (GPU): torch.profiler over warm calls of one direction and shape.
 
     PYTHONPATH=src python3 tools/profile_call.py --direction dgrad --shape 64,64,56,56,64,3,3,1,1,1,1
+    PYTHONPATH=src python3 tools/profile_call.py --layout nchw --shape 64,128,28,28,128,3,3,1,1,1,1
 
 Prints the kernels launched per call with their CUDA time, and the host time per call, so a
 slow direction can be told apart as "slow kernel", "extra kernels" or "host-bound".
@@ -21,10 +22,16 @@ def main() -> None:
     ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S,stride,pad,dil,groups")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument(
+        "--layout",
+        default="channels_last",
+        choices=["channels_last", "nchw"],
+        help="memory format of every tensor of the call (input, weight, grad_output)",
+    )
     a = ap.parse_args()
     n, c, h, w, k, r, s, st, pad, dil, g = (int(v) for v in a.shape.split(","))
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
-    cl = torch.channels_last
+    cl = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format
     x = torch.randn(n, c, h, w, device="cuda", dtype=dt).contiguous(memory_format=cl)
     wt = torch.randn(k, c // g, r, s, device="cuda", dtype=dt).contiguous(memory_format=cl)
     kw = dict(stride=st, padding=pad, dilation=dil, groups=g)
