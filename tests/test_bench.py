@@ -392,8 +392,12 @@ def test_bench_direction_choices():
     args = build_parser().parse_args(["bench", "--direction", "all"])
     assert _directions(args.direction) == ("fwd", "dgrad", "wgrad")
     assert _directions("wgrad") == ("wgrad",)
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["bench", "--direction", "sideways"])
+    args = build_parser().parse_args(["bench", "--direction", "wgrad,dgrad"])
+    assert _directions(args.direction) == ("wgrad", "dgrad")
+    assert _directions("dgrad,all") == ("dgrad", "fwd", "wgrad")
+    for bad in ("sideways", "fwd,bwd", ""):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["bench", "--direction", bad])
 
 
 def test_bench_model_flags():

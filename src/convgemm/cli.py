@@ -43,9 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--direction",
         default="fwd",
-        choices=["fwd", "dgrad", "wgrad", "all"],
-        help="fwd, dgrad (input gradient), wgrad (weight gradient), or all three; backward against "
-        "cuDNN's convolution_backward",
+        type=_direction_arg,
+        help="comma-separated: fwd, dgrad (input gradient), wgrad (weight gradient), or all (the three); "
+        "backward against cuDNN's convolution_backward",
     )
     b.add_argument(
         "--layout", default="channels_last", choices=["channels_last", "nchw"], help="convgemm's input layout"
@@ -250,8 +250,26 @@ def cmd_info(args) -> int:
     return 0
 
 
+_DIRECTIONS = ("fwd", "dgrad", "wgrad")
+
+
 def _directions(arg: str) -> tuple[str, ...]:
-    return ("fwd", "dgrad", "wgrad") if arg == "all" else (arg,)
+    """``--direction``'s value as the directions to run, in the order given (``all``: the three)."""
+    out: list[str] = []
+    for d in (v.strip() for v in arg.split(",")):
+        for e in _DIRECTIONS if d == "all" else (d,):
+            if e not in out:
+                out.append(e)
+    return tuple(out)
+
+
+def _direction_arg(arg: str) -> str:
+    bad = [d.strip() for d in arg.split(",") if d.strip() not in (*_DIRECTIONS, "all")]
+    if bad or not arg.strip():
+        raise argparse.ArgumentTypeError(
+            f"{arg!r}: give one or more of fwd, dgrad, wgrad, all, comma-separated (e.g. 'dgrad,wgrad')"
+        )
+    return arg
 
 
 def main(argv: list[str] | None = None) -> int:
