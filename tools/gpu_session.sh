@@ -6,7 +6,7 @@
 # Steps (pick what fits one call: the device tool allows 10 minutes per command and brings back
 # at most 8 files, so each step writes one file and prints its summary lines):
 #   tests      the whole suite, -n 14 (about 5 min); FAILED lines printed as they happen
-#   fuzz       2000 random problems, tuning off, 28 shards (tests/test_fuzz.py); FUZZ_K selects shards
+#   fuzz       2000 random problems, tuning off, 28 shards (tests/test_fuzz.py); FUZZ_SHARDS="1 3" picks shards
 #   large      tests/test_large.py (tensors past 2**31 elements)
 #   sanitize   tools/sanitize.sh plain memcheck (racecheck and initcheck: run them as separate steps)
 #   racecheck / initcheck
@@ -38,10 +38,16 @@ for step in "$@"; do
             grep -E "FAILED|ERROR|passed|failed" | tail -40 | tee "$OUT/tests.log" ;;
     fuzz)
         # about 3-6 s per problem on a fresh machine (compile-bound): 16 of the 28 shards finish in
-        # 420 s on 14 workers, so a run may take two calls; FUZZ_K picks shards, e.g.
-        # FUZZ_K="shard1 or shard3" (same seed, so the two calls together cover the 2000 problems)
+        # 420 s on 14 workers, so a run may take two calls; FUZZ_SHARDS picks shards by number,
+        # e.g. FUZZ_SHARDS="1 3 5" (same seed, so two calls together cover the 2000 problems).
+        # Node ids, not -k: "-k shard1" also selects shard10-shard19.
+        ids="tests/test_fuzz.py::test_random_problems"
+        if [ -n "${FUZZ_SHARDS:-}" ]; then
+            ids=$(for i in $FUZZ_SHARDS; do printf 'tests/test_fuzz.py::test_random_problems[shard%s] ' "$i"; done)
+        fi
+        # shellcheck disable=SC2086  # $ids is a list of node ids
         CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=2000 CONVGEMM_FUZZ_SHARDS=28 timeout "${FUZZ_TIMEOUT:-500}" \
-            python3 -m pytest -v -n 14 tests/test_fuzz.py -k "${FUZZ_K:-random_problems}" -p no:cacheprovider \
+            python3 -m pytest -v -n 14 $ids -p no:cacheprovider \
             --tb=short -W ignore 2>&1 | grep -E "PASSED|FAILED|Falsifying|passed|failed" | tail -40 |
             tee "$OUT/fuzz.log" ;;
     large)
