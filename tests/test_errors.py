@@ -135,6 +135,11 @@ BAD = [
     ("dilated kernel bigger than input", lambda: ((t(1, 8, 5, 5), t(4, 8, 3, 3)), {"dilation": 3}), ValueError,
      r"output would be empty.*dilated kernel 7x7"),
     ("empty width", lambda: ((t(1, 8, 5, 0), t(4, 8, 1, 1)), {}), ValueError, r"output would be empty"),
+    # fused activation
+    ("activation unknown", lambda: ((t(1, 8, 5, 5), t(4, 8, 3, 3)), {"activation": "gelu"}), ValueError,
+     r"activation must be None or one of \('relu',\), got 'gelu'; apply any other activation to the result"),
+    ("activation not a str", lambda: ((t(1, 8, 5, 5), t(4, 8, 3, 3)), {"activation": True}), ValueError,
+     r"activation must be None or one of"),
     # algorithms
     ("unknown algorithm", lambda: ((t(1, 8, 5, 5), t(4, 8, 3, 3)), {"algorithm": "winograd"}), ValueError,
      r"unknown algorithm 'winograd'.*implicit_gemm"),

@@ -79,6 +79,7 @@ def conv2d(
     groups: int = 1,
     *,
     algorithm: str = "auto",
+    activation: str | None = None,
 ) -> torch.Tensor:
     """2-D convolution with exactly the semantics of ``torch.nn.functional.conv2d``.
 
@@ -94,6 +95,10 @@ def conv2d(
             row/column at the bottom/right, as PyTorch does).
         groups: divides both C and K.
         algorithm: ``'auto'`` (tuned per shape) or a name from ``convgemm.algorithms()``.
+        activation: None, or ``'relu'``: ``relu(conv2d(...))``, applied in the kernel's epilogue
+            after the bias (one pass over the output saved) by the GEMM algorithms when no
+            gradient is needed; otherwise (autograd, ``torch.compile``, algorithms without the
+            epilogue) as ``torch.relu`` on the result. NaN stays NaN, as in ``torch.relu``.
 
     Returns:
         ``[N, K, P, Q]`` (``[K, P, Q]`` for unbatched input) in the input's dtype, channels_last
@@ -104,6 +109,7 @@ def conv2d(
     as 3xTF32 on tensor cores (``CONVGEMM_FP32_PRECISION``, docs/environment.md).
     Raises ``TypeError``/``ValueError`` for invalid arguments before any kernel runs.
     """
+    act = _check_activation(activation)
     unbatched = isinstance(input, torch.Tensor) and input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
@@ -112,9 +118,24 @@ def conv2d(
         from .ops import conv2d_op
 
         y = conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
+        if act == "relu":
+            y = torch.relu(y)  # autograd and torch.compile see an ordinary relu
     else:
-        y = conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm)
+        y = conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm, act)
     return y.squeeze(0) if unbatched else y
+
+
+def _check_activation(activation) -> str:
+    from .matmul.blocks import ACTIVATIONS
+
+    if activation is None:
+        return ""
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise ValueError(
+            f"conv2d: activation must be None or one of {ACTIVATIONS}, got {activation!r}; "
+            "apply any other activation to the result"
+        )
+    return activation
 
 
 def _autocast(input, weight, bias):
@@ -143,23 +164,36 @@ def _needs_op(input, weight, bias) -> bool:
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (input, weight, bias))
 
 
-def conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm="auto") -> torch.Tensor:
-    """The forward computation for a 4-D input (plans, tuning, kernels); no autograd."""
+def conv2d_forward(
+    input, weight, bias, stride, padding, dilation, groups, algorithm="auto", activation: str = ""
+) -> torch.Tensor:
+    """The forward computation for a 4-D input (plans, tuning, kernels); no autograd.
+    ``activation``: ``""`` or a checked name (``_check_activation``)."""
     sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
+    if sig is not None and activation:
+        sig = (*sig, activation)
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:
         prob, algo, cfg, launch = plan
         y = empty(prob.output_shape, input.dtype, input.device, torch.channels_last)
         with _device_of(input):
             algo.run(prob, as_nhwc(input), weight, bias, y, cfg, launch)
+            if activation and not algo.fuses_activation:
+                y.relu_()
             return y if prob.channels_last_out else to_format(y, torch.contiguous_format)
 
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
+    if activation:
+        prob = replace(prob, activation=activation)
+    if x is None and activation:  # no kernel ran: y is zeros or the bias
+        y.relu_()
     if x is not None:
         with _device_of(input):
             algo, cfg = choose(prob, x, weight, bias, y, algorithm)
             launch = Launch()
             algo.run(prob, x, weight, bias, y, cfg, launch)
+            if activation and not algo.fuses_activation:
+                y.relu_()
         if sig is not None:
             with _plans_lock:
                 if len(_plans) >= _MAX_PLANS:

@@ -119,6 +119,9 @@ class ConvProblem:
     has_bias: bool = False
     channels_last_out: bool = True
     precision: str = "ieee"
+    # the activation fused after the bias ("" or one of matmul.blocks.ACTIVATIONS); not in
+    # key(): the epilogue does not change which kernel is fastest
+    activation: str = ""
     # Facts about where and how the data lives, set by the caller that prepared the tensors
     # (``convgemm.functional``); they decide which algorithms apply, so they are part of the key.
     tma_ok: bool = False  # the device has TMA (Hopper or newer, or Triton's interpreter)

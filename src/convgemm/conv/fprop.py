@@ -112,9 +112,10 @@ def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> Non
     (launch or Launch())(fn, grid, args, constexprs(), options)
 
 
-def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None):
+def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None,
+            act: str = ""):  # fmt: skip
     """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints);
-    ``ws`` the (workspace, counters) pair of a split-K config."""
+    ``ws`` the (workspace, counters) pair of a split-K config; ``act`` the fused activation."""
     ws, locks = ws if ws is not None else (y, y)
     args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles, ws, locks)
 
@@ -135,6 +136,7 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             UPCAST=interpreting() and prob.dtype == torch.bfloat16,
             F64=prob.dtype == torch.float64,
             SPLIT_K=min(cfg.split_k, 2),  # a switch: the count is the grid's third axis
+            ACT=act,
         )
 
     fn = gemm_kernel
@@ -172,6 +174,9 @@ class Algorithm:
     """Base class: one way of computing a forward convolution."""
 
     name = "?"
+    #: whether ``run`` applies ``prob.activation`` in its epilogue; when not, ``conv2d`` applies it
+    #: to the output afterwards
+    fuses_activation = False
 
     def supports(self, prob: ConvProblem) -> str | None:
         """None if this algorithm can compute ``prob``, else the reason it cannot."""
@@ -220,6 +225,7 @@ class ImplicitGemm(Algorithm):
     """The general implicit GEMM: pointer gathers, any stride/padding/dilation/groups/layout/dtype."""
 
     name = "implicit_gemm"
+    fuses_activation = True
 
     def supports(self, prob: ConvProblem) -> str | None:
         return None
@@ -281,7 +287,7 @@ class ImplicitGemm(Algorithm):
         num_m, num_n = cdiv(M, cfg.block_m), cdiv(ks, cfg.block_n)
         fns = (cl.gather_im2col_init, *self.LOADS, cl.gather_output_store)
         _launch(launch, (num_m * num_n, prob.groups // gt), a, b, c, bias, y, ks, num_m, num_n,
-                self.k_tiles(prob, cfg, gt), cfg, fns, False, prob)  # fmt: skip
+                self.k_tiles(prob, cfg, gt), cfg, fns, False, prob, act=prob.activation)  # fmt: skip
 
 
 def small_k_candidates(k: int, kg: int) -> list[Config]:
@@ -403,6 +409,7 @@ class ImplicitGemmTma(Algorithm):
     a strided 1x1 kernel runs as stride 1 on the subsampled input view)."""
 
     name = "implicit_gemm_tma"
+    fuses_activation = True
 
     def supports(self, prob: ConvProblem) -> str | None:
         reason = _tma_common(prob)
@@ -494,7 +501,7 @@ class ImplicitGemmTma(Algorithm):
         split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
         ws = split_k_buffers(x.device, *split) if split else None
         _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, bias, yo, kg, num_m, num_n, k_tiles, cfg, fns,
-                True, prob, ws)  # fmt: skip
+                True, prob, ws, act=prob.activation)  # fmt: skip
         if launch is not None:
             launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split)
         if yo is not y:
@@ -505,6 +512,7 @@ class Gemm1x1(Algorithm):
     """A 1x1, stride-1, unpadded convolution over dense NHWC is a plain GEMM: matmul loaders only."""
 
     name = "gemm_1x1"
+    fuses_activation = True
 
     def supports(self, prob: ConvProblem) -> str | None:
         if not prob.is_1x1 or prob.stride != (1, 1):
@@ -549,7 +557,7 @@ class Gemm1x1(Algorithm):
         split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
         ws = split_k_buffers(x.device, *split) if split else None
         _launch(launch, (num_m * num_n, g, cfg.split_k), (w_desc, (kg,)), (x_desc, ()), (y_desc, ()), bias, yo, kg,
-                num_m, num_n, cp // cfg.block_k, cfg, fns, True, prob, ws)  # fmt: skip
+                num_m, num_n, cp // cfg.block_k, cfg, fns, True, prob, ws, act=prob.activation)  # fmt: skip
         if launch is not None:
             launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split)
         if yo is not y:
@@ -560,6 +568,9 @@ class Grouped(ImplicitGemm):
     """Grouped convolutions with few channels per group (ResNeXt: 4-8): ``GT`` groups per GEMM,
     the weights expanded block-diagonally by the loader, so tensor-core tiles are not mostly
     padding. The other loaders are the general kernel's, on the super-group view."""
+
+    # its fix-up launch recomputes tiles without an activation: conv2d applies it afterwards
+    fuses_activation = False
 
     name = "grouped"
 

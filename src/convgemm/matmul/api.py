@@ -118,6 +118,7 @@ def matmul(
         UPCAST=interpreting() and a.dtype == torch.bfloat16,
         F64=a.dtype == torch.float64,
         SPLIT_K=min(split_k, 2),  # a switch: the count is the grid's third axis
+        ACT="",
         num_warps=num_warps,
         num_stages=num_stages,
     )

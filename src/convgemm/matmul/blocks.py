@@ -140,6 +140,18 @@ def bias_epilogue(acc, bias_ptr, offs, mask, HAS_BIAS: tl.constexpr, ALONG_M: tl
     return acc
 
 
+ACTIVATIONS = ("relu",)  # what ``activation_epilogue`` (and so ``convgemm.conv2d``) can fuse
+
+
+@triton.jit
+def activation_epilogue(acc, ACT: tl.constexpr):
+    """``ACT`` applied to the finished tile (after the bias): ``""`` none, ``"relu"`` max(x, 0)
+    with NaN kept, as ``torch.relu`` keeps it (``x < 0`` is false for NaN)."""
+    if ACT == "relu":
+        acc = tl.where(acc < 0, 0.0, acc)
+    return acc
+
+
 @triton.jit
 def split_k_reduce(acc, ws_ptr, lock_ptr, tile, split, n_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Combine the ``n_split`` partial tiles of one output tile; returns (sum, is_last).
@@ -194,6 +206,7 @@ def gemm_kernel(
     UPCAST: tl.constexpr,
     F64: tl.constexpr,  # float64 operands: accumulate in float64
     SPLIT_K: tl.constexpr = 1,  # > 1: K tiles split over grid axis 2 (its size is the split count)
+    ACT: tl.constexpr = "",  # activation_epilogue after the bias: "" or one of ACTIVATIONS
 ):
     """One output tile (or one of its K ranges) per program:
     grid = (num_pid_m * num_pid_n, batch, number of K splits).
@@ -230,6 +243,7 @@ def gemm_kernel(
         else:
             offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = bias_epilogue(acc, bias_ptr, batch * bias_len + offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
+        acc = activation_epilogue(acc, ACT)
         C_STORE(c_desc, c_args, acc, pid_m, pid_n, batch, BLOCK_M, BLOCK_N)
 
 
@@ -263,6 +277,7 @@ def persistent_gemm_kernel(
     UPCAST: tl.constexpr,
     F64: tl.constexpr,
     SPLIT_K: tl.constexpr = 1,
+    ACT: tl.constexpr = "",
 ):
     """``gemm_kernel``'s work with a fixed number of programs (grid = (programs,)), each walking
     the output tiles ``pid, pid + programs, ...`` of batch entry 0.
@@ -297,4 +312,5 @@ def persistent_gemm_kernel(
         else:
             offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = bias_epilogue(acc, bias_ptr, offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
+        acc = activation_epilogue(acc, ACT)
         C_STORE(c_desc, c_args, acc, pid_m, pid_n, 0, BLOCK_M, BLOCK_N)

@@ -29,7 +29,7 @@ from ..functional1d import conv1d, conv_transpose1d
 from ..functional3d import conv3d, conv_transpose3d
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "patch", "unpatch",
-           "clear_weight_cache"]  # fmt: skip
+           "clear_weight_cache", "fuse"]  # fmt: skip
 
 _CACHE_ATTR = "_convgemm_packed"
 
@@ -75,15 +75,87 @@ def clear_weight_cache(model: nn.Module) -> nn.Module:
 
 
 class Conv2d(nn.Conv2d):
-    """``torch.nn.Conv2d`` computed by ``convgemm.conv2d`` (every ``padding_mode``)."""
+    """``torch.nn.Conv2d`` computed by ``convgemm.conv2d`` (every ``padding_mode``).
+
+    A module that ``fuse`` gave a ReLU applies it in the convolution's epilogue
+    (``conv2d(..., activation='relu')``); it is kept in the attribute ``_convgemm_activation``.
+    """
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         weight, bias = _packed(self, input, weight, bias)
+        act = self.__dict__.get(_ACT_ATTR)
         if self.padding_mode != "zeros":
             # reflect / replicate / circular: pad explicitly, then an unpadded convolution
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        return conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+            return conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups, activation=act)
+        return conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups, activation=act)
+
+
+_ACT_ATTR = "_convgemm_activation"
+
+
+def fuse(model: nn.Module) -> nn.Module:
+    """Fold batch norms and ReLUs into the convolutions before them, for inference, in place.
+
+    In every ``nn.Sequential`` of ``model``, a ``Conv2d`` (``torch.nn`` or convgemm) followed by
+    a ``BatchNorm2d`` in eval mode with running statistics, by a ``ReLU``, or by both in that
+    order, becomes one convgemm ``Conv2d``: the batch norm is folded into its weight and bias
+    (``w * g / sqrt(var + eps)``, ``(b - mean) * g / sqrt(var + eps) + beta``) and the ReLU
+    runs in the convolution's epilogue; the folded modules become ``nn.Identity``. That saves
+    one or two passes over every such activation (VGG- and U-Net-style networks such as CRAFT
+    are made of these blocks).
+
+    Inference only: the convolutions' parameters are overwritten (folded), training the result
+    would train something else, and ``unpatch`` does not undo it. Batch norms in training mode
+    raise ``ValueError`` (call ``model.eval()`` first). Returns ``model``.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"fuse: model must be a torch.nn.Module, got {type(model).__name__}")
+    for seq in [m for m in model.modules() if isinstance(m, nn.Sequential)]:
+        names = list(seq._modules)
+        i = 0
+        while i < len(names):
+            conv = seq._modules[names[i]]
+            if type(conv) not in (nn.Conv2d, Conv2d):
+                i += 1
+                continue
+            j = i + 1
+            bn = seq._modules[names[j]] if j < len(names) else None
+            if isinstance(bn, nn.BatchNorm2d) and bn.num_features == conv.out_channels:
+                if bn.training or bn.running_mean is None:
+                    raise ValueError(
+                        f"fuse: {names[j]!r} is a batch norm in training mode (or without running statistics); "
+                        "call model.eval() before fuse, and fuse only for inference"
+                    )
+                _fold_bn(conv, bn)
+                seq._modules[names[j]] = nn.Identity()
+                j += 1
+            relu = seq._modules[names[j]] if j < len(names) else None
+            if type(relu) is nn.ReLU:
+                conv.__dict__[_ACT_ATTR] = "relu"
+                seq._modules[names[j]] = nn.Identity()
+                j += 1
+            if j > i + 1:
+                conv.__class__ = Conv2d
+            i = j
+    return model
+
+
+@torch.no_grad()
+def _fold_bn(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> None:
+    scale = bn.running_var.double().add(bn.eps).rsqrt()
+    if bn.weight is not None:
+        scale = scale * bn.weight.double()
+    shift = -bn.running_mean.double() * scale
+    if bn.bias is not None:
+        shift = shift + bn.bias.double()
+    w = conv.weight
+    conv.weight.copy_((w.double() * scale.view(-1, 1, 1, 1)).to(w.dtype))
+    b = conv.bias.double() * scale + shift if conv.bias is not None else shift
+    if conv.bias is None:
+        conv.bias = nn.Parameter(b.to(device=w.device, dtype=w.dtype), requires_grad=w.requires_grad)
+    else:
+        conv.bias.copy_(b.to(conv.bias.dtype))
 
 
 class ConvTranspose2d(nn.ConvTranspose2d):
