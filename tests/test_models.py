@@ -31,6 +31,24 @@ def test_craft_patched_matches_float64_reference():
     assert rel_err(y, ref) <= 1e-5
 
 
+def test_craft_fused_matches_float64_reference():
+    """nn.fuse on CRAFT: batch norms folded, ReLUs in the epilogue (a ReLU that opens the next
+    slice stays a module), same output as the unfused float64 model."""
+    model = CRAFT(width_div=8).eval().to(DEVICE)
+    x = torch.randn(1, 3, 32, 32, device=DEVICE)
+    with torch.no_grad():
+        ref = copy.deepcopy(model).double().cpu()(x.double().cpu())
+        fused = convgemm.nn.fuse(convgemm.patch(model))
+        y = fused(x)
+    bns = [m for m in fused.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    acts = [m for m in fused.modules() if m.__dict__.get("_convgemm_activation") == "relu"]
+    assert not bns, "every batch norm of CRAFT follows a convolution in one Sequential"
+    # 12 VGG convs (CRAFT's slices end at the 12th) + 8 U-Net convs + 4 head convs, less the 4
+    # whose ReLU opens the next slice (the slices are cut between a batch norm and its ReLU)
+    assert len(acts) == 20
+    assert rel_err(y, ref) <= 1e-5
+
+
 def test_resnet50_training_steps_match():
     """Two SGD steps from one initialisation, patched and unpatched: the same losses and weights.
 

@@ -1,6 +1,8 @@
 """``convgemm bench --model``: whole networks, patched (convgemm) against unpatched (cuDNN).
 
-* ``craft``: CRAFT inference, batch 1, 768x768, channels_last, eager and ``torch.compile``.
+* ``craft``: CRAFT inference, batch 1, 768x768, channels_last, eager and ``torch.compile``, and
+  eager after ``convgemm.nn.fuse`` (batch norms folded, ReLUs in the epilogue; the cuDNN side
+  stays the unfused model).
 * ``resnet50 --train``: one ResNet-50 training step (forward, backward, SGD) at batch 64,
   224x224, channels_last, under autocast to the chosen 16-bit dtype (or in fp32), eager and
   ``torch.compile``.
@@ -55,10 +57,15 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
     ours = convgemm.patch(copy.deepcopy(ref))
     x = torch.randn(1, 3, size, size, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
     gflop = conv_gflop(ref, x)
+    # fused: batch norms folded and ReLUs in the epilogue (convgemm.nn.fuse), against the same
+    # unfused cuDNN model: the row is labelled so, as cuDNN in eager PyTorch has no such fusion
+    fused = convgemm.nn.fuse(copy.deepcopy(ours))
     rows = []
-    modes = [("eager", lambda m: m)] + ([("compile", torch.compile)] if compile_too else [])
-    for mode, wrap in modes:
-        a, b = wrap(ours), wrap(ref)
+    modes = [("eager", lambda m: m, ours), ("fused eager", lambda m: m, fused)]
+    if compile_too:
+        modes.append(("compile", torch.compile, ours))
+    for mode, wrap, model in modes:
+        a, b = wrap(model), wrap(ref)
         row = Row("model", f"craft {size} {mode}", f"1x3x{size}x{size}", dtype_key, "inference", "channels_last", gflop)
         with torch.no_grad():
             row.rel_err = _rel(a(x), b(x))
@@ -68,7 +75,7 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
         row.tflops = gflop / row.convgemm_us * 1e-3
         row.cudnn_tflops = gflop / row.cudnn_us * 1e-3
         row.ok = math.isfinite(row.rel_err) and row.rel_err <= 5e-2
-        row.algorithm = "patched"
+        row.algorithm = "patched+fused" if model is fused else "patched"
         rows.append(row)
     return rows
 
