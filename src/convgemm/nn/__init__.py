@@ -83,7 +83,7 @@ class Conv2d(nn.Conv2d):
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         weight, bias = _packed(self, input, weight, bias)
-        act = self.__dict__.get(_ACT_ATTR)
+        act = getattr(self, _ACT_ATTR, None)
         if self.padding_mode != "zeros":
             # reflect / replicate / circular: pad explicitly, then an unpadded convolution
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
