@@ -1,6 +1,9 @@
 """ConvProblem: output sizes against PyTorch, the GEMM view, the tuning key and the output layout."""
 
 import itertools
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -222,9 +225,26 @@ def test_precision_follows_cudnn_tf32_flag():
         assert ConvProblem.from_tensors(x, wt).precision == "tf32"
         assert ConvProblem.from_tensors(x.half(), wt.half()).precision == "ieee"
         torch.backends.cudnn.allow_tf32 = False
-        assert ConvProblem.from_tensors(x, wt).precision == "ieee"
+        # strict fp32: 3xTF32 unless CONVGEMM_FP32_PRECISION=ieee (read at import)
+        want = os.environ.get("CONVGEMM_FP32_PRECISION", "tf32x3")
+        assert ConvProblem.from_tensors(x, wt).precision == want
     finally:
         torch.backends.cudnn.allow_tf32 = old
+
+
+@pytest.mark.parametrize("value, want", [("ieee", "ieee"), ("TF32X3", "tf32x3"), ("", "tf32x3"), ("fp32", None)])
+def test_fp32_precision_variable(value, want):
+    """CONVGEMM_FP32_PRECISION picks the strict-fp32 dot; another value is refused at import."""
+    code = "import convgemm._runtime as r; print(r.fp32_precision(False), r.fp32_precision(True))"
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    env = {**os.environ, "CONVGEMM_FP32_PRECISION": value, "PYTHONPATH": src}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if want is None:
+        assert res.returncode != 0
+        assert f"CONVGEMM_FP32_PRECISION={value.strip().lower()!r}: use 'tf32x3' (the default) or 'ieee'" in res.stderr
+    else:
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.split() == [want, "tf32"]
 
 
 def test_min_bytes():

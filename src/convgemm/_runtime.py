@@ -14,7 +14,7 @@ def interpreting() -> bool:
 
 
 def _strict_fp32() -> str:
-    v = os.environ.get("CONVGEMM_FP32_PRECISION", "tf32x3").strip().lower()
+    v = (os.environ.get("CONVGEMM_FP32_PRECISION") or "tf32x3").strip().lower()
     if v not in ("tf32x3", "ieee"):
         raise ValueError(f"CONVGEMM_FP32_PRECISION={v!r}: use 'tf32x3' (the default) or 'ieee'")
     return v
