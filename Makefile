@@ -25,11 +25,11 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# pytest -n auto: one pytest-xdist worker per core (on the 2-core CI machine the
+# interpreter-bound suite takes 9.5 min instead of 16)
 test: setup
 	$(PY) -m ruff check src tests tools examples
 	$(PY) -m ruff format --check src tests tools examples
-	# one pytest-xdist worker per core: on the 2-core CI machine the interpreter-bound suite takes
-	# 9.5 min instead of 16
 	$(PY) -m pytest -q -n auto
 
 bench: setup
