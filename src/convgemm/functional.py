@@ -10,6 +10,7 @@ import torch
 
 from ._runtime import check_device, empty, has_tma, interpreting
 from .conv.layout import as_nhwc, tma_aligned, to_format
+from .matmul.blocks import ACTIVATIONS
 from .matmul.launch import Launch
 from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, output_memory_format
 from .tune import choose
@@ -126,8 +127,6 @@ def conv2d(
 
 
 def _check_activation(activation) -> str:
-    from .matmul.blocks import ACTIVATIONS
-
     if activation is None:
         return ""
     if not isinstance(activation, str) or activation not in ACTIVATIONS:

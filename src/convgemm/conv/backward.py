@@ -24,6 +24,7 @@ partials are summed in split order by one program (``matmul.blocks.split_k_reduc
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import torch
 
@@ -155,6 +156,17 @@ def _strided(prob: ConvProblem) -> bool:
     return prob.stride != (1, 1) and not prob.is_1x1
 
 
+def _dy_descriptor(prob: ConvProblem, dy: torch.Tensor, cfg: Config):
+    """NHWC dy as ``[N, P, Q, groups, K/groups]``, box: the config's pixel block x ``block_m``."""
+    kg = prob.kg
+    return descriptor(
+        dy,
+        [prob.n, prob.p, prob.q, prob.groups, kg],
+        [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1],
+        [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, cfg.block_m],
+    )
+
+
 class WgradTma:
     """wgrad through the copy engine: each K tile is one block of output pixels, read as a TMA
     box of dy and, shifted by the N tile's filter tap, a box of x (zero-filled at the edges).
@@ -211,12 +223,18 @@ class WgradTma:
             bm = 128 if prob.kg >= 128 else 64
             bn = 128 if prob.cg >= 128 and self._bn_ok(prob, 128) else min(64, _small(prob.cg))
             bk, warps, stages = 64, (8 if bm * bn >= 128 * 128 else 4), 4
+        return self._shaped(prob, bm, bn, bk, warps, stages)
+
+    @staticmethod
+    def _shaped(prob: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int, taps: int = 0) -> Config:
+        """A config of this tile shape: the best-covering block of ``bk`` output pixels, and the
+        split count that gives two waves of programs, each reducing at least 4 pixel blocks."""
         _, tn, th, tw = spatial_tiles(prob, bk)[0]
-        tiles = cdiv(prob.kg, bm) * prob.r * prob.s * cdiv(prob.cg, bn) * prob.groups
+        taps_n = prob.s if taps <= 1 else cdiv(prob.s, taps)  # N tiles per filter row
+        tiles = cdiv(prob.kg, bm) * prob.r * taps_n * cdiv(prob.cg, bn) * prob.groups
         k_tiles = cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw)
-        # enough programs for two waves, each reducing at least 4 pixel blocks
         split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 4))
-        return Config(bm, bn, bk, warps, stages, split_k=split, tile_n=tn, tile_h=th, tile_w=tw)
+        return Config(bm, bn, bk, warps, stages, split_k=split, tile_n=tn, tile_h=th, tile_w=tw, taps=taps)
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         """The default and a few tile shapes around it, each with the split count that fills two
@@ -224,19 +242,14 @@ class WgradTma:
         if interpreting():
             return [self.default_config(prob)]
         out = [self.default_config(prob)]
-        sms = sm_count()
         # (block_m = output channels, block_n = input channels of one tap, block_k = pixels,
         # warps, stages); 128-row tiles take two warpgroups
         for bm, bn, bk, warps, stages in ((64, 64, 64, 4, 4), (64, 128, 64, 4, 3), (128, 64, 64, 8, 4),
                                           (128, 128, 64, 8, 3), (64, 64, 128, 4, 3), (128, 128, 128, 8, 2)):  # fmt: skip
             if (bm == 128 and prob.kg <= 64) or (bn == 128 and prob.cg <= 64) or not self._bn_ok(prob, bn):
                 continue
-            _, tn, th, tw = spatial_tiles(prob, bk)[0]
-            tiles = cdiv(prob.kg, bm) * prob.r * prob.s * cdiv(prob.cg, bn) * prob.groups
-            k_tiles = cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw)
-            split = max(1, min(64, (2 * sms) // max(tiles, 1), k_tiles // 4))
-            for sk in dict.fromkeys((split, max(1, split // 2))):
-                out.append(Config(bm, bn, bk, warps, stages, split_k=sk, tile_n=tn, tile_h=th, tile_w=tw))
+            cfg = self._shaped(prob, bm, bn, bk, warps, stages)
+            out += [cfg, replace(cfg, split_k=max(1, cfg.split_k // 2))]
         out += self._taps_configs(prob)
         return list(dict.fromkeys(out))
 
@@ -251,11 +264,7 @@ class WgradTma:
         for bm, bn, bk, warps, stages in ((64, 64, 64, 4, 3), (64, 64, 128, 4, 2), (64, 128, 64, 8, 3)):
             if bn == 128 and prob.cg <= 64:
                 continue
-            _, tn, th, tw = spatial_tiles(prob, bk)[0]
-            tiles = cdiv(prob.kg, bm) * prob.r * cdiv(prob.s, taps) * cdiv(prob.cg, bn) * prob.groups
-            k_tiles = cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw)
-            split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 4))
-            out.append(Config(bm, bn, bk, warps, stages, split_k=split, tile_n=tn, tile_h=th, tile_w=tw, taps=taps))
+            out.append(self._shaped(prob, bm, bn, bk, warps, stages, taps))
         return out
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
@@ -294,9 +303,7 @@ class WgradTma:
             b = (x_desc, (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s,
                           c_tiles))  # fmt: skip
             x_fns = (cl.tma_wgrad_x_init, cl.tma_wgrad_x_load)
-        dy_desc = descriptor(
-            dy, [prob.n, prob.p, prob.q, g, kg], [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1], box + [cfg.block_m]
-        )
+        dy_desc = _dy_descriptor(prob, dy, cfg)
         num_m, num_n = cdiv(kg, cfg.block_m), prob.r * prob.s * c_tiles
         k_tiles = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         a = (dy_desc, (prob.p, prob.q))
@@ -319,9 +326,7 @@ class WgradTma:
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
         x_desc = input_descriptor(prob, x, box + [cfg.block_n])
-        dy_desc = descriptor(
-            dy, [prob.n, prob.p, prob.q, g, kg], [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1], box + [cfg.block_m]
-        )
+        dy_desc = _dy_descriptor(prob, dy, cfg)
         c_tiles = cdiv(cg, cfg.block_n)
         num_m, num_n = cdiv(kg, cfg.block_m), prob.r * cdiv(prob.s, cfg.taps) * c_tiles
         k_tiles = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)

@@ -19,16 +19,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..matmul.blocks import split_k_reduce, tile_grid
-from .loaders import _spatial_tile
-
-
-@triton.jit
-def _x_box(x_desc, n, p, q, g, c0, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
-    b = x_desc.load([n, p, q, g, c0]).reshape(BLOCK_K, BLOCK_N)
-    if UPCAST:
-        b = b.to(tl.float32)
-    return b
+from ..matmul.blocks import split_k_reduce, split_range, tile_grid
+from .loaders import tma_wgrad_dy_init, tma_wgrad_dy_load, tma_wgrad_x_load
 
 
 @triton.jit
@@ -81,9 +73,6 @@ def wgrad_taps_kernel(
 ):
     """grid = (num_pid_m * num_pid_n, groups, split count): one (output-channel block, filter row,
     group of TAPS filter columns, channel block) per program, reducing its share of pixel blocks."""
-    TILE_N: tl.constexpr = x_desc.block_shape[0]
-    TILE_H: tl.constexpr = x_desc.block_shape[1]
-    TILE_W: tl.constexpr = x_desc.block_shape[2]
     pid_m, pid_n = tile_grid(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     g = tl.program_id(1)
     s_groups = tl.cdiv(S, TAPS)
@@ -92,30 +81,37 @@ def wgrad_taps_kernel(
     r = rj // s_groups
     s0 = (rj - r * s_groups) * TAPS
     c0 = cb * BLOCK_N
-    k0 = pid_m * BLOCK_M
+    # wgrad_tma's loader states: dy's once, x's per filter column (one dilation step apart)
+    a_state = tma_wgrad_dy_init(dy_desc, (P, Q), pid_m, g, BLOCK_M, BLOCK_K)
     dh = r * dil_h - pad_h
     dw0 = s0 * dil_w - pad_w
-    kt_start = 0
-    kt_end = k_tiles
-    if SPLIT_K > 1:
-        per_split = tl.cdiv(k_tiles, tl.num_programs(2))
-        kt_start = tl.program_id(2) * per_split
-        kt_end = tl.minimum(kt_start + per_split, k_tiles)
+    x0 = (x_desc, dh, dw0, g, c0, P, Q)
+    x1 = (x_desc, dh, dw0 + dil_w, g, c0, P, Q)
+    x2 = (x_desc, dh, dw0 + 2 * dil_w, g, c0, P, Q)
+    x3 = (x_desc, dh, dw0 + 3 * dil_w, g, c0, P, Q)
+    kt_start, kt_end = split_range(k_tiles, SPLIT_K)
     acc0 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc3 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kt in range(kt_start, kt_end):
-        n, p0, q0 = _spatial_tile(kt, P, Q, TILE_N, TILE_H, TILE_W)
-        a = dy_desc.load([n, p0, q0, g, k0]).reshape(BLOCK_K, BLOCK_M).T
+        a = tma_wgrad_dy_load(a_state, kt, BLOCK_M, BLOCK_K)
+        b0 = tma_wgrad_x_load(x0, kt, BLOCK_N, BLOCK_K)
+        b1 = tma_wgrad_x_load(x1, kt, BLOCK_N, BLOCK_K)
         if UPCAST:
-            a = a.to(tl.float32)
-        acc0 = tl.dot(a, _x_box(x_desc, n, p0 + dh, q0 + dw0, g, c0, BLOCK_K, BLOCK_N, UPCAST), acc0)
-        acc1 = tl.dot(a, _x_box(x_desc, n, p0 + dh, q0 + dw0 + dil_w, g, c0, BLOCK_K, BLOCK_N, UPCAST), acc1)
+            a, b0, b1 = a.to(tl.float32), b0.to(tl.float32), b1.to(tl.float32)
+        acc0 = tl.dot(a, b0, acc0)
+        acc1 = tl.dot(a, b1, acc1)
         if TAPS > 2:
-            acc2 = tl.dot(a, _x_box(x_desc, n, p0 + dh, q0 + dw0 + 2 * dil_w, g, c0, BLOCK_K, BLOCK_N, UPCAST), acc2)
+            b2 = tma_wgrad_x_load(x2, kt, BLOCK_N, BLOCK_K)
+            if UPCAST:
+                b2 = b2.to(tl.float32)
+            acc2 = tl.dot(a, b2, acc2)
         if TAPS > 3:
-            acc3 = tl.dot(a, _x_box(x_desc, n, p0 + dh, q0 + dw0 + 3 * dil_w, g, c0, BLOCK_K, BLOCK_N, UPCAST), acc3)
+            b3 = tma_wgrad_x_load(x3, kt, BLOCK_N, BLOCK_K)
+            if UPCAST:
+                b3 = b3.to(tl.float32)
+            acc3 = tl.dot(a, b3, acc3)
     tile = ((g * num_pid_m + pid_m) * num_pid_n + pid_n) * TAPS
     _store_tap(acc0, ws_ptr, lock_ptr, tile, dw_ptr, s_k, s_c, s_r, s_s, Kg, Cg, S, g, pid_m, r, s0, c0,
                BLOCK_M, BLOCK_N, SPLIT_K)  # fmt: skip

@@ -153,6 +153,20 @@ def activation_epilogue(acc, ACT: tl.constexpr):
 
 
 @triton.jit
+def split_range(k_tiles, SPLIT_K: tl.constexpr):
+    """This program's K tiles ``[start, end)``: all of them, or with ``SPLIT_K > 1`` its share
+    of an even split over grid axis 2. The split count is the grid's size there, not a
+    compile-time constant, so one compiled kernel serves every split count."""
+    kt_start = 0
+    kt_end = k_tiles
+    if SPLIT_K > 1:
+        per_split = tl.cdiv(k_tiles, tl.num_programs(2))
+        kt_start = tl.program_id(2) * per_split
+        kt_end = tl.minimum(kt_start + per_split, k_tiles)
+    return kt_start, kt_end
+
+
+@triton.jit
 def split_k_reduce(acc, ws_ptr, lock_ptr, tile, split, n_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Combine the ``n_split`` partial tiles of one output tile; returns (sum, is_last).
 
@@ -219,14 +233,7 @@ def gemm_kernel(
     batch = tl.program_id(1)
     a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
     b_state = B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K)
-    kt_start = 0
-    kt_end = k_tiles
-    if SPLIT_K > 1:
-        # the split count is the grid's third axis, not a compile-time constant: one compiled
-        # kernel serves every split count (wgrad picks one per shape)
-        per_split = tl.cdiv(k_tiles, tl.num_programs(2))
-        kt_start = tl.program_id(2) * per_split
-        kt_end = tl.minimum(kt_start + per_split, k_tiles)
+    kt_start, kt_end = split_range(k_tiles, SPLIT_K)
     if F64:
         acc = k_loop_f64(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
     else:
