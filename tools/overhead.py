@@ -46,14 +46,36 @@ if __name__ == "__main__":
     print(f"torch F.conv2d (cuDNN) 3x3   {per_call_us(lambda: F.conv2d(x, w, b, padding=1)):7.1f} us/call")
     print(f"torch.empty                  {per_call_us(lambda: torch.empty_like(x)):7.1f} us/call")
 
+    # the training and torch.compile paths: the custom op, and autograd forward + backward
+    xg, wg2 = x.clone().requires_grad_(), w.clone().requires_grad_()
+    dy = torch.randn_like(F.conv2d(x, w, padding=1))
+    op = torch.ops.convgemm.conv2d
+    with torch.no_grad():
+        print(
+            f"torch.ops.convgemm.conv2d    {per_call_us(lambda: op(x, w, b, [1, 1], [1, 1, 1, 1], [1, 1], 1, 'auto')):7.1f} us/call"
+        )
+    print(
+        f"convgemm fwd+bwd (autograd)  {per_call_us(lambda: convgemm.conv2d(xg, wg2, padding=1).backward(dy)):7.1f} us/call"
+    )
+    print(f"cuDNN    fwd+bwd (autograd)  {per_call_us(lambda: F.conv2d(xg, wg2, padding=1).backward(dy)):7.1f} us/call")
+    print(
+        f"convgemm dgrad + wgrad       {per_call_us(lambda: (convgemm.conv2d_input(x.shape, w, dy, padding=1), convgemm.conv2d_weight(x, w.shape, dy, padding=1))):7.1f} us/call"
+    )
+
     import cProfile
     import pstats
     import sys
 
     if "--profile" in sys.argv:
-        for algo in ("implicit_gemm_tma", "implicit_gemm"):
+        with torch.no_grad():
+            fns = {"op": lambda: op(x, w, b, [1, 1], [1, 1, 1, 1], [1, 1], 1, "auto")}
+        # the autograd engine runs a CUDA backward on its own thread, out of cProfile's sight
+        torch.autograd.set_multithreading_enabled(False)
+        fns["autograd"] = lambda: convgemm.conv2d(xg, wg2, padding=1).backward(dy)
+        print(f"convgemm fwd+bwd, one thread {per_call_us(fns['autograd']):7.1f} us/call")
+        for algo in ("autograd", "op"):
             pr = cProfile.Profile()
-            fn = lambda a=algo: convgemm.conv2d(x, w, b, padding=1, algorithm=a)  # noqa: E731
+            fn = fns.get(algo) or (lambda a=algo: convgemm.conv2d(x, w, b, padding=1, algorithm=a))  # noqa: E731
             fn()
             pr.enable()
             for _ in range(2000):

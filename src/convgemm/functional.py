@@ -38,11 +38,16 @@ def _plain(v):
     Plain types only: ``2.0 == 2`` and ``True == 1`` hash alike, and a plan made for a valid call
     must never let a float or bool argument skip the validation that would refuse it.
     """
-    if type(v) is int or type(v) is str:
+    t = type(v)
+    if t is int or t is str:
         return v
-    if type(v) in (tuple, list, torch.Size) and all(type(e) is int for e in v):
-        return (type(v) is list, *v)
-    if type(v) is Pads4 and all(type(e) is int for e in v):
+    # pairs first, without a generator: every call of a plan builds five of these keys
+    if t is tuple or t is list or t is torch.Size:
+        if len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
+            return (t is list, v[0], v[1])
+        if all(type(e) is int for e in v):
+            return (t is list, *v)
+    elif t is Pads4 and all(type(e) is int for e in v):
         return ("pads4", *v)
     raise TypeError
 
@@ -346,17 +351,22 @@ def conv2d_input(
             sig = None
     hit = _plans.get(sig) if sig is not None else None
     if hit is not None:
-        prob, memory_format = hit
+        prob, memory_format, launch = hit
     else:
         prob = _grad_problem("conv2d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
         if memory_format is None:
             memory_format = output_memory_format(grad_output, weight)
-    if dgrad_as_forward(prob) and prob.k > 0 and prob.c > 0 and prob.n > 0:
+        launch = None
+
+    def keep(launch=None):
         if sig is not None and hit is None:
             with _plans_lock:
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
-                _plans[sig] = (prob, memory_format)
+                _plans[sig] = (prob, memory_format, launch)
+
+    if dgrad_as_forward(prob) and prob.k > 0 and prob.c > 0 and prob.n > 0:
+        keep()
         dx = _dgrad_by_forward(prob, weight, grad_output)
         return to_format(dx, memory_format)
     dx = empty((prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device, memory_format)
@@ -365,10 +375,14 @@ def conv2d_input(
     if prob.k == 0 or prob.p * prob.q == 0:
         return dx.zero_()
     if _phases_pay(prob, grad_output):
+        keep()
         _dgrad_by_phases(prob, weight, grad_output, dx)
         return dx
+    if hit is None and sig is not None:
+        launch = Launch()  # the gather kernel's launch site: repeat calls skip Triton's dispatch
+        keep(launch)
     with _device_of(grad_output):
-        DGRAD.run(prob, grad_output, weight, dx, DGRAD.default_config(prob))
+        DGRAD.run(prob, grad_output, weight, dx, DGRAD.default_config(prob), launch)
     return dx
 
 
@@ -501,9 +515,9 @@ def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, 
             taps_s, crop_w, lo_w, hi_w, d_w, len_w = b
 
             def make(w, taps_r=taps_r, taps_s=taps_s):
-                idx_r = torch.tensor(taps_r, device=w.device)
-                idx_s = torch.tensor(taps_s, device=w.device)
-                sub = w.index_select(2, idx_r).index_select(3, idx_s)
+                # narrow + cat, not index_select: an index tensor would be a host-to-device copy
+                sub = torch.cat([w.narrow(2, r, 1) for r in taps_r], 2)
+                sub = torch.cat([sub.narrow(3, t, 1) for t in taps_s], 3)
                 return _swap_channels(sub, prob.groups).contiguous(memory_format=fmt)
 
             wt = _derived_weight(weight, ("phase", prob.groups, tuple(taps_r), tuple(taps_s), cl), make)

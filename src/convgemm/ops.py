@@ -14,8 +14,9 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from .functional import Pads4, _grad_problem, conv2d_forward, conv2d_input, conv2d_weight, make_problem
+from .functional import Pads4, _grad_problem, _signature, conv2d_forward, conv2d_input, conv2d_weight, make_problem
 from .problem import _suggest_channels_last, output_memory_format
 
 
@@ -89,14 +90,41 @@ def _setup_context(ctx, inputs, output):
     ctx.has_bias = bias is not None
 
 
+def _plain(*tensors) -> bool:
+    """Plain tensors (no fake, functional or other subclass; None allowed), no dispatch mode
+    (make_fx, opcheck), not compiling: the kernels may be called directly, outside the ops."""
+    return (
+        all(t is None or type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
+        and not torch.compiler.is_compiling()
+        and _get_current_dispatch_mode() is None
+    )
+
+
+def _plain_eager(*tensors: Tensor) -> bool:
+    """Whether a backward may call the kernels directly: ``_plain``, and no create_graph."""
+    return _plain(*tensors) and not torch.is_grad_enabled()
+
+
 def _backward(ctx, grad):
     input, weight = ctx.saved_tensors
     stride, padding, dilation, groups = ctx.conv
     dx = dw = db = None
+    # Traced (torch.compile), the gradients must be the custom ops; in eager backward they are the
+    # same functions called directly: the dispatcher and torch.library's Python wrappers cost
+    # about as much host time as a training step's whole Python planning (tools/profile_model.py).
+    # With create_graph (grad mode on in backward) the ops stay, so that a double backward fails
+    # loudly instead of silently treating the gradients as constants
+    traced = not _plain_eager(input, weight, grad)
     if ctx.needs_input_grad[0]:
-        dx = torch.ops.convgemm.conv2d_input(list(input.shape), weight, grad, stride, padding, dilation, groups)
+        if traced:
+            dx = torch.ops.convgemm.conv2d_input(list(input.shape), weight, grad, stride, padding, dilation, groups)
+        else:
+            dx = conv2d_input(input.shape, weight, grad, tuple(stride), Pads4(padding), tuple(dilation), groups)
     if ctx.needs_input_grad[1]:
-        dw = torch.ops.convgemm.conv2d_weight(input, list(weight.shape), grad, stride, padding, dilation, groups)
+        if traced:
+            dw = torch.ops.convgemm.conv2d_weight(input, list(weight.shape), grad, stride, padding, dilation, groups)
+        else:
+            dw = conv2d_weight(input, weight.shape, grad, tuple(stride), Pads4(padding), tuple(dilation), groups)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = grad.sum(dim=(0, 2, 3), dtype=torch.float32).to(grad.dtype)
     return dx, dw, db, None, None, None, None, None
@@ -126,8 +154,43 @@ def normalize(weight, stride, padding, dilation) -> tuple[list[int], list[int], 
     return st, [ph, ph, pw, pw], dil
 
 
+_validated: set = set()  # plan keys (functional._signature) of calls make_problem accepted
+
+
+class _Conv2dFunction(torch.autograd.Function):
+    """Eager autograd for ``conv2d``: the op's forward and ``_backward``, without the op.
+
+    The same functions and kernels as ``torch.ops.convgemm.conv2d`` with its registered autograd,
+    minus the dispatcher round trips and torch.library's Python wrappers around them (argument
+    defaults, aliasing checks, a redispatch below autograd): on the H200 those cost more host
+    time per call than planning and launching the kernel (tools/overhead.py, issue 6's ResNet-50
+    training step). ``torch.compile``, ``make_fx`` and fake tensors still go through the op."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias, stride, padding, dilation, groups, algorithm):
+        y = conv2d_forward(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups, algorithm)
+        _setup_context(ctx, (input, weight, bias, stride, padding, dilation, groups, algorithm), y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _backward(ctx, grad)
+
+
 def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm) -> Tensor:
-    """``torch.ops.convgemm.conv2d`` with ``conv2d``'s argument forms (validated first)."""
+    """``torch.ops.convgemm.conv2d`` with ``conv2d``'s argument forms (validated first); in plain
+    eager autograd the same computation through ``_Conv2dFunction``."""
+    if _plain(input, weight, bias) and isinstance(input, Tensor) and isinstance(weight, Tensor):
+        # validated once per call signature (the plan key), as inference calls are
+        sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
+        if sig is None or sig not in _validated:
+            make_problem(input, weight, bias, stride, padding, dilation, groups)
+            if sig is not None:
+                if len(_validated) >= 4096:
+                    _validated.clear()
+                _validated.add(sig)
+        st, pads, dil = normalize(weight, stride, padding, dilation)
+        return _Conv2dFunction.apply(input, weight, bias, st, pads, dil, groups, algorithm)
     if not torch.compiler.is_compiling():
         make_problem(input, weight, bias, stride, padding, dilation, groups)
     st, pads, dil = normalize(weight, stride, padding, dilation)

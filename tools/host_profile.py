@@ -1,0 +1,75 @@
+"""Where a network's host time goes (GPU): cProfile over warm iterations, and every implicit
+host-device synchronisation one iteration makes.
+
+    PYTHONPATH=src python3 tools/host_profile.py --model resnet50 --train
+    PYTHONPATH=src python3 tools/host_profile.py --model craft
+
+Uses ``tools/profile_model.py``'s models. Prints the synchronising calls (``torch.cuda``'s sync
+debug mode, one line per distinct stack), then the functions with the most own time and the
+most cumulative time per iteration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from profile_model import build  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=["craft", "resnet50"], required=True)
+    ap.add_argument("--train", action="store_true")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--fuse", action="store_true")
+    ap.add_argument("--unpatched", action="store_true")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--top", type=int, default=30)
+    a = ap.parse_args()
+    step = build(a)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    seen: dict[str, int] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        step()
+        torch.cuda.set_sync_debug_mode(0)
+    for w in caught:
+        if "synchroniz" in str(w.message):
+            seen[f"{w.filename}:{w.lineno}"] = seen.get(f"{w.filename}:{w.lineno}", 0) + 1
+    print(f"synchronising calls in one iteration: {sum(seen.values())}")
+    for where, n in sorted(seen.items(), key=lambda kv: -kv[1])[:15]:
+        print(f"  x{n:<4d} {where}")
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(a.iters):
+        step()
+    prof.disable()
+    torch.cuda.synchronize()
+    print(f"host+GPU {(time.perf_counter() - t0) / a.iters * 1e3:.1f} ms/iter under cProfile")
+    for key in ("tottime", "cumulative"):
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats(key).print_stats(a.top)
+        lines = [ln for ln in s.getvalue().splitlines() if ln.strip()]
+        start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
+        print(f"-- by {key} (times for {a.iters} iterations)")
+        print("\n".join(ln[:200] for ln in lines[start : start + a.top + 1]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Where a whole network's time goes (GPU): torch.profiler over warm iterations, patched or not.
+
+    PYTHONPATH=src python3 tools/profile_model.py --model resnet50 --train           # eager
+    PYTHONPATH=src python3 tools/profile_model.py --model craft --compile --unpatched
+
+Prints the wall time per iteration (CUDA-synchronised), the host time the profiler saw, and the
+top CUDA kernels by time per iteration with their launch counts, so a slow network can be split
+into "slow kernels", "extra kernels" (copies, transposes, casts) and "host-bound" (wall time
+well above the kernels' sum).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+import convgemm
+
+
+def build(a: argparse.Namespace):
+    torch.backends.cudnn.benchmark = True
+    if a.model == "craft":
+        from convgemm.models.craft import CRAFT
+
+        model = CRAFT().eval().cuda().to(torch.bfloat16).to(memory_format=torch.channels_last)
+        x = torch.randn(1, 3, 768, 768, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+        if not a.unpatched:
+            convgemm.patch(model)
+        if a.fuse:
+            convgemm.nn.fuse(model)
+        fwd = torch.compile(model) if a.compile else model
+
+        def step():
+            with torch.no_grad():
+                return fwd(x)
+
+        return step
+    from convgemm.models.resnet import resnet50
+
+    model = resnet50().cuda().to(memory_format=torch.channels_last).train()
+    if not a.unpatched:
+        convgemm.patch(model)
+    x = torch.randn(a.batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    target = torch.randint(0, 1000, (a.batch,), device="cuda")
+    fwd = torch.compile(copy.copy(model)) if a.compile else model
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(fwd(x), target)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=["craft", "resnet50"], required=True)
+    ap.add_argument("--train", action="store_true", help="resnet50: a training step (the only mode)")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--fuse", action="store_true", help="craft: convgemm.nn.fuse after patching")
+    ap.add_argument("--unpatched", action="store_true", help="the cuDNN model, for comparison")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--top", type=int, default=25)
+    a = ap.parse_args()
+    step = build(a)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(a.iters):
+        step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / a.iters * 1e6
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(a.iters):
+            step()
+        torch.cuda.synchronize()
+    ev = prof.key_averages()
+    kernels = sorted((e for e in ev if e.device_type.name == "CUDA"), key=lambda e: -e.device_time_total)
+    if not kernels:  # a profiler that files kernels differently: its own table
+        print(ev.table(sort_by="self_cuda_time_total", row_limit=a.top))
+        return
+    gpu = sum(e.device_time_total for e in kernels) / a.iters
+    label = f"{a.model} {'compile' if a.compile else 'eager'}{' fused' if a.fuse else ''} {'cudnn' if a.unpatched else 'convgemm'}"
+    print(f"== {label}: wall {wall:.0f} us/iter, kernels {gpu:.0f} us/iter")
+    for e in kernels[: a.top]:
+        print(f"  {e.device_time_total / a.iters:9.1f} us  x{e.count // a.iters:<4d} {e.key[:110]}")
+    host = sorted((e for e in ev if e.device_type.name == "CPU"), key=lambda e: -e.self_cpu_time_total)
+    print(f"-- host: own CPU time per iteration (all ops {sum(e.self_cpu_time_total for e in host) / a.iters:.0f} us)")
+    for e in host[: a.top]:
+        print(f"  {e.self_cpu_time_total / a.iters:9.1f} us  x{e.count // a.iters:<4d} {e.key[:110]}")
+
+
+if __name__ == "__main__":
+    main()
