@@ -128,3 +128,26 @@ def test_inference_skips_the_dispatcher(monkeypatch):
     convgemm.conv2d(x, w, b)
     with torch.no_grad():
         convgemm.conv2d(x.requires_grad_(), w, b)
+
+
+def test_eager_autograd_skips_the_op_and_matches_it(monkeypatch):
+    """Eager autograd runs the op's forward and backward as a plain autograd.Function (no
+    dispatcher round trips): same gradients, bit for bit, as through torch.ops.convgemm.conv2d,
+    and the op is not called."""
+    x = torch.randn(2, 8, 7, 7, device=DEVICE).to(memory_format=torch.channels_last)
+    wt, b = torch.randn(16, 4, 3, 3, device=DEVICE), torch.randn(16, device=DEVICE)
+    dy = torch.randn(2, 16, 4, 4, device=DEVICE)
+    kw = dict(stride=2, padding=1, groups=2)
+    via_op = [_leaf(x), _leaf(wt), _leaf(b)]
+    y_op = torch.ops.convgemm.conv2d(*via_op, [2, 2], [1, 1, 1, 1], [1, 1], 2, "auto")
+    y_op.backward(dy)
+    calls = []
+    real = torch.ops.convgemm.conv2d
+    monkeypatch.setattr(torch.ops.convgemm, "conv2d", lambda *a: calls.append(a) or real(*a))
+    eager = [_leaf(x), _leaf(wt), _leaf(b)]
+    y = convgemm.conv2d(*eager, **kw)
+    assert type(y.grad_fn).__name__ == "_Conv2dFunctionBackward" and not calls
+    y.backward(dy)
+    assert torch.equal(y, y_op)
+    for a, o in zip(eager, via_op):
+        assert torch.equal(a.grad, o.grad)

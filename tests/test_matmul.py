@@ -204,7 +204,7 @@ def test_split_k_is_validated():
         matmul(a, a, split_k=0)
 
 
-# ---------------------------------------------------------------- 3xTF32 (strict fp32's default)
+# ---------------------------------------------------------------- 3xTF32 (CONVGEMM_FP32_PRECISION=tf32x3)
 @triton.jit
 def _dot_tile(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, PRECISION: tl.constexpr):
     rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)

@@ -225,14 +225,14 @@ def test_precision_follows_cudnn_tf32_flag():
         assert ConvProblem.from_tensors(x, wt).precision == "tf32"
         assert ConvProblem.from_tensors(x.half(), wt.half()).precision == "ieee"
         torch.backends.cudnn.allow_tf32 = False
-        # strict fp32: 3xTF32 unless CONVGEMM_FP32_PRECISION=ieee (read at import)
-        want = os.environ.get("CONVGEMM_FP32_PRECISION", "tf32x3")
+        # strict fp32: FMAs unless CONVGEMM_FP32_PRECISION=tf32x3 (read at import)
+        want = (os.environ.get("CONVGEMM_FP32_PRECISION") or "ieee").strip().lower()
         assert ConvProblem.from_tensors(x, wt).precision == want
     finally:
         torch.backends.cudnn.allow_tf32 = old
 
 
-@pytest.mark.parametrize("value, want", [("ieee", "ieee"), ("TF32X3", "tf32x3"), ("", "tf32x3"), ("fp32", None)])
+@pytest.mark.parametrize("value, want", [("ieee", "ieee"), ("TF32X3", "tf32x3"), ("", "ieee"), ("fp32", None)])
 def test_fp32_precision_variable(value, want):
     """CONVGEMM_FP32_PRECISION picks the strict-fp32 dot; another value is refused at import."""
     code = "import convgemm._runtime as r; print(r.fp32_precision(False), r.fp32_precision(True))"
@@ -241,7 +241,7 @@ def test_fp32_precision_variable(value, want):
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if want is None:
         assert res.returncode != 0
-        assert f"CONVGEMM_FP32_PRECISION={value.strip().lower()!r}: use 'tf32x3' (the default) or 'ieee'" in res.stderr
+        assert f"CONVGEMM_FP32_PRECISION={value.strip().lower()!r}: use 'ieee' (the default) or 'tf32x3'" in res.stderr
     else:
         assert res.returncode == 0, res.stderr
         assert res.stdout.split() == [want, "tf32"]
@@ -260,3 +260,30 @@ def test_more_than_2_31_pixels_is_refused_clearly():
     with pytest.raises(ValueError, match=r"pixels .* reach 2\*\*31.*split the batch"):
         ConvProblem.from_tensors(x, w, None)
     ConvProblem.from_tensors(x[:1], w, None)  # one image of 1.07e9 pixels is fine
+
+
+def test_tf32x3_conv2d_end_to_end():
+    """The opt-in 3xTF32 path through a whole conv2d (its own process: the variable is read at
+    import), against float64 at the fp32 threshold, Inf kept. On a GPU the tensor cores round
+    the TF32 parts; under the interpreter this checks the plumbing and the split."""
+    code = (
+        "import torch, convgemm, torch.nn.functional as F\n"
+        "from convgemm._runtime import STRICT_FP32\n"
+        "torch.backends.cudnn.allow_tf32 = False\n"
+        f"dev = {('cpu' if os.environ.get('TRITON_INTERPRET', '0') not in ('', '0') else 'cuda')!r}\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "x = torch.randn(2, 8, 9, 9, generator=g).to(dev); w = torch.randn(16, 8, 3, 3, generator=g).to(dev)\n"
+        "x[0, 0, 4, 4] = float('inf')\n"
+        "y = convgemm.conv2d(x, w, padding=1).double().cpu()\n"
+        "ref = F.conv2d(x.double().cpu(), w.double().cpu(), padding=1)\n"
+        "fin = torch.isfinite(ref)\n"
+        "assert torch.equal(torch.isfinite(y), fin) and torch.equal(y[~fin].isnan(), ref[~fin].isnan())\n"
+        "err = ((y[fin] - ref[fin]).norm() / ref[fin].norm()).item()\n"
+        "print(STRICT_FP32, err)\n"
+        "assert err <= 1e-5, err\n"
+    )
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    env = {**os.environ, "CONVGEMM_FP32_PRECISION": "tf32x3", "PYTHONPATH": src}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split()[0] == "tf32x3"
