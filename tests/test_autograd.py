@@ -149,5 +149,5 @@ def test_eager_autograd_skips_the_op_and_matches_it(monkeypatch):
     assert type(y.grad_fn).__name__ == "_Conv2dFunctionBackward" and not calls
     y.backward(dy)
     assert torch.equal(y, y_op)
-    for a, o in zip(eager, via_op):
+    for a, o in zip(eager, via_op, strict=True):
         assert torch.equal(a.grad, o.grad)
