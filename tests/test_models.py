@@ -49,6 +49,22 @@ def test_craft_fused_matches_float64_reference():
     assert rel_err(y, ref) <= 1e-5
 
 
+def test_bench_folds_batch_norms_for_cudnn():
+    """The cuDNN side of the bench's ``fused eager`` row: batch norms folded into torch convs
+    (nothing of convgemm runs), same output in float64, no batch norm left."""
+    from convgemm.bench.models import fold_batch_norms
+
+    model = CRAFT(width_div=8).eval().double()
+    x = torch.randn(1, 3, 32, 32, dtype=torch.float64)
+    with torch.no_grad():
+        ref = model(x)
+        folded = fold_batch_norms(copy.deepcopy(model))
+        y = folded(x)
+    assert not [m for m in folded.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert all(type(m) is torch.nn.Conv2d for m in folded.modules() if isinstance(m, torch.nn.Conv2d))
+    assert rel_err(y, ref) <= 1e-12
+
+
 def test_resnet50_training_steps_match():
     """Two SGD steps from one initialisation, patched and unpatched: the same losses and weights.
 
