@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 from cases import CASES, case_id
 from conftest import DEVICE, INTERPRET
 from reference import assert_close
@@ -271,9 +272,13 @@ def test_phase_convs_cover_every_input_position_once():
             want = sorted(r for r in range(k) if (f + pad - r * dil) % stride == 0)
             if ph is None:
                 continue
-            taps, crop, lo, hi, d, length = ph
+            taps, start, stop, lo, hi, d, length = ph
             assert sorted(taps) == want and length == len(range(f, size, stride))
-            assert out - crop + lo + hi - d * (len(taps) - 1) >= length  # enough outputs
+            assert 0 <= start < stop <= out and lo >= 0 and hi >= 0
+            assert stop - start + lo + hi - d * (len(taps) - 1) == length  # exactly the phase's outputs
+            # output i, tap j reads dy row start - lo + i + j * d, which must be i + offset(tap j)
+            offsets = sorted((f + pad - r * dil) // stride for r in want)
+            assert [start - lo + j * d for j in range(len(taps))] == offsets
 
 
 def test_dgrad_route():
@@ -484,3 +489,22 @@ def test_depthwise_wgrad_tuning_is_memoised_and_cached(monkeypatch, tmp_path):
         assert_close(convgemm.conv2d_weight(x, w.shape, dy, **kw), gw, torch.float32, "tuned depthwise wgrad")
     finally:
         at.clear_memo()
+
+
+@pytest.mark.parametrize("algorithm", ["implicit_gemm_tma", "implicit_gemm", "auto"])
+def test_forward_writes_a_stride_phase_in_place(algorithm):
+    """``conv2d_forward(out=...)`` (how strided dgrad writes each phase): a strided channels_last
+    view is written in place -- through the TMA store itself where it can address the view --
+    and nothing outside it is touched."""
+    from convgemm.conv.fprop import _nhwc_out
+    from convgemm.functional import conv2d_forward
+
+    x = torch.randn(2, 16, 6, 5, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(16, 16, 3, 3, device=DEVICE).to(memory_format=torch.channels_last)
+    big = torch.full((2, 16, 12, 10), float("nan"), device=DEVICE).to(memory_format=torch.channels_last)
+    view = big[:, :, 1::2, ::2]
+    assert _nhwc_out(view, 16) is view and _nhwc_out(view) is not view  # TMA-addressable; not flat rows
+    y = conv2d_forward(x, w, None, (1, 1), 1, (1, 1), 1, algorithm, out=view)
+    assert y is view
+    assert_close(view, F.conv2d(x.double().cpu(), w.double().cpu(), padding=1), torch.float32, algorithm)
+    assert big[:, :, ::2].isnan().all() and big[:, :, 1::2, 1::2].isnan().all()

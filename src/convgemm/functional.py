@@ -169,24 +169,34 @@ def _needs_op(input, weight, bias) -> bool:
 
 
 def conv2d_forward(
-    input, weight, bias, stride, padding, dilation, groups, algorithm="auto", activation: str = ""
+    input, weight, bias, stride, padding, dilation, groups, algorithm="auto", activation: str = "", out=None
 ) -> torch.Tensor:
     """The forward computation for a 4-D input (plans, tuning, kernels); no autograd.
-    ``activation``: ``""`` or a checked name (``_check_activation``)."""
+    ``activation``: ``""`` or a checked name (``_check_activation``). ``out`` (internal): a
+    tensor of the output's shape and dtype, any strides (e.g. one stride phase of a larger
+    tensor), written in place and returned."""
     sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
     if sig is not None and activation:
         sig = (*sig, activation)
+    if sig is not None and out is not None:
+        # the TMA algorithms' descriptors, and whether they store in place, follow out's geometry
+        sig = (*sig, "out", out.shape, out.stride(), out.data_ptr() % 16)
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:
         prob, algo, cfg, launch = plan
-        y = empty(prob.output_shape, input.dtype, input.device, torch.channels_last)
+        y = out if out is not None else empty(prob.output_shape, input.dtype, input.device, torch.channels_last)
         with _device_of(input):
             algo.run(prob, as_nhwc(input), weight, bias, y, cfg, launch)
             if activation and not algo.fuses_activation:
                 y.relu_()
-            return y if prob.channels_last_out else to_format(y, torch.contiguous_format)
+            return y if prob.channels_last_out or out is not None else to_format(y, torch.contiguous_format)
 
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
+    if out is not None:
+        assert tuple(out.shape) == tuple(prob.output_shape) and out.dtype == y.dtype, "out: the output's shape, dtype"
+        if x is None:
+            out.copy_(y)  # no kernel: the bias, zeros, or nothing
+        y = out
     if activation:
         prob = replace(prob, activation=activation)
     if x is None and activation:  # no kernel ran: y is zeros or the bias
@@ -203,7 +213,7 @@ def conv2d_forward(
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
                 _plans[sig] = (prob, algo, cfg, launch)
-    if prob.channels_last_out:
+    if prob.channels_last_out or out is not None:
         return y
     with _device_of(input):
         return to_format(y, torch.contiguous_format)
@@ -475,24 +485,29 @@ def phase_convs(k: int, stride: int, pad: int, dil: int, size: int, out: int) ->
     ``i + o`` exactly when ``o = (f + pad - r * dil) / stride`` is an integer. A phase's taps have
     offsets in steps of ``d = dil / gcd(dil, stride)``, so it is the stride-1 convolution
     ``dx_f[i] = sum_j dy[i + o_0 + j * d] * w[r_j]`` (taps ordered by ascending offset): dilation
-    ``d``, ``max(0, -o_0)`` leading padding, dy cropped by ``max(0, o_0)``, and enough trailing
-    padding for ``ceil((size - f) / stride)`` outputs. Returns per phase ``None`` (no tap reaches
-    it: zeros) or ``(taps, crop, pad_lo, pad_hi, d, length)``.
+    ``d``, ``max(0, -o_0)`` leading padding, dy rows ``[start, stop)`` and enough trailing padding
+    for exactly ``ceil((size - f) / stride)`` outputs, so that the result has the phase's shape
+    and can be written in place. Returns per phase ``None`` (no tap reaches it: zeros) or
+    ``(taps, start, stop, pad_lo, pad_hi, d, length)``.
     """
     res = []
     for f in range(stride):
         length = (size - f + stride - 1) // stride
         taps = sorted(((f + pad - r * dil) // stride, r) for r in range(k) if (f + pad - r * dil) % stride == 0)
-        crop = max(0, taps[0][0]) if taps else 0
-        if length <= 0 or not taps or crop >= out:
+        if length <= 0 or not taps:
             res.append(None)
             continue
         o0 = taps[0][0]
         d = taps[1][0] - o0 if len(taps) > 1 else 1
-        lo = max(0, -o0)
         span = d * (len(taps) - 1)
-        hi = max(0, length - (out - crop + lo - span))
-        res.append(([r for _, r in taps], crop, lo, hi, d, length))
+        start, lo = max(0, o0), max(0, -o0)
+        # rows output i reads: start - lo + i + j*d; the last output's last tap is row need - 1
+        need = start - lo + length + span
+        stop = min(out, need)
+        if stop <= start:
+            res.append(None)  # every tap of every output falls outside dy: zeros
+            continue
+        res.append(([r for _, r in taps], start, stop, lo, need - stop, d, length))
     return res
 
 
@@ -511,8 +526,8 @@ def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, 
         for fw, b in enumerate(cols):
             if a is None or b is None:
                 continue
-            taps_r, crop_h, lo_h, hi_h, d_h, len_h = a
-            taps_s, crop_w, lo_w, hi_w, d_w, len_w = b
+            taps_r, start_h, stop_h, lo_h, hi_h, d_h, _ = a
+            taps_s, start_w, stop_w, lo_w, hi_w, d_w, _ = b
 
             def make(w, taps_r=taps_r, taps_s=taps_s):
                 # narrow + cat, not index_select: an index tensor would be a host-to-device copy
@@ -521,9 +536,9 @@ def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, 
                 return _swap_channels(sub, prob.groups).contiguous(memory_format=fmt)
 
             wt = _derived_weight(weight, ("phase", prob.groups, tuple(taps_r), tuple(taps_s), cl), make)
-            y = conv2d_forward(dy[:, :, crop_h:, crop_w:], wt, None, (1, 1), Pads4((lo_h, hi_h, lo_w, hi_w)),
-                               (d_h, d_w), prob.groups)  # fmt: skip
-            dx[:, :, fh::sh, fw::sw] = y[:, :, :len_h, :len_w]
+            # written straight into dx's phase (a strided view; TMA stores take it as it is)
+            conv2d_forward(dy[:, :, start_h:stop_h, start_w:stop_w], wt, None, (1, 1),
+                           Pads4((lo_h, hi_h, lo_w, hi_w)), (d_h, d_w), prob.groups, out=dx[:, :, fh::sh, fw::sw])  # fmt: skip
 
 
 def conv2d_weight(

@@ -31,7 +31,7 @@ from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel
 from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
-from .layout import channel_pad, krsc_weight
+from .layout import channel_pad, krsc_weight, tma_aligned
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,13 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
     _run_kernel(launch, fn, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
 
-def _nhwc_out(y: torch.Tensor) -> torch.Tensor:
-    """A dense channels_last buffer for algorithms that store through TMA (y itself if it is one)."""
-    if y.is_contiguous(memory_format=torch.channels_last):
+def _nhwc_out(y: torch.Tensor, cg: int = 0) -> torch.Tensor:
+    """A buffer for algorithms that store through TMA: y itself if it is dense channels_last or,
+    given ``cg`` (channels per group; for descriptors built from y's own N, H, W strides), any
+    view that a TMA descriptor can address (``tma_aligned``: one stride phase of a larger NHWC
+    tensor, as strided dgrad writes); else a dense channels_last temporary that the caller copies
+    back."""
+    if y.is_contiguous(memory_format=torch.channels_last) or (cg and tma_aligned(y, cg)):
         return y
     return empty(y.shape, y.dtype, y.device, torch.channels_last)
 
@@ -161,9 +165,9 @@ def _fast_tma(launch, x, w, bias, y) -> None:
     weight was read in place (a channels_last weight with no channel padding) or packed, and the
     split-K buffer sizes (None without split-K).
     """
-    cp, in_place, split = launch.extra
+    cp, in_place, split, out_cg = launch.extra
     wp = w if in_place else krsc_weight(w, cp)
-    yo = _nhwc_out(y)
+    yo = _nhwc_out(y, out_cg)
     ws, locks = split_k_buffers(x.device, *split) if split else (yo, yo)
     launch.fast((wp, x, yo, yo if bias is None else bias, ws, locks))
     if yo is not y:
@@ -484,7 +488,7 @@ class ImplicitGemmTma(Algorithm):
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
         x_desc = input_descriptor(prob, x, box + [cfg.block_k])
         w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
-        yo = _nhwc_out(y)
+        yo = _nhwc_out(y, kg)  # the descriptor takes y's own strides: a phase view is stored in place
         y_desc = descriptor(
             yo, [prob.n, prob.p, prob.q, g, kg], [yo.stride(0), yo.stride(2), yo.stride(3), kg, 1], box + [cfg.block_m]
         )
@@ -503,7 +507,7 @@ class ImplicitGemmTma(Algorithm):
         _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, bias, yo, kg, num_m, num_n, k_tiles, cfg, fns,
                 True, prob, ws, act=prob.activation)  # fmt: skip
         if launch is not None:
-            launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split)
+            launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split, kg)
         if yo is not y:
             y.copy_(yo)
 
@@ -559,7 +563,7 @@ class Gemm1x1(Algorithm):
         _launch(launch, (num_m * num_n, g, cfg.split_k), (w_desc, (kg,)), (x_desc, ()), (y_desc, ()), bias, yo, kg,
                 num_m, num_n, cp // cfg.block_k, cfg, fns, True, prob, ws, act=prob.activation)  # fmt: skip
         if launch is not None:
-            launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split)
+            launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split, 0)  # 0: y must be dense (flat rows)
         if yo is not y:
             y.copy_(yo)
 
