@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from .functional import Pads4, _grad_problem, _signature, conv2d_forward, conv2d_input, conv2d_weight, make_problem
+from .functional import Pads4, _grad_problem, conv2d_forward, conv2d_input, conv2d_weight, make_problem
 from .problem import _suggest_channels_last, output_memory_format
 
 
@@ -154,9 +154,6 @@ def normalize(weight, stride, padding, dilation) -> tuple[list[int], list[int], 
     return st, [ph, ph, pw, pw], dil
 
 
-_validated: set = set()  # plan keys (functional._signature) of calls make_problem accepted
-
-
 class _Conv2dFunction(torch.autograd.Function):
     """Eager autograd for ``conv2d``: the op's forward and ``_backward``, without the op.
 
@@ -164,12 +161,16 @@ class _Conv2dFunction(torch.autograd.Function):
     minus the dispatcher round trips and torch.library's Python wrappers around them (argument
     defaults, aliasing checks, a redispatch below autograd): on the H200 those cost more host
     time per call than planning and launching the kernel (tools/overhead.py, issue 6's ResNet-50
-    training step). ``torch.compile``, ``make_fx`` and fake tensors still go through the op."""
+    training step). ``torch.compile``, ``make_fx`` and fake tensors still go through the op.
+
+    The forward takes ``conv2d``'s own argument forms, so it shares inference calls' plans and
+    validates (in ``conv2d_forward``) only on a plan miss; the backward gets the op's forms."""
 
     @staticmethod
     def forward(ctx, input, weight, bias, stride, padding, dilation, groups, algorithm):
-        y = conv2d_forward(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups, algorithm)
-        _setup_context(ctx, (input, weight, bias, stride, padding, dilation, groups, algorithm), y)
+        y = conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm)
+        st, pads, dil = normalize(weight, stride, padding, dilation)
+        _setup_context(ctx, (input, weight, bias, st, pads, dil, groups, algorithm), y)
         return y
 
     @staticmethod
@@ -181,16 +182,7 @@ def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
     """``torch.ops.convgemm.conv2d`` with ``conv2d``'s argument forms (validated first); in plain
     eager autograd the same computation through ``_Conv2dFunction``."""
     if _plain(input, weight, bias) and isinstance(input, Tensor) and isinstance(weight, Tensor):
-        # validated once per call signature (the plan key), as inference calls are
-        sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
-        if sig is None or sig not in _validated:
-            make_problem(input, weight, bias, stride, padding, dilation, groups)
-            if sig is not None:
-                if len(_validated) >= 4096:
-                    _validated.clear()
-                _validated.add(sig)
-        st, pads, dil = normalize(weight, stride, padding, dilation)
-        return _Conv2dFunction.apply(input, weight, bias, st, pads, dil, groups, algorithm)
+        return _Conv2dFunction.apply(input, weight, bias, stride, padding, dilation, groups, algorithm)
     if not torch.compiler.is_compiling():
         make_problem(input, weight, bias, stride, padding, dilation, groups)
     st, pads, dil = normalize(weight, stride, padding, dilation)
