@@ -110,6 +110,9 @@ def _bench_model(args, dtypes, console) -> int:
         else:
             res.rows += models.bench_resnet50_train(dk, not args.no_compile)
     for r in res.rows:
+        if r.speedup is None:  # a mode that failed (its note says how)
+            console.print(f"{r.name:32s} {r.dtype:5s} {r.note}")
+            continue
         console.print(
             f"{r.name:32s} {r.dtype:5s} convgemm {r.convgemm_us:9.1f} us  cuDNN {r.cudnn_us:9.1f} us  "
             f"{r.speedup:5.2f}x  rel_err {r.rel_err:.1e} {'ok' if r.ok else 'MISMATCH'}"

@@ -1,11 +1,12 @@
 """``convgemm bench --model``: whole networks, patched (convgemm) against unpatched (cuDNN).
 
-* ``craft``: CRAFT inference, batch 1, 768x768, channels_last, eager and ``torch.compile``, and
+* ``craft``: CRAFT inference, batch 1, 768x768, channels_last, eager, ``torch.compile`` (default
+  and ``reduce-overhead``, i.e. CUDA graphs), and
   eager after ``convgemm.nn.fuse`` (batch norms folded, ReLUs in the epilogue) against cuDNN on
   the same folded weights (``fold_batch_norms``; its ReLUs stay separate).
 * ``resnet50 --train``: one ResNet-50 training step (forward, backward, SGD) at batch 64,
   224x224, channels_last, under autocast to the chosen 16-bit dtype (or in fp32), eager and
-  ``torch.compile``.
+  ``torch.compile`` (default and ``reduce-overhead``).
 
 Rows use the layer benchmark's schema (``runner.Row``); ``direction`` is ``inference`` or
 ``train``, ``gflop`` counts the convolutions only, and ``rel_err`` compares the outputs (inference)
@@ -82,18 +83,27 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
     modes = [("eager", lambda m: m, ours, ref), ("fused eager", lambda m: m, fused, ref_folded)]
     if compile_too:
         modes.append(("compile", torch.compile, ours, ref))
+        # CUDA graphs (torch.compile's reduce-overhead mode) take the host out of both sides:
+        # the like-for-like comparison of the GPU work when a network is host-bound
+        graphs = lambda m: torch.compile(m, mode="reduce-overhead")  # noqa: E731
+        modes.append(("compile cudagraphs", graphs, copy.deepcopy(ours), copy.deepcopy(ref)))
     for mode, wrap, model, base in modes:
-        a, b = wrap(model), wrap(base)
         row = Row("model", f"craft {size} {mode}", f"1x3x{size}x{size}", dtype_key, "inference", "channels_last", gflop)
-        with torch.no_grad():
-            row.rel_err = _rel(a(x), b(x))
-            row.convgemm_us = _bench(lambda a=a: a(x))
-            row.cudnn_us = _bench(lambda b=b: b(x))
+        row.algorithm = "patched+fused" if model is fused else "patched"
+        try:
+            a, b = wrap(model), wrap(base)
+            with torch.no_grad():
+                row.rel_err = _rel(a(x), b(x))
+                row.convgemm_us = _bench(lambda a=a: a(x))
+                row.cudnn_us = _bench(lambda b=b: b(x))
+        except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
+            row.note, row.ok = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", False
+            rows.append(row)
+            continue
         row.speedup = row.cudnn_us / row.convgemm_us
         row.tflops = gflop / row.convgemm_us * 1e3  # GFLOP per us = 1000 TFLOP/s
         row.cudnn_tflops = gflop / row.cudnn_us * 1e3
         row.ok = math.isfinite(row.rel_err) and row.rel_err <= 5e-2
-        row.algorithm = "patched+fused" if model is fused else "patched"
         rows.append(row)
     return rows
 
@@ -110,35 +120,45 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
     base = resnet50().cuda().to(memory_format=torch.channels_last)
     gflop = 3 * conv_gflop(base, x)  # forward + dgrad + wgrad
     rows = []
-    modes = [("eager", lambda m: m)] + ([("compile", torch.compile)] if compile_too else [])
+    modes = [("eager", lambda m: m)]
+    if compile_too:
+        modes += [
+            ("compile", torch.compile),
+            ("compile cudagraphs", lambda m: torch.compile(m, mode="reduce-overhead")),
+        ]
     for mode, wrap in modes:
         times, first = {}, {}
-        for name, patched in (("cudnn", False), ("convgemm", True)):
-            model = copy.deepcopy(base).train()
-            if patched:
-                convgemm.patch(model)
-            fwd = wrap(model)
-            opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-
-            def step(fwd=fwd, opt=opt):
-                opt.zero_grad(set_to_none=True)
-                with torch.autocast("cuda", dtype=dtype, enabled=dtype.itemsize == 2):
-                    loss = nn.functional.cross_entropy(fwd(x), target)
-                loss.backward()
-                opt.step()
-                return loss
-
-            first[name] = step().item()
-            times[name] = _bench(step, rep_ms=500)
         row = Row("model", f"resnet50 train b{batch} {mode}", f"{batch}x3x224x224", dtype_key, "train",
                   "channels_last", gflop)  # fmt: skip
+        row.algorithm = "patched"
+        try:
+            for name, patched in (("cudnn", False), ("convgemm", True)):
+                model = copy.deepcopy(base).train()
+                if patched:
+                    convgemm.patch(model)
+                fwd = wrap(model)
+                opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+                def step(fwd=fwd, opt=opt):
+                    opt.zero_grad(set_to_none=True)
+                    with torch.autocast("cuda", dtype=dtype, enabled=dtype.itemsize == 2):
+                        loss = nn.functional.cross_entropy(fwd(x), target)
+                    loss.backward()
+                    opt.step()
+                    return loss
+
+                first[name] = step().item()
+                times[name] = _bench(step, rep_ms=500)
+        except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
+            row.note, row.ok = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", False
+            rows.append(row)
+            continue
         row.convgemm_us, row.cudnn_us = times["convgemm"], times["cudnn"]
         row.speedup = row.cudnn_us / row.convgemm_us
         row.rel_err = abs(first["convgemm"] - first["cudnn"]) / abs(first["cudnn"])
         row.ok = math.isfinite(row.rel_err) and row.rel_err <= 5e-2
         row.tflops = gflop / row.convgemm_us * 1e3  # GFLOP per us = 1000 TFLOP/s
         row.cudnn_tflops = gflop / row.cudnn_us * 1e3
-        row.algorithm = "patched"
         rows.append(row)
     return rows
 
