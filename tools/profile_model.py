@@ -70,7 +70,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument(
+        "--one-thread",
+        action="store_true",
+        help="run backward on the calling thread (torch.autograd.set_multithreading_enabled(False)): "
+        "sizes what autograd's device thread costs Python backward nodes",
+    )
     a = ap.parse_args()
+    if a.one_thread:
+        torch.autograd.set_multithreading_enabled(False)
     step = build(a)
     for _ in range(3):
         step()
@@ -91,6 +99,7 @@ def main() -> None:
         return
     gpu = sum(e.device_time_total for e in kernels) / a.iters
     label = f"{a.model} {'compile' if a.compile else 'eager'}{' fused' if a.fuse else ''} {'cudnn' if a.unpatched else 'convgemm'}"
+    label += " (one thread)" if a.one_thread else ""
     print(f"== {label}: wall {wall:.0f} us/iter, kernels {gpu:.0f} us/iter")
     for e in kernels[: a.top]:
         print(f"  {e.device_time_total / a.iters:9.1f} us  x{e.count // a.iters:<4d} {e.key[:110]}")

@@ -405,7 +405,9 @@ def _phases_pay(prob: ConvProblem, dy: torch.Tensor) -> bool:
     Only filters no larger than the stride (each phase then has at most one tap per axis): timed
     on the H200 (tools/ab_kernels.py, bf16, batch 64), a 1x1 stride-2 256->512 layer at 56x56 took
     100 us by phases against 458 us on the gather kernel, but a 3x3 stride-2 128->128 layer took
-    411 us by phases (four small convolutions and their copies) against 152 us."""
+    411 us by phases (four small convolutions and their copies) against 152 us. Since session 6
+    the phases are written in place (no temporaries, no copies): not yet re-timed, so the rule
+    stands until ``tools/ab_kernels.py`` says otherwise."""
     return (
         prob.stride != (1, 1)
         and prob.r <= prob.stride[0]
