@@ -36,7 +36,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument(
+        "--one-thread",
+        action="store_true",
+        help="backward on the calling thread, so that cProfile sees it (CUDA backward runs on "
+        "autograd's device thread otherwise)",
+    )
     a = ap.parse_args()
+    if a.one_thread:
+        torch.autograd.set_multithreading_enabled(False)
     step = build(a)
     for _ in range(3):
         step()
