@@ -104,8 +104,9 @@ def main() -> int:
         gather = lambda: DGRAD.run(prob, dy, wt, dx2, DGRAD.default_config(prob))  # noqa: E731
         phases()
         gather()
-        rows.append((f"dgrad {r}x{r} s{st} {c}->{k} @{h}", "phases", _time(phases), "gather", _time(gather),
-                     _rel(dx1, dx2)))  # fmt: skip
+        cudnn = _time(lambda: torch.nn.grad.conv2d_input(x.shape, wt, dy, **kw))
+        rows.append((f"dgrad {r}x{r} s{st} {c}->{k} @{h} (cuDNN {cudnn:.1f} us)", "phases", _time(phases), "gather",
+                     _time(gather), _rel(dx1, dx2)))  # fmt: skip
 
     def direct_wgrad_row(label, n, c, h, r, groups, stride=1):
         """direct wgrad (depthwise, narrow groups) vs the gather GEMM"""
