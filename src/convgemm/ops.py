@@ -1,16 +1,17 @@
-"""convgemm's PyTorch custom operators: ``torch.ops.convgemm.conv2d`` and its two gradients.
+"""convgemm's PyTorch operators: ``torch.ops.convgemm.conv2d``, its two gradients and
+``conv_transpose2d``.
 
-Registered with ``torch.library`` with fake (meta) implementations and autograd, so that eager
-autograd works and ``torch.compile(fullgraph=True)`` traces models that call convgemm without a
-graph break. ``convgemm.conv2d`` goes through ``conv2d`` here whenever a gradient is needed or
-``torch.compile`` is tracing; plain inference calls run the same kernels without the dispatcher.
+Registered with ``torch.library`` (schemas, CPU and CUDA kernels, fake implementations, autograd)
+so that ``torch.compile(fullgraph=True)`` traces models that call convgemm without a graph break
+and ``torch.library.opcheck`` passes. ``convgemm.conv2d`` goes through the operator when
+``torch.compile``, ``make_fx`` or a tensor subclass is tracing; plain eager autograd runs the same
+forward and backward as a plain ``autograd.Function`` (``_Conv2dFunction``), and inference calls
+run the kernels directly: the dispatcher's round trips cost more host time than the kernels of
+a small layer.
 
 Padding crosses the operator boundary as four explicit ints (top, bottom, left, right): 'same'
 may pad one more row at the bottom than at the top, which a pair cannot say.
 """
-
-# no ``from __future__ import annotations``: torch.library reads these annotations as types
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -24,12 +25,12 @@ def _fmt(t: Tensor, w: Tensor) -> torch.memory_format:
     return output_memory_format(t, w)
 
 
-# The three hot operators are defined with torch.library's lower-level API: their CPU and CUDA
+# The operators are defined with torch.library's lower-level API: their CPU and CUDA
 # kernels are registered directly with the dispatcher (behind torch._disable_dynamo, as
 # custom_op does), without custom_op's per-call Python wrapper and its aliasing check, which
 # cProfile charged 56 us per call on the H200 (an over-estimate under the profiler; the op call
 # cost 46 us against 20 us for the direct call, tools/overhead.py). Schemas, tags, fake
-# implementations and autograd are what custom_op made. conv_transpose2d stays a custom_op.
+# implementations and autograd are what custom_op made.
 _LIB = torch.library.Library("convgemm", "FRAGMENT")
 
 
@@ -196,25 +197,22 @@ def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
     return torch.ops.convgemm.conv2d(input, weight, bias, st, pads, dil, groups, algorithm)
 
 
-@torch.library.custom_op("convgemm::conv_transpose2d", mutates_args=())
-def _conv_transpose2d(
-    input: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],  # noqa: UP045 - torch.library parses typing.Optional
-    output_size: list[int],
-    stride: list[int],
-    padding: list[int],
-    dilation: list[int],
-    groups: int,
-) -> Tensor:
+def _conv_transpose2d(input, weight, bias, output_size, stride, padding, dilation, groups):
     from .functional import conv_transpose2d_forward
 
     return conv_transpose2d_forward(input, weight, bias, output_size, stride, padding, dilation, groups)
 
 
-@_conv_transpose2d.register_fake
-def _(input, weight, bias, output_size, stride, padding, dilation, groups):
+def _conv_transpose2d_fake(input, weight, bias, output_size, stride, padding, dilation, groups):
     return input.new_empty(output_size).contiguous(memory_format=_fmt(input, weight))
+
+
+_define(
+    "conv_transpose2d(Tensor input, Tensor weight, Tensor? bias, SymInt[] output_size, SymInt[] stride, "
+    "SymInt[] padding, SymInt[] dilation, SymInt groups) -> Tensor",
+    _conv_transpose2d,
+    _conv_transpose2d_fake,
+)
 
 
 def _setup_transpose(ctx, inputs, output):
@@ -238,4 +236,6 @@ def _backward_transpose(ctx, grad):
     return dx, dw, db, None, None, None, None, None
 
 
-_conv_transpose2d.register_autograd(_backward_transpose, setup_context=_setup_transpose)
+torch.library.register_autograd(
+    "convgemm::conv_transpose2d", _backward_transpose, setup_context=_setup_transpose, lib=_LIB
+)
