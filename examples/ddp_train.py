@@ -82,6 +82,10 @@ def main() -> int:
         print(f"world size {world}: {'gradients match' if ok else 'GRADIENTS DIFFER'}")
     flag = torch.tensor([1.0 if ok else 0.0], device=device)
     dist.broadcast(flag, 0)
+    # both ranks past every collective before teardown: a rank that destroys its group while the
+    # other is still in one can abort at exit (seen once with gloo on a loaded 2-core CI machine:
+    # "terminate called without an active exception" after the gradients had matched)
+    dist.barrier()
     dist.destroy_process_group()
     return 0 if flag.item() == 1.0 else 1
 
