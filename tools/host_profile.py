@@ -23,32 +23,14 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from profile_model import build  # noqa: E402
+from profile_model import add_model_args, warm_step  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", choices=["craft", "resnet50"], required=True)
-    ap.add_argument("--train", action="store_true")
-    ap.add_argument("--compile", action="store_true")
-    ap.add_argument("--fuse", action="store_true")
-    ap.add_argument("--unpatched", action="store_true")
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=3)
-    ap.add_argument("--top", type=int, default=30)
-    ap.add_argument(
-        "--one-thread",
-        action="store_true",
-        help="backward on the calling thread, so that cProfile sees it (CUDA backward runs on "
-        "autograd's device thread otherwise)",
-    )
+    add_model_args(ap, iters=3, top=30)
     a = ap.parse_args()
-    if a.one_thread:
-        torch.autograd.set_multithreading_enabled(False)
-    step = build(a)
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
+    step = warm_step(a)
     seen: dict[str, int] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import copy
-import time
+import os
+import sys
 
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 import convgemm
+
+sys.path.insert(0, os.path.dirname(__file__))
+from overhead import per_call_us  # noqa: E402
 
 
 def build(a: argparse.Namespace):
@@ -60,34 +64,41 @@ def build(a: argparse.Namespace):
     return step
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def add_model_args(ap: argparse.ArgumentParser, iters: int, top: int) -> None:
+    """The model options shared with ``tools/host_profile.py``."""
     ap.add_argument("--model", choices=["craft", "resnet50"], required=True)
     ap.add_argument("--train", action="store_true", help="resnet50: a training step (the only mode)")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--fuse", action="store_true", help="craft: convgemm.nn.fuse after patching")
     ap.add_argument("--unpatched", action="store_true", help="the cuDNN model, for comparison")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--top", type=int, default=top)
     ap.add_argument(
         "--one-thread",
         action="store_true",
         help="run backward on the calling thread (torch.autograd.set_multithreading_enabled(False)): "
-        "sizes what autograd's device thread costs Python backward nodes",
+        "sizes what autograd's device thread costs Python backward nodes, and lets cProfile see it",
     )
-    a = ap.parse_args()
+
+
+def warm_step(a: argparse.Namespace):
+    """The model's step, built (``--one-thread`` applied) and run three times (compiles, tunes)."""
     if a.one_thread:
         torch.autograd.set_multithreading_enabled(False)
     step = build(a)
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.iters):
-        step()
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - t0) / a.iters * 1e6
+    return step
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    add_model_args(ap, iters=5, top=25)
+    a = ap.parse_args()
+    step = warm_step(a)
+    wall = per_call_us(step, a.iters)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(a.iters):
             step()

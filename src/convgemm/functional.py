@@ -158,9 +158,10 @@ def _autocast(input, weight, bias):
 
 
 def _needs_op(input, weight, bias) -> bool:
-    """Whether a call must go through ``torch.ops.convgemm.conv2d``: a gradient is needed, or
-    ``torch.compile`` is tracing. Inference calls skip the dispatcher (its cost is a good part
-    of a small layer's time) and run the same kernels directly."""
+    """Whether a call needs autograd or tracing: a gradient is needed, or ``torch.compile`` is
+    tracing. Such calls go through the operator (``ops.conv2d_op``; in plain eager autograd, the
+    same functions as an ``autograd.Function``). Inference calls skip the dispatcher (its cost is
+    a good part of a small layer's time) and run the same kernels directly."""
     if torch.compiler.is_compiling():
         return True
     if not torch.is_grad_enabled():
@@ -532,9 +533,13 @@ def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, 
             taps_s, start_w, stop_w, lo_w, hi_w, d_w, _ = b
 
             def make(w, taps_r=taps_r, taps_s=taps_s):
-                # narrow + cat, not index_select: an index tensor would be a host-to-device copy
-                sub = torch.cat([w.narrow(2, r, 1) for r in taps_r], 2)
-                sub = torch.cat([sub.narrow(3, t, 1) for t in taps_s], 3)
+                # views (narrow, and cat only for several taps), not index_select: an index tensor
+                # would be a host-to-device copy; the one copy is the final contiguous()
+                def take(t, dim, taps):
+                    parts = [t.narrow(dim, i, 1) for i in taps]
+                    return parts[0] if len(parts) == 1 else torch.cat(parts, dim)
+
+                sub = take(take(w, 2, taps_r), 3, taps_s)
                 return _swap_channels(sub, prob.groups).contiguous(memory_format=fmt)
 
             wt = _derived_weight(weight, ("phase", prob.groups, tuple(taps_r), tuple(taps_s), cl), make)

@@ -47,6 +47,12 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
+def _failure(e: Exception) -> str:
+    """A failed mode's row note: the exception's type and first line."""
+    first = str(e).splitlines()[0][:160] if str(e) else ""
+    return f"failed: {type(e).__name__}: {first}"
+
+
 def fold_batch_norms(model: nn.Module) -> nn.Module:
     """The cuDNN side of the ``fused eager`` row: every ``nn.Conv2d`` -> ``BatchNorm2d`` pair of a
     Sequential folded into the convolution (``convgemm.nn.fuse``'s arithmetic), the batch norm
@@ -99,7 +105,7 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
                 row.convgemm_us = _bench(lambda a=a: a(x))
                 row.cudnn_us = _bench(lambda b=b: b(x))
         except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
-            row.note, row.ok = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", False
+            row.note, row.ok = _failure(e), False
             rows.append(row)
             continue
         row.speedup = row.cudnn_us / row.convgemm_us
@@ -152,7 +158,7 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
                 first[name] = step().item()
                 times[name] = _bench(step, rep_ms=500)
         except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
-            row.note, row.ok = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", False
+            row.note, row.ok = _failure(e), False
             rows.append(row)
             continue
         row.convgemm_us, row.cudnn_us = times["convgemm"], times["cudnn"]
