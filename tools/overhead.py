@@ -69,8 +69,30 @@ if __name__ == "__main__":
     if "--profile" in sys.argv:
         with torch.no_grad():
             fns = {"op": lambda: op(x, w, b, [1, 1], [1, 1, 1, 1], [1, 1], 1, "auto")}
-        # the autograd engine runs a CUDA backward on its own thread, out of cProfile's sight
-        torch.autograd.set_multithreading_enabled(False)
+        # the autograd engine runs a CUDA backward on its own thread, out of cProfile's sight:
+        # first time the Python backward itself there, against the whole call
+        from convgemm import ops
+
+        inner = ops._Conv2dFunction.backward
+        spent = [0.0, 0]
+
+        def timed(ctx, grad):
+            t = time.perf_counter()
+            r = inner(ctx, grad)
+            spent[0] += time.perf_counter() - t
+            spent[1] += 1
+            return r
+
+        ops._Conv2dFunction.backward = staticmethod(timed)
+        for threads in (True, False):
+            torch.autograd.set_multithreading_enabled(threads)
+            spent[:] = [0.0, 0]
+            whole = per_call_us(lambda: convgemm.conv2d(xg, wg2, padding=1).backward(dy))
+            print(
+                f"fwd+bwd {'device thread' if threads else 'one thread   '} {whole:7.1f} us/call, "
+                f"of which Python backward {spent[0] / max(spent[1], 1) * 1e6:6.1f} us"
+            )
+        ops._Conv2dFunction.backward = staticmethod(inner)
         fns["autograd"] = lambda: convgemm.conv2d(xg, wg2, padding=1).backward(dy)
         print(f"convgemm fwd+bwd, one thread {per_call_us(fns['autograd']):7.1f} us/call")
         for algo in ("autograd", "op"):

@@ -12,9 +12,11 @@ well above the kernels' sum).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import sys
+import time
 
 import torch
 from torch import nn
@@ -54,12 +56,27 @@ def build(a: argparse.Namespace):
     fwd = torch.compile(copy.copy(model)) if a.compile else model
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
-    def step():
+    def step(parts: dict[str, float] | None = None):
+        # parts: synchronised wall time of forward, backward and optimizer step (microseconds),
+        # accumulated; None runs the step without synchronising
+        marks = [time.perf_counter()]
+
+        def mark():
+            if parts is not None:
+                torch.cuda.synchronize()
+                marks.append(time.perf_counter())
+
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = nn.functional.cross_entropy(fwd(x), target)
+        mark()
         loss.backward()
+        mark()
         opt.step()
+        mark()
+        if parts is not None:
+            for name, a0, a1 in zip(("forward", "backward", "optimizer"), marks, marks[1:], strict=False):
+                parts[name] = parts.get(name, 0.0) + (a1 - a0) * 1e6
 
     return step
 
@@ -93,12 +110,45 @@ def warm_step(a: argparse.Namespace):
     return step
 
 
+@contextlib.contextmanager
+def _timing_function(inside: dict[str, list[float]]):
+    """Accumulate the wall time spent inside ``_Conv2dFunction``'s forward and backward (the
+    backward runs on autograd's device thread unless ``--one-thread``), in microseconds."""
+    from convgemm import ops
+
+    fn = ops._Conv2dFunction
+    saved = fn.forward, fn.backward
+
+    def timed(name, inner):
+        def wrapper(*args):
+            t = time.perf_counter()
+            r = inner(*args)
+            acc = inside.setdefault(name, [0.0, 0])
+            acc[0] += (time.perf_counter() - t) * 1e6
+            acc[1] += 1
+            return r
+
+        return staticmethod(wrapper)
+
+    fn.forward, fn.backward = timed("forward", saved[0]), timed("backward", saved[1])
+    try:
+        yield
+    finally:
+        fn.forward, fn.backward = staticmethod(saved[0]), staticmethod(saved[1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     add_model_args(ap, iters=5, top=25)
     a = ap.parse_args()
     step = warm_step(a)
     wall = per_call_us(step, a.iters)
+    parts: dict[str, float] = {}
+    inside: dict[str, list[float]] = {}
+    if a.model == "resnet50":  # where the wall time goes, each part synchronised
+        with _timing_function(inside):
+            for _ in range(a.iters):
+                step(parts)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(a.iters):
             step()
@@ -112,6 +162,13 @@ def main() -> None:
     label = f"{a.model} {'compile' if a.compile else 'eager'}{' fused' if a.fuse else ''} {'cudnn' if a.unpatched else 'convgemm'}"
     label += " (one thread)" if a.one_thread else ""
     print(f"== {label}: wall {wall:.0f} us/iter, kernels {gpu:.0f} us/iter")
+    if parts:
+        print("   synchronised parts: " + ", ".join(f"{k} {v / a.iters:.0f} us" for k, v in parts.items()))
+    if inside:
+        print(
+            "   inside convgemm's autograd Function: "
+            + ", ".join(f"{k} {t / a.iters:.0f} us ({int(n) // a.iters} calls)" for k, (t, n) in inside.items())
+        )
     for e in kernels[: a.top]:
         print(f"  {e.device_time_total / a.iters:9.1f} us  x{e.count // a.iters:<4d} {e.key[:110]}")
     host = sorted((e for e in ev if e.device_type.name == "CPU"), key=lambda e: -e.self_cpu_time_total)

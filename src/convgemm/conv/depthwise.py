@@ -1,11 +1,17 @@
-"""Depthwise convolution (one input channel per group) as a direct, memory-bound kernel.
+"""Depthwise convolution (one input channel per group) as a direct kernel on the CUDA cores.
 
 There is no reduction over channels, so a GEMM would multiply 1-wide K tiles: tensor cores do
-nothing useful here. Each program computes a ``BLOCK_Q`` x ``BLOCK_K`` block (output columns x output channels) of
-``ROWS`` consecutive output rows, walking the R x S taps unrolled at compile time; the loads are
-vectors along NHWC's contiguous channel axis, and neighbouring taps and rows re-read the same
-input lines from L1/L2, so device memory sees each input row about once. Channel multipliers
-(K = m * C) map output channel k to input channel k // m.
+nothing useful here. Each program computes a ``BLOCK_Q`` x ``BLOCK_K`` block (output columns x
+output channels) of ``ROWS`` consecutive output rows, walking the R x S taps unrolled at compile
+time; the loads are 16-byte vectors along NHWC's contiguous channel axis, and neighbouring taps
+and rows re-read the same input lines from L1/L2, so device memory sees each input row about
+once. Channel multipliers (K = m * C) map output channel k to input channel k // m.
+
+On the H200 the kernel is bound by instructions, not bytes: each multiply-add needs its input
+element loaded and converted to fp32. So the weights arrive already in fp32 (packed once per
+weight on the host), a tap costs one scalar offset added to a pointer tile, and programs whose
+input window lies inside the image (most of a large image) run a loop without masks
+(``tools/sass_mix.py`` counts the instructions per multiply-add).
 """
 
 from __future__ import annotations
@@ -66,45 +72,58 @@ def depthwise_kernel(
     qb = rest % q_blocks
     rest = rest // q_blocks
     n = rest // row_blocks
-    p = (rest - n * row_blocks) * ROWS + tl.arange(0, ROWS)
-    q = qb * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    p0 = (rest - n * row_blocks) * ROWS
+    q0 = qb * BLOCK_Q
+    p = p0 + tl.arange(0, ROWS)
+    q = q0 + tl.arange(0, BLOCK_Q)
     k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = (k < K)[None, None, :]
     acc_t = tl.float64 if ACC_F64 else tl.float32
     acc = tl.zeros((ROWS, BLOCK_Q, BLOCK_K), dtype=acc_t)
-    # Offsets within one image in 32 bits (the host sends images of 2**31 elements or more to
-    # another route) from a 64-bit image base: per-element 64-bit addresses for every unrolled
-    # tap would double the registers the taps need.
-    if INT64:
-        x_img = x_ptr + n.to(tl.int64) * s_xn + ((k // MULT).to(tl.int64) * s_xc)[None, None, :]
-    else:
-        x_img = x_ptr + n.to(tl.int64) * s_xn + ((k // MULT) * s_xc)[None, None, :]
-    # The weights are read as a tile shaped like the input tile (the same address along rows and
-    # columns), not as a [BLOCK_K] vector: a tile shaped and strided like the input tile gets the
-    # input's register layout, where a vector would be moved into it through shared memory, with
-    # a barrier, at every tap.
-    zero = tl.zeros((ROWS, BLOCK_Q, 1), dtype=tl.int32)
-    w_tile = w_ptr + k[None, None, :] + zero
-    w_ok = k_ok & (zero == 0)
     ih0 = p * stride_h - pad_h
     iw0 = q * stride_w - pad_w
     p_ok = p < P
     q_ok = q < Q
-    for r in tl.static_range(R):
-        ih = ih0 + r * dil_h
-        h_ok = ((ih >= 0) & (ih < H) & p_ok)[:, None, None]
-        if INT64:
-            row_off = (ih.to(tl.int64) * s_xh)[:, None, None]
-        else:
-            row_off = (ih * s_xh)[:, None, None]
-        for s in tl.static_range(S):
-            iw = iw0 + s * dil_w
-            ok = h_ok & ((iw >= 0) & (iw < W) & q_ok)[None, :, None] & k_ok
-            xv = tl.load(x_img + row_off + (iw * s_xw)[None, :, None], mask=ok, other=0.0)
-            wv = tl.load(w_tile + (r * S + s) * s_wt, mask=w_ok, other=0.0)
-            acc += xv.to(acc_t) * wv.to(acc_t)
+    # One pointer tile for the first tap; every other tap is that tile plus a scalar offset, so a
+    # tap costs one add per vector of channels, not per-element index arithmetic. Offsets within
+    # one image are 32-bit (the host sends images of 2**31 elements or more with INT64) from a
+    # 64-bit image base.
+    if INT64:
+        x_tile = (x_ptr + n.to(tl.int64) * s_xn + ((k // MULT).to(tl.int64) * s_xc)[None, None, :]
+                  + (ih0.to(tl.int64) * s_xh)[:, None, None] + (iw0.to(tl.int64) * s_xw)[None, :, None])  # fmt: skip
+    else:
+        x_tile = (x_ptr + n.to(tl.int64) * s_xn + ((k // MULT) * s_xc)[None, None, :]
+                  + (ih0 * s_xh)[:, None, None] + (iw0 * s_xw)[None, :, None])  # fmt: skip
+    # The weights as a [1, 1, BLOCK_K] tile: broadcast over the rows and columns, the tile keeps
+    # the input tile's register layout (a 1-D vector would be moved into it through shared
+    # memory at every tap).
+    w_row = w_ptr + k[None, None, :]
+    k_ok = (k < K)[None, None, :]
+    # A program whose whole input window is inside the image and whose channel block is full
+    # loads without masks (most programs of a large image): masks, and the zero fill of masked
+    # lanes, were a third of the instructions per tap.
+    p_last = p0 + ROWS - 1
+    q_last = q0 + BLOCK_Q - 1
+    inside = ((p_last < P) & (q_last < Q) & ((kb + 1) * BLOCK_K <= K)
+              & (p0 * stride_h - pad_h >= 0) & (p_last * stride_h - pad_h + (R - 1) * dil_h < H)
+              & (q0 * stride_w - pad_w >= 0) & (q_last * stride_w - pad_w + (S - 1) * dil_w < W))  # fmt: skip
+    if inside:
+        for r in tl.static_range(R):
+            for s in tl.static_range(S):
+                xv = tl.load(x_tile + (r * dil_h * s_xh + s * dil_w * s_xw))
+                wv = tl.load(w_row + (r * S + s) * s_wt)
+                acc += xv.to(acc_t) * wv.to(acc_t)
+    else:
+        for r in tl.static_range(R):
+            ih = ih0 + r * dil_h
+            h_ok = ((ih >= 0) & (ih < H) & p_ok)[:, None, None]
+            for s in tl.static_range(S):
+                iw = iw0 + s * dil_w
+                ok = h_ok & ((iw >= 0) & (iw < W) & q_ok)[None, :, None] & k_ok
+                xv = tl.load(x_tile + (r * dil_h * s_xh + s * dil_w * s_xw), mask=ok, other=0.0)
+                wv = tl.load(w_row + (r * S + s) * s_wt, mask=k_ok, other=0.0)
+                acc += xv.to(acc_t) * wv.to(acc_t)
     if HAS_BIAS:
-        acc += tl.load(b_ptr + k[None, None, :] + zero, mask=w_ok, other=0.0).to(acc_t)
+        acc += tl.load(b_ptr + k[None, None, :], mask=k_ok, other=0.0).to(acc_t)
     y_img = y_ptr + n.to(tl.int64) * s_yn
     if INT64:  # an NCHW output's channel stride is P*Q, and K*P*Q may pass 2**31
         y_off = (p.to(tl.int64) * s_yp)[:, None, None] + (q.to(tl.int64) * s_yq)[None, :, None]

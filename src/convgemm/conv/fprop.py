@@ -722,38 +722,47 @@ class Depthwise(Algorithm):
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
             return [self.default_config(prob), Config(4, 16, 4, 2, 1)]
-        # 8 elements per thread (4 for large filters): 16 took 255 registers for 3x3 taps
-        # (tools/sm90_check.py), where 8 stay near 120-150
-        per = 8 if prob.r * prob.s <= 25 else 4
+        # 4 or 8 elements per thread (one 8- or 16-byte vector of channels; with 16, Triton
+        # moved some tiles through shared memory at every tap, tools/sass_mix.py). Both narrow
+        # column blocks, whose programs more often lie inside the image and run the unmasked
+        # loop, and wide channel blocks (1-D depthwise: 68% of copy bandwidth at 128 channels
+        # in session 4, 58% when this list stopped at 64) are offered; the tuner times them.
         rows_max = _small(prob.p, 1)
         out = []
         for bk in self._fits(prob.k, (128, 64, 32, 16), 0.15)[:2]:
-            for bq in self._fits(prob.q, (32, 16, 8, 4), 0.15)[:2]:
+            for bq in self._fits(prob.q, (8, 16, 32, 4), 0.15)[:2]:
                 for rows in (1, 2, 4, 8):
                     if rows > rows_max:
                         break
-                    warps = rows * bq * bk // (32 * per)
-                    programs = prob.n * cdiv(prob.p, rows) * cdiv(prob.q, bq) * cdiv(prob.k, bk)
-                    # 2-8 warps, and enough programs for 4 per SM
-                    if 2 <= warps <= 8 and (programs >= 4 * sm_count() or rows == 1):
-                        out.append(Config(bq, bk, rows, warps, 1))
+                    for per in (8, 4):
+                        warps = rows * bq * bk // (32 * per)
+                        programs = prob.n * cdiv(prob.p, rows) * cdiv(prob.q, bq) * cdiv(prob.k, bk)
+                        # 1-8 warps, and enough programs for 4 per SM
+                        if 1 <= warps <= 8 and (programs >= 4 * sm_count() or rows == 1):
+                            out.append(Config(bq, bk, rows, warps, 1))
+                            break
         # the largest tiles first: they amortise the most; the tuner times the few that remain
         out.sort(key=lambda c: -c.block_m * c.block_n * c.block_k)
-        return out[:6] or [self.default_config(prob)]
+        return out[:8] or [self.default_config(prob)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
             return Config(8, min(32, _small(prob.k, 16)), 2, 4, 1)
         bk = self._fits(prob.k, (64, 32, 16), 0.15)[0]
-        bq = self._fits(prob.q, (16, 8, 4), 0.15)[0]
-        rows = min(4 if prob.r * prob.s <= 25 else 2, _small(prob.p, 1))
+        bq = self._fits(prob.q, (8, 16, 4), 0.15)[0]
+        rows = min(2, _small(prob.p, 1))
         return Config(bq, bk, rows, max(1, min(8, rows * bq * bk // 256)), 1)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         from ..functional import _derived_weight
 
         # [K, 1, R, S] -> [R*S, K]: each tap's weights contiguous over channels, as the input is
-        wt = _derived_weight(w, ("taps_by_channel",), lambda v: v.reshape(prob.k, prob.r * prob.s).t().contiguous())
+        # [K, 1, R, S] -> [R*S, K] in the accumulator's dtype: each tap's weights contiguous over
+        # channels, as the input is, and converted once here rather than at every tap of every
+        # program (the kernel is instruction-bound: conversions were a quarter of its work)
+        acc = torch.float64 if prob.dtype == torch.float64 else torch.float32
+        wt = _derived_weight(w, ("taps_by_channel", acc),
+                             lambda v: v.reshape(prob.k, prob.r * prob.s).t().to(acc).contiguous())  # fmt: skip
         if launch is not None and launch.fast_ready:
             launch.fast((x, wt, y if bias is None else bias, y))
             return
