@@ -70,9 +70,7 @@ def main() -> None:
         else:
             sys.exit(f"sass_mix: argument '{p}' needs a type in --sig or a value in --const")
     src = triton.compiler.ASTSource(fn=fn, signature=full, constexprs=consts, attrs=attrs)
-    k = triton.compile(
-        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": a.warps, "num_stages": a.stages}
-    )
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": a.warps, "num_stages": a.stages})
     os.makedirs(a.out, exist_ok=True)
     cubin = os.path.join(a.out, f"{name}.cubin")
     with open(cubin, "wb") as f:

@@ -722,36 +722,42 @@ class Depthwise(Algorithm):
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
             return [self.default_config(prob), Config(4, 16, 4, 2, 1)]
-        # 4 or 8 elements per thread (one 8- or 16-byte vector of channels; with 16, Triton
-        # moved some tiles through shared memory at every tap, tools/sass_mix.py). Both narrow
-        # column blocks, whose programs more often lie inside the image and run the unmasked
-        # loop, and wide channel blocks (1-D depthwise: 68% of copy bandwidth at 128 channels
-        # in session 4, 58% when this list stopped at 64) are offered; the tuner times them.
+        # Measured on the H200 (ncu, 3x3 144 @56): the kernel is bound by L1 throughput, not
+        # DRAM (L1 91% busy, DRAM 24%), since every tap re-reads its inputs from L1. So the
+        # channel block comes first: 64 or 128 channels make each pixel's vector a whole
+        # 128-byte line, where 32 leave half-lines (tools/depthwise_sweep.py: 87 against 93-107
+        # us), even at the cost of a partly masked last block. Each thread holds one or two
+        # 16-byte channel vectors; the weight tile shares the input's register layout only while
+        # it has fewer elements than the program has threads (BLOCK_K < 32 * warps), else
+        # Triton moves it through shared memory at every tap (tools/sass_mix.py).
         rows_max = _small(prob.p, 1)
         out = []
-        for bk in self._fits(prob.k, (128, 64, 32, 16), 0.15)[:2]:
-            for bq in self._fits(prob.q, (8, 16, 32, 4), 0.15)[:2]:
+        for bk in self._fits(prob.k, (128, 64, 32, 16), 0.35)[:2]:
+            for bq in self._fits(prob.q, (8, 16, 4, 32), 0.15)[:3]:
                 for rows in (1, 2, 4, 8):
                     if rows > rows_max:
                         break
-                    for per in (8, 4):
+                    for per in (16, 8):
                         warps = rows * bq * bk // (32 * per)
                         programs = prob.n * cdiv(prob.p, rows) * cdiv(prob.q, bq) * cdiv(prob.k, bk)
                         # 1-8 warps, and enough programs for 4 per SM
-                        if 1 <= warps <= 8 and (programs >= 4 * sm_count() or rows == 1):
+                        if 1 <= warps <= 8 and bk < 32 * warps and (programs >= 4 * sm_count() or rows == 1):
                             out.append(Config(bq, bk, rows, warps, 1))
-                            break
         # the largest tiles first: they amortise the most; the tuner times the few that remain
-        out.sort(key=lambda c: -c.block_m * c.block_n * c.block_k)
+        out.sort(key=lambda c: (-c.block_m * c.block_n * c.block_k, c.num_warps))
         return out[:8] or [self.default_config(prob)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
             return Config(8, min(32, _small(prob.k, 16)), 2, 4, 1)
-        bk = self._fits(prob.k, (64, 32, 16), 0.15)[0]
+        bk = self._fits(prob.k, (64, 32, 16), 0.35)[0]
         bq = self._fits(prob.q, (8, 16, 4), 0.15)[0]
-        rows = min(2, _small(prob.p, 1))
-        return Config(bq, bk, rows, max(1, min(8, rows * bq * bk // 256)), 1)
+        rows = min(4, _small(prob.p, 1))
+        # 8 elements per thread, and more threads than weight elements (see configs)
+        warps = max(1, min(8, rows * bq * bk // 256))
+        while bk >= 32 * warps and warps < 8:
+            warps *= 2
+        return Config(bq, bk, rows, warps, 1)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         from ..functional import _derived_weight
