@@ -25,34 +25,37 @@ from convgemm.conv.fprop import ALGORITHMS, Config
 from convgemm.problem import ConvProblem
 from convgemm.tune.autotune import clear_memo
 
-# (N, C, H, W, R, stride)
+# (N, C, H, W, R, S, stride, pad_h, pad_w)
 SHAPES = [
-    (64, 144, 56, 56, 3, 1),
-    (64, 32, 112, 112, 3, 1),
-    (64, 576, 14, 14, 3, 1),
-    (64, 96, 56, 56, 7, 1),
-    (64, 384, 14, 14, 7, 1),
-    (64, 768, 7, 7, 7, 1),
+    (64, 144, 56, 56, 3, 3, 1, 1, 1),
+    (64, 32, 112, 112, 3, 3, 1, 1, 1),
+    (64, 576, 14, 14, 3, 3, 1, 1, 1),
+    (64, 96, 56, 56, 7, 7, 1, 3, 3),
+    (64, 384, 14, 14, 7, 7, 1, 3, 3),
+    (64, 768, 7, 7, 7, 7, 1, 3, 3),
+    (8, 4096, 1, 4096, 1, 4, 1, 0, 3),  # the causal depthwise conv1d (padded both sides here)
 ]
-EXTRA = [Config(8, 32, 2, 2, 1), Config(8, 64, 4, 4, 1), Config(32, 32, 1, 8, 1), Config(4, 128, 1, 4, 1)]
+EXTRA = [Config(8, 64, 4, 4, 1), Config(16, 128, 1, 8, 1), Config(16, 64, 1, 4, 1), Config(32, 64, 1, 8, 1)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     a = ap.parse_args()
     algo = ALGORITHMS["depthwise"]
     cls = type(algo)
     default = cls.default_config
-    for n, c, h, w, r, st in SHAPES[:3] if a.quick else SHAPES:
+    shapes = [SHAPES[i] for i in a.only] if a.only else SHAPES[:3] if a.quick else SHAPES
+    for n, c, h, w, r, s, st, ph, pw in shapes:
         x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-        wt = torch.randn(c, 1, r, r, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-        kw = dict(stride=st, padding=r // 2, groups=c)
+        wt = torch.randn(c, 1, r, s, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+        kw = dict(stride=st, padding=(ph, pw), groups=c)
         prob = ConvProblem.from_tensors(x, wt, **kw)
         ref = F.conv2d(x, wt, **kw)
         nbytes = (x.numel() + ref.numel()) * x.element_size()
         cudnn = triton.testing.do_bench(lambda x=x, wt=wt, kw=kw: F.conv2d(x, wt, **kw), return_mode="median") * 1e3
-        print(f"== {n}x{c}x{h}x{w} {r}x{r} s{st}: cuDNN {cudnn:.1f} us ({nbytes / cudnn / 1e6:.2f} TB/s)")
+        print(f"== {n}x{c}x{h}x{w} {r}x{s} s{st}: cuDNN {cudnn:.1f} us ({nbytes / cudnn / 1e6:.2f} TB/s)")
         seen = set()
         for cfg in algo.configs(prob) + [default(algo, prob)] + EXTRA:
             key = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps)
