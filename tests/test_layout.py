@@ -184,3 +184,25 @@ def test_conv2d_sees_update_through_data():
     convgemm.conv2d(x, w, padding=1)
     w.data.mul_(2)  # as EMA / weight-averaging code commonly does
     assert_close(convgemm.conv2d(x, w, padding=1), conv2d_ref(x, w, padding=1), torch.float32)
+
+
+@pytest.mark.parametrize(
+    "k,cg,r,s,g", [(8, 3, 3, 3, 1), (12, 2, 3, 5, 3), (6, 6, 1, 1, 1), (4, 1, 7, 7, 4), (16, 4, 2, 3, 2)]
+)
+@pytest.mark.parametrize("channels_last", [True, False])
+@pytest.mark.parametrize("weight_layout", ["contiguous", "channels_last", "sliced"])
+def test_dgrad_weight_transform_is_flip_then_swap(k, cg, r, s, g, channels_last, weight_layout):
+    """dgrad's weight [C, K/g, R, S] (taps flipped, channel axes swapped per group), made in one
+    gather, equals flip-then-swap exactly, in the requested memory format."""
+    from convgemm.functional import _flip_swap, _swap_channels
+
+    w = torch.randn(k, cg + (weight_layout == "sliced"), r, s, dtype=torch.float64, device=DEVICE)
+    if weight_layout == "sliced":
+        w = w[:, 1:]
+    elif weight_layout == "channels_last":
+        w = w.contiguous(memory_format=torch.channels_last)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    want = _swap_channels(w.flip(2, 3), g).contiguous(memory_format=fmt)
+    got = _flip_swap(w, g, channels_last)
+    assert got.shape == want.shape and torch.equal(got, want)
+    assert got.is_contiguous(memory_format=fmt)

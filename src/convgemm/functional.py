@@ -464,13 +464,35 @@ def _swap_channels(w: torch.Tensor, groups: int) -> torch.Tensor:
     return w.reshape(groups, kg, cg, *taps).transpose(1, 2).reshape(groups * cg, kg, *taps)
 
 
+_reversed: dict[tuple, torch.Tensor] = {}
+
+
+def _flip_swap(w: torch.Tensor, groups: int, channels_last: bool) -> torch.Tensor:
+    """w [K, C/g, R, S] -> [C, K/g, R, S]: taps flipped and the channel axes swapped per group,
+    channels_last or contiguous, in one gather kernel.
+
+    Flipping R and S together reverses the flattened tap index (``R*S - 1 - (r*S + s)`` is tap
+    ``(R-1-r, S-1-s)``), so one ``index_select`` over a view with the taps flattened writes the
+    result in its final layout: ``flip`` (always a copy in PyTorch) and then ``contiguous`` were two
+    kernels per dgrad call, and in training the weight changes every step, so nothing is cached."""
+    k, cg, r, s = w.shape
+    kg = k // groups
+    key = (r * s, w.device)
+    idx = _reversed.get(key)
+    if idx is None:
+        idx = _reversed[key] = torch.arange(r * s - 1, -1, -1, device=w.device)
+    v = w.reshape(groups, kg, cg, r, s)
+    if channels_last:  # [g, cg, RS, kg] contiguous is [C, R, S, K/g], i.e. [C, K/g, R, S] channels_last
+        out = v.permute(0, 2, 3, 4, 1).reshape(groups, cg, r * s, kg).index_select(2, idx)
+        return out.view(groups * cg, r, s, kg).permute(0, 3, 1, 2)
+    out = v.permute(0, 2, 1, 3, 4).reshape(groups, cg, kg, r * s).index_select(3, idx)
+    return out.view(groups * cg, kg, r, s)
+
+
 def _flipped_weight(prob: ConvProblem, weight: torch.Tensor, channels_last: bool) -> torch.Tensor:
     """w [K, C/g, R, S] -> w' [C, K/g, R, S]: channel axes swapped per group, taps flipped (cached)."""
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    return _derived_weight(
-        weight, ("flip", prob.groups, channels_last),
-        lambda w: _swap_channels(w.flip(2, 3), prob.groups).contiguous(memory_format=fmt),
-    )  # fmt: skip
+    return _derived_weight(weight, ("flip", prob.groups, channels_last),
+                           lambda w: _flip_swap(w, prob.groups, channels_last))  # fmt: skip
 
 
 def _dgrad_by_forward(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:

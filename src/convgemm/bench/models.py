@@ -128,13 +128,18 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
     base = resnet50().cuda().to(memory_format=torch.channels_last)
     gflop = 3 * conv_gflop(base, x)  # forward + dgrad + wgrad
     rows = []
-    modes = [("eager", lambda m: m)]
+    # "one-thread": the backward on the calling thread (torch.autograd.set_multithreading_enabled
+    # (False)) on both sides. By default autograd runs a CUDA backward on its own device thread,
+    # where convgemm's Python backward ran about twice as slowly as the same code on the
+    # calling thread (tools/profile_model.py on the H200, session 7); cuDNN's C++ nodes did not.
+    modes = [("eager", lambda m: m), ("eager one-thread", lambda m: m)]
     if compile_too:
         modes += [
             ("compile", torch.compile),
             ("compile cudagraphs", lambda m: torch.compile(m, mode="reduce-overhead")),
         ]
     for mode, wrap in modes:
+        threads = not mode.endswith("one-thread")
         times, first = {}, {}
         row = Row("model", f"resnet50 train b{batch} {mode}", f"{batch}x3x224x224", dtype_key, "train",
                   "channels_last", gflop)  # fmt: skip
@@ -147,11 +152,12 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
                 fwd = wrap(model)
                 opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
-                def step(fwd=fwd, opt=opt):
+                def step(fwd=fwd, opt=opt, threads=threads):
                     opt.zero_grad(set_to_none=True)
                     with torch.autocast("cuda", dtype=dtype, enabled=dtype.itemsize == 2):
                         loss = nn.functional.cross_entropy(fwd(x), target)
-                    loss.backward()
+                    with torch.autograd.set_multithreading_enabled(threads):
+                        loss.backward()
                     opt.step()
                     return loss
 
