@@ -145,10 +145,17 @@ def main() -> None:
     wall = per_call_us(step, a.iters)
     parts: dict[str, float] = {}
     inside: dict[str, list[float]] = {}
+    from convgemm.matmul.launch import DESC_STATS
+
+    seen = list(DESC_STATS)
     if a.model == "resnet50":  # where the wall time goes, each part synchronised
         with _timing_function(inside):
             for _ in range(a.iters):
                 step(parts)
+    else:
+        for _ in range(a.iters):
+            step()
+    hits, misses = DESC_STATS[0] - seen[0], DESC_STATS[1] - seen[1]
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(a.iters):
             step()
@@ -164,6 +171,8 @@ def main() -> None:
     print(f"== {label}: wall {wall:.0f} us/iter, kernels {gpu:.0f} us/iter")
     if parts:
         print("   synchronised parts: " + ", ".join(f"{k} {v / a.iters:.0f} us" for k, v in parts.items()))
+    if hits + misses:
+        print(f"   TMA descriptors per iteration: {hits / a.iters:.0f} reused, {misses / a.iters:.0f} encoded anew")
     if inside:
         print(
             "   inside convgemm's autograd Function: "

@@ -100,6 +100,12 @@ def descriptor(base, shape, strides, block_shape) -> TensorDescriptor:
     return d
 
 
+#: [hits, misses] of ``Launch.fast``'s per-address descriptor caches since import (a diagnostic
+#: for ``tools/profile_model.py``: in a training step every activation is a new allocation, and
+#: a miss re-encodes the descriptor on the host)
+DESC_STATS = [0, 0]
+
+
 class Launch:
     """One launch site of a JIT kernel with a fixed specialization, grid and argument layout.
 
@@ -164,6 +170,9 @@ class Launch:
             m = cache.get(t.data_ptr())
             if m is None:
                 m = encode(t)
+                DESC_STATS[1] += 1
+            else:
+                DESC_STATS[0] += 1
             flat[pos] = m
         raw(*head[0:3], current_stream(), *head[3:], *flat)
 
