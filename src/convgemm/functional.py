@@ -271,8 +271,18 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups):
         y.copy_(bias.view(1, -1, 1, 1).expand_as(y) if bias is not None else torch.zeros_like(y))
         return prob, None, y
     x = as_nhwc(input)
-    prob = replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=_dense_rows(x))
+    prob = replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=_dense_rows(x),
+                   input_phases_ok=_phases_view_ok(x, prob.stride))  # fmt: skip
     return prob, x, y
+
+
+def _phases_view_ok(x: torch.Tensor, stride: tuple[int, int]) -> bool:
+    """Whether NHWC ``x`` reshapes to ``[N, H/sh, sh, W/sw, sw*C]`` (``conv.fprop.input_descriptor``
+    reads a strided convolution's taps through it): a stride above 1, H and W multiples of the
+    stride, pixels of C channels back to back and rows evenly strided."""
+    sh, sw = stride
+    n, c, h, w = x.shape
+    return (sh > 1 or sw > 1) and h % sh == 0 and w % sw == 0 and x.stride(3) == c and _dense_rows(x)
 
 
 def explain(

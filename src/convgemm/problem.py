@@ -127,6 +127,9 @@ class ConvProblem:
     tma_ok: bool = False  # the device has TMA (Hopper or newer, or Triton's interpreter)
     input_tma_ok: bool = False  # the NHWC input can be read through a TMA descriptor
     input_dense: bool = False  # the NHWC input's (n, h, w) rows are evenly strided
+    # a strided input reshapes to the stride-phase view [N, H/sh, sh, W/sw, sw*C] (H and W
+    # multiples of the stride, each pixel's C channels right after the previous pixel's)
+    input_phases_ok: bool = False
 
     # ---------------------------------------------------------------- derived sizes
     # (cached: read on every call's path; a frozen dataclass keeps them valid)
@@ -211,6 +214,7 @@ class ConvProblem:
             self.tma_ok,
             self.input_tma_ok,
             self.input_dense,
+            self.input_phases_ok,
             _bucket(self.n),
             _bucket(self.h),
             _bucket(self.w),

@@ -21,6 +21,7 @@ N = output pixels) so that both wgmma operands are read from shared memory.
 from __future__ import annotations
 
 import contextvars
+import os
 from dataclasses import dataclass
 
 import torch
@@ -393,13 +394,43 @@ def spatial_tiles(prob: ConvProblem, block_n: int) -> list[tuple[float, int, int
     return out
 
 
-def input_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
-    """NHWC ``x`` as a TMA descriptor ``[N, H, W, groups, C/groups]`` with block ``box``.
+def strided_taps(prob: ConvProblem) -> bool:
+    """Whether the TMA forward reads ``prob``'s taps through the stride-phase view (a strided
+    R x S kernel; ``input_descriptor``)."""
+    return prob.stride != (1, 1) and not prob.is_1x1
 
-    A strided 1x1 kernel reads every stride-th pixel: it is a stride-1 problem on that subsampled
-    view, whose size is the output's (same base address, strides multiplied).
+
+def strided_tma_enabled() -> bool:
+    """``CONVGEMM_STRIDED_TMA=1``: strided R x S kernels may run on the TMA forward (experimental:
+    checked under the interpreter, not yet on a GPU)."""
+    return os.environ.get("CONVGEMM_STRIDED_TMA", "0") == "1"
+
+
+def input_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
+    """NHWC ``x`` as a TMA descriptor with block ``box`` (``[TILE_N, TILE_H, TILE_W, 1, BLOCK_K]``).
+
+    Stride 1: ``[N, H, W, groups, C/groups]``. A strided 1x1 kernel reads every stride-th pixel:
+    it is a stride-1 problem on that subsampled view, whose size is the output's (same base
+    address, strides multiplied).
+
+    A strided R x S kernel: the stride-phase view ``[N, H/sh, sh, W/sw, sw*C]``, a reshape of x
+    (``ConvProblem.input_phases_ok``). Tap r's input row for output row p is ``p*sh + o`` with
+    ``o = r*dil - pad = a*sh + phase``, i.e. view row ``p + a`` of phase ``phase``: every tap is one
+    box, and rows before the image (a < 0) or past it are out of bounds, which the copy engine
+    fills with zeros (the padding), as for stride 1. Along W the phase is folded into the last
+    axis (a pixel's channels are followed by the next pixel's), so the box's channel coordinate
+    is ``phase*C + group*C/g + channel``; the box (the same 5 axes) is ``[TILE_N, TILE_H, 1, TILE_W,
+    BLOCK_K]``.
     """
     sh, sw = prob.stride
+    if strided_taps(prob):
+        c = prob.c
+        return descriptor(
+            x,
+            [prob.n, prob.h // sh, sh, prob.w // sw, sw * c],
+            [x.stride(0), x.stride(2) * sh, x.stride(2), c * sw, 1],
+            [box[0], box[1], 1, box[2], box[4]],
+        )
     return descriptor(
         x,
         [prob.n, prob.p if sh > 1 else prob.h, prob.q if sw > 1 else prob.w, prob.groups, prob.cg],
@@ -410,7 +441,8 @@ def input_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
 
 class ImplicitGemmTma(Algorithm):
     """Hopper implicit GEMM: TMA boxes of the NHWC input over blocks of output pixels (stride 1;
-    a strided 1x1 kernel runs as stride 1 on the subsampled input view)."""
+    a strided 1x1 kernel runs as stride 1 on the subsampled input view; a strided R x S kernel,
+    with ``CONVGEMM_STRIDED_TMA=1``, through the stride-phase view of ``input_descriptor``)."""
 
     name = "implicit_gemm_tma"
     fuses_activation = True
@@ -419,9 +451,22 @@ class ImplicitGemmTma(Algorithm):
         reason = _tma_common(prob)
         if reason:
             return reason
-        if prob.stride != (1, 1) and not prob.is_1x1:
-            return f"stride {prob.stride}: the spatial TMA loader handles stride 1 (and strided 1x1 kernels) only"
+        if strided_taps(prob):
+            if not strided_tma_enabled():
+                return (f"stride {prob.stride} with a {prob.r}x{prob.s} kernel: the TMA loader reads strided "
+                        "kernels only with CONVGEMM_STRIDED_TMA=1 (experimental)")  # fmt: skip
+            if not prob.input_phases_ok:
+                return (f"stride {prob.stride}: the input's height and width must be multiples of the stride, "
+                        "with its pixels' channels packed, for the stride-phase TMA view")  # fmt: skip
+            if prob.cg % _tma_bk(prob):
+                return (
+                    f"stride {prob.stride}: C/groups = {prob.cg} must be a multiple of 16 for the stride-phase TMA view"
+                )
         return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        # strided R x S kernels only when tuning has timed them against the gather kernel
+        return not strided_taps(prob)
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         bk = _tma_bk(prob)
@@ -495,12 +540,15 @@ class ImplicitGemmTma(Algorithm):
         num_m = cdiv(kg, cfg.block_m)
         num_n = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         a = (w_desc, (kg,))
-        b = (
-            x_desc,
-            (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles),
-        )
+        b_args = (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles)
+        if strided_taps(prob):
+            b = (x_desc, (*b_args, prob.stride[0], prob.stride[1], prob.cg, prob.c))
+            b_fns = (cl.tma_im2col_phase_init, cl.tma_im2col_phase_load)
+        else:
+            b = (x_desc, b_args)
+            b_fns = (cl.tma_im2col_init, cl.tma_im2col_load)
         c = (y_desc, (prob.p, prob.q))
-        fns = (mm.desc2d_init, mm.desc2d_a_load, cl.tma_im2col_init, cl.tma_im2col_load, cl.tma_output_store)
+        fns = (mm.desc2d_init, mm.desc2d_a_load, *b_fns, cl.tma_output_store)
         k_tiles = prob.r * prob.s * c_tiles
         split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
         ws = split_k_buffers(x.device, *split) if split else None

@@ -342,6 +342,33 @@ def tma_im2col_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def tma_im2col_phase_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x)^T for a strided R x S kernel, read through the stride-phase view
+    ``[N, H/sh, sh, W/sw, sw*C]`` (``conv.fprop.input_descriptor``); the box is
+    ``[TILE_N, TILE_H, 1, TILE_W, BLOCK_K]``."""
+    (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles, SH, SW, CG, C) = args
+    TILE_N: tl.constexpr = x_desc.block_shape[0]
+    TILE_H: tl.constexpr = x_desc.block_shape[1]
+    TILE_W: tl.constexpr = x_desc.block_shape[3]
+    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_N, TILE_H, TILE_W)
+    return (x_desc, n, oh0, ow0, g * CG, pad_h, pad_w, dil_h, dil_w, S, c_tiles, SH, SW, C)
+
+
+@triton.jit
+def tma_im2col_phase_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, n, oh0, ow0, c0, pad_h, pad_w, dil_h, dil_w, S, c_tiles, SH, SW, C = state
+    r, s, cb = _tap_split(kt, c_tiles, S)
+    # tap offset o = r*dil - pad = a*SH + phase with 0 <= phase < SH (a floor division: o may be
+    # negative; o + SH*pad >= 0)
+    oh = r * dil_h - pad_h
+    ah = (oh + SH * pad_h) // SH - pad_h
+    ow = s * dil_w - pad_w
+    aw = (ow + SW * pad_w) // SW - pad_w
+    box = x_desc.load([n, oh0 + ah, oh - ah * SH, ow0 + aw, (ow - aw * SW) * C + c0 + cb * BLOCK_K])
+    return box.reshape(BLOCK_N, BLOCK_K).T
+
+
+@triton.jit
 def tma_output_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [channels, pixels] tile to NHWC y viewed as [N, P, Q, groups, K/groups].
 

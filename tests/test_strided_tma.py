@@ -1,0 +1,111 @@
+"""Strided R x S kernels on the TMA forward, read through the stride-phase view of the input
+(``conv.fprop.input_descriptor``; ``CONVGEMM_STRIDED_TMA=1`` while it is experimental)."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import DEVICE
+from reference import assert_close, conv2d_ref
+
+import convgemm
+from convgemm.conv.fprop import ALGORITHMS, Config, spatial_tiles
+from convgemm.functional import _prepare
+from convgemm.tune.autotune import clear_memo
+
+# (N, C, H, W, K, R, S, stride, padding, dilation, groups)
+CASES = [
+    (2, 16, 8, 8, 32, 3, 3, 2, 1, 1, 1),  # ResNet's strided 3x3
+    (1, 32, 12, 10, 16, 3, 3, 2, 1, 1, 2),  # groups, a non-square image
+    (2, 16, 8, 12, 16, 3, 3, (2, 1), 1, 1, 1),  # stride along H only
+    (1, 16, 6, 12, 32, 3, 3, (1, 2), (0, 1), 1, 1),  # along W only, asymmetric padding
+    (1, 16, 8, 8, 16, 3, 3, 2, 1, 2, 1),  # dilation 2: both taps of a row in one phase
+    (1, 16, 12, 12, 16, 5, 5, 3, 2, 1, 1),  # stride 3, three phases
+    (2, 16, 8, 8, 32, 7, 7, 2, 3, 1, 1),  # a 7x7 stem: taps reach 2 rows before the image
+    (1, 16, 8, 8, 16, 2, 2, 2, 0, 1, 1),  # filter = stride: one tap per phase, no padding
+]
+
+
+@pytest.fixture(autouse=True)
+def _strided_tma(monkeypatch):
+    monkeypatch.setenv("CONVGEMM_STRIDED_TMA", "1")
+    clear_memo()
+    yield
+    clear_memo()
+
+
+def _tensors(case, dtype):
+    n, c, h, w, k, r, s, stride, pad, dil, g = case
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // g, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    return x, wt, b, dict(stride=stride, padding=pad, dilation=dil, groups=g)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[1]}k{c[4]}_{c[5]}x{c[6]}_s{c[7]}p{c[8]}d{c[9]}g{c[10]}")
+def test_strided_tma_matches_reference(case, dtype):
+    x, wt, b, kw = _tensors(case, dtype)
+    y = convgemm.conv2d(x, wt, b, algorithm="implicit_gemm_tma", **kw)
+    assert_close(y, conv2d_ref(x, wt, b, **kw), dtype, f"strided tma {case}")
+
+
+def test_strided_tma_nchw_input():
+    """An NCHW input is transposed to dense NHWC first, which the phase view then reads."""
+    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    x = x.contiguous()
+    y = convgemm.conv2d(x, wt, b, algorithm="implicit_gemm_tma", **kw)
+    assert_close(y, conv2d_ref(x, wt, b, **kw), torch.float32, "strided tma, NCHW input")
+
+
+@pytest.mark.parametrize("variant", ["split_k", "persistent"])
+def test_strided_tma_split_k_and_persistent(variant):
+    """The phase loader under the split-K and persistent kernels (configs the tuner offers)."""
+    x, wt, b, kw = _tensors((2, 32, 8, 8, 48, 3, 3, 2, 1, 1, 1), torch.float16)
+    prob, xn, _ = _prepare(x, wt, b, 2, 1, 1, 1)
+    algo = ALGORITHMS["implicit_gemm_tma"]
+    assert algo.supports(prob) is None
+    _, tn, th, tw = spatial_tiles(prob, 16)[0]
+    extra = {"split_k": 3} if variant == "split_k" else {"persistent": 1}
+    cfg = Config(32, 16, 16, 4, 1, tile_n=tn, tile_h=th, tile_w=tw, **extra)
+    ref = conv2d_ref(x, wt, b, **kw)
+    for _ in range(2):
+        y = torch.full(ref.shape, float("nan"), dtype=x.dtype, device=DEVICE).to(memory_format=torch.channels_last)
+        algo.run(prob, xn, wt, b, y, cfg)
+        assert_close(y, ref, x.dtype, f"strided tma {variant}")
+
+
+def test_strided_tma_refusals(monkeypatch):
+    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    # a height that is not a multiple of the stride: the view is not a reshape
+    with pytest.raises(ValueError, match="multiples of the stride"):
+        convgemm.conv2d(x[:, :, 1:], wt, b, algorithm="implicit_gemm_tma", **kw)
+    # C/groups not a multiple of 16: a box would cross into the next group or pixel
+    x8, w8 = (
+        x[:, :8].contiguous(memory_format=torch.channels_last),
+        wt[:, :8].contiguous(memory_format=torch.channels_last),
+    )
+    with pytest.raises(ValueError, match="cannot run"):
+        convgemm.conv2d(x8, w8, b, algorithm="implicit_gemm_tma", **kw)
+    monkeypatch.setenv("CONVGEMM_STRIDED_TMA", "0")
+    clear_memo()
+    with pytest.raises(ValueError, match="CONVGEMM_STRIDED_TMA=1"):
+        convgemm.conv2d(x, wt, b, algorithm="implicit_gemm_tma", **kw)
+
+
+def test_phase_view_is_part_of_the_tuning_key():
+    """H = 8 and H = 9 share a size bucket; only the first has the phase view, so they must not
+    share a tuning result (one would pick an algorithm the other cannot run)."""
+    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    p8, _, _ = _prepare(x, wt, b, 2, 1, 1, 1)
+    p9, _, _ = _prepare(torch.cat([x, x[:, :, :1]], 2).contiguous(memory_format=torch.channels_last), wt, b, 2, 1, 1, 1)
+    assert p8.input_phases_ok and not p9.input_phases_ok
+    assert p8.key() != p9.key()
+    assert replace(p9, input_phases_ok=True).key() == replace(p8, h=9).key()
+
+
+def test_heuristic_leaves_strided_kernels_to_the_gather_kernel(monkeypatch):
+    """Untuned, a strided 3x3 layer keeps the gather kernel until timings say otherwise."""
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    assert convgemm.explain(x, wt, b, **kw)["algorithm"] == "implicit_gemm"
