@@ -32,7 +32,7 @@ from .._runtime import cdiv, has_tma, interpreting, sm_count
 from ..matmul.launch import descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
-from .fprop import Config, _launch, _small, input_descriptor, spatial_tiles, split_k_buffers
+from .fprop import Config, _launch, _small, input_descriptor, spatial_tiles, split_k_buffers, strided_taps
 from .layout import as_nhwc, tma_aligned
 from .wgrad_taps import taps_per_program
 
@@ -151,11 +151,6 @@ class Wgrad:
                 cfg, fns, False, prob, ws)  # fmt: skip
 
 
-def _strided(prob: ConvProblem) -> bool:
-    """A strided convolution that is not 1x1: wgrad_tma reads x through the phase view."""
-    return prob.stride != (1, 1) and not prob.is_1x1
-
-
 def _dy_descriptor(prob: ConvProblem, dy: torch.Tensor, cfg: Config):
     """NHWC dy as ``[N, P, Q, groups, K/groups]``, box: the config's pixel block x ``block_m``."""
     kg = prob.kg
@@ -181,7 +176,7 @@ class WgradTma:
         """Whether the problem and device (not yet the tensors' alignment) suit this kernel."""
         if prob.dtype not in (torch.float16, torch.bfloat16) or not has_tma(x):
             return False
-        return not _strided(prob) or self._strided_reason(prob) is None
+        return not strided_taps(prob) or self._strided_reason(prob) is None
 
     @staticmethod
     def _strided_reason(prob: ConvProblem) -> str | None:
@@ -200,7 +195,7 @@ class WgradTma:
             return f"the TMA wgrad takes fp16 or bf16 (its dy^T operand is M-major), not {prob.dtype}"
         if not has_tma(x):
             return "the device has no TMA (needs compute capability >= 9.0)"
-        if _strided(prob):
+        if strided_taps(prob):
             reason = self._strided_reason(prob)
             if reason:
                 return reason
@@ -214,7 +209,7 @@ class WgradTma:
     def _bn_ok(prob: ConvProblem, bn: int) -> bool:
         # the phase view folds the column phase into the channel coordinate: a channel block
         # must not run into the next phase's channels
-        return not _strided(prob) or prob.c % bn == 0
+        return not strided_taps(prob) or prob.c % bn == 0
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
@@ -257,7 +252,7 @@ class WgradTma:
         """Several filter columns per program (``conv/wgrad_taps.py``), for stride-1 filters at
         least two columns wide: one accumulator per column, so 64x64 tiles (4 warps: 32
         registers per accumulator and thread) and 64x128 (8 warps)."""
-        if _strided(prob) or prob.s < 2:
+        if strided_taps(prob) or prob.s < 2:
             return []
         taps = taps_per_program(prob.s)
         out = []
@@ -286,20 +281,15 @@ class WgradTma:
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
         c_tiles = cdiv(cg, cfg.block_n)
-        if _strided(prob):
+        # [N, H, W, groups, C/groups], or for a strided R x S layer the stride-phase view
+        x_desc = input_descriptor(prob, x, box + [cfg.block_n])
+        if strided_taps(prob):
             sh, sw = prob.stride
-            x_desc = descriptor(
-                x,
-                [prob.n, prob.h // sh, sh, prob.w // sw, sw * prob.c],
-                [x.stride(0), sh * x.stride(2), x.stride(2), sw * prob.c, 1],
-                [cfg.tile_n, cfg.tile_h, 1, cfg.tile_w, cfg.block_n],
-            )
             pads = (prob.pad_h[0], prob.pad_w[0])
             b = (x_desc, (prob.p, prob.q, *pads, prob.dilation[0], prob.dilation[1], prob.s, c_tiles, sh, sw, prob.c,
                           sh * cdiv(pads[0], sh), sw * cdiv(pads[1], sw)))  # fmt: skip
             x_fns = (cl.tma_wgrad_xs_init, cl.tma_wgrad_xs_load)
         else:
-            x_desc = input_descriptor(prob, x, box + [cfg.block_n])
             b = (x_desc, (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s,
                           c_tiles))  # fmt: skip
             x_fns = (cl.tma_wgrad_x_init, cl.tma_wgrad_x_load)
@@ -322,7 +312,7 @@ class WgradTma:
         from .fprop import _run_kernel
         from .wgrad_taps import wgrad_taps_kernel
 
-        assert not _strided(prob) and cfg.taps > 1, "the taps kernel takes stride-1 (or 1x1-free) problems"
+        assert not strided_taps(prob) and cfg.taps > 1, "the taps kernel takes stride-1 (or 1x1-free) problems"
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
         x_desc = input_descriptor(prob, x, box + [cfg.block_n])
