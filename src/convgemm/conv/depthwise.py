@@ -21,6 +21,16 @@ import triton.language as tl
 
 
 @triton.jit
+def _tap_offset(r, s, dil_h, dil_w, s_xh, s_xw, INT64: tl.constexpr):
+    """Tap (r, s)'s element offset from the first tap's (64-bit for images of 2**31 elements)."""
+    if INT64:
+        off = (r * dil_h).to(tl.int64) * s_xh + (s * dil_w).to(tl.int64) * s_xw
+    else:
+        off = r * dil_h * s_xh + s * dil_w * s_xw
+    return off
+
+
+@triton.jit
 def depthwise_kernel(
     x_ptr,
     w_ptr,
@@ -109,7 +119,7 @@ def depthwise_kernel(
     if inside:
         for r in tl.static_range(R):
             for s in tl.static_range(S):
-                xv = tl.load(x_tile + (r * dil_h * s_xh + s * dil_w * s_xw))
+                xv = tl.load(x_tile + _tap_offset(r, s, dil_h, dil_w, s_xh, s_xw, INT64))
                 wv = tl.load(w_row + (r * S + s) * s_wt)
                 acc += xv.to(acc_t) * wv.to(acc_t)
     else:
@@ -119,7 +129,7 @@ def depthwise_kernel(
             for s in tl.static_range(S):
                 iw = iw0 + s * dil_w
                 ok = h_ok & ((iw >= 0) & (iw < W) & q_ok)[None, :, None] & k_ok
-                xv = tl.load(x_tile + (r * dil_h * s_xh + s * dil_w * s_xw), mask=ok, other=0.0)
+                xv = tl.load(x_tile + _tap_offset(r, s, dil_h, dil_w, s_xh, s_xw, INT64), mask=ok, other=0.0)
                 wv = tl.load(w_row + (r * S + s) * s_wt, mask=k_ok, other=0.0)
                 acc += xv.to(acc_t) * wv.to(acc_t)
     if HAS_BIAS:
