@@ -109,3 +109,82 @@ def test_heuristic_leaves_strided_kernels_to_the_gather_kernel(monkeypatch):
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
     x, wt, b, kw = _tensors(CASES[0], torch.float32)
     assert convgemm.explain(x, wt, b, **kw)["algorithm"] == "implicit_gemm"
+
+
+# dgrad: (N, C, H, W, K, R, S, stride, padding)
+DGRAD_CASES = [
+    (2, 32, 8, 8, 16, 3, 3, 2, 1),  # ResNet's strided 3x3: phases with 1, 2, 2 and 4 taps
+    (1, 16, 8, 12, 32, 1, 1, 2, 0),  # strided 1x1: three phases have no tap (zeros)
+    (1, 16, 12, 12, 16, 3, 3, 2, 0),
+    (1, 16, 8, 8, 16, 5, 5, 2, 2),
+    (1, 16, 12, 12, 32, 3, 3, 3, 1),  # stride 3: nine phases
+    (2, 16, 8, 6, 16, 3, 3, (2, 1), 1),
+    (1, 16, 8, 8, 16, 2, 2, 2, 0),
+    (1, 16, 8, 8, 16, 7, 7, 2, 3),
+]
+
+
+def _spy_dgrad_tma(monkeypatch) -> list[int]:
+    from convgemm.conv import backward
+
+    calls, run = [0], backward.DgradTma.run
+
+    def spy(self, *args, **kwargs):
+        calls[0] += 1
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(backward.DgradTma, "run", spy)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []))
+@pytest.mark.parametrize("case", DGRAD_CASES, ids=lambda c: f"c{c[1]}k{c[4]}_{c[5]}x{c[6]}_s{c[7]}p{c[8]}")
+def test_strided_dgrad_tma_matches_reference(case, dtype, monkeypatch):
+    n, c, h, w, k, r, s, stride, pad = case
+    calls = _spy_dgrad_tma(monkeypatch)
+    wt = torch.randn(k, c, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    p = (h + 2 * pad - r) // stride + 1 if isinstance(stride, int) else None
+    shape = torch.nn.functional.conv2d(torch.empty(n, c, h, w, device="meta"), torch.empty(k, c, r, s, device="meta"),
+                                       stride=stride, padding=pad).shape  # fmt: skip
+    assert p is None or shape[2] == p
+    for _ in range(2):  # the second call runs from the plan
+        dy = torch.randn(shape, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+        dx = convgemm.conv2d_input((n, c, h, w), wt, dy, stride=stride, padding=pad)
+        ref = torch.nn.grad.conv2d_input((n, c, h, w), wt.double().cpu(), dy.double().cpu(), stride=stride, padding=pad)
+        assert_close(dx, ref, dtype, f"strided dgrad tma {case}")
+    assert calls[0] == 2
+
+
+def test_strided_dgrad_tma_non_finite(monkeypatch):
+    """NaN and Inf in grad_output reach exactly the dx elements torch's do: a phase with fewer
+    taps than the longest multiplies zero boxes (of dy and of the weight) for the rest, and a
+    zero box of dy is never multiplied by a non-finite value of its own."""
+    calls = _spy_dgrad_tma(monkeypatch)
+    n, c, h, w, k = 1, 16, 8, 8, 16
+    wt = torch.randn(k, c, 3, 3, device=DEVICE).to(memory_format=torch.channels_last)
+    dy = torch.randn(n, k, 4, 4, device=DEVICE).to(memory_format=torch.channels_last)
+    dy[0, 7, 1, 2] = float("nan")
+    dy[0, 3, 3, 0] = float("inf")
+    dx = convgemm.conv2d_input((n, c, h, w), wt, dy, stride=2, padding=1)
+    ref = torch.nn.grad.conv2d_input((n, c, h, w), wt.double().cpu(), dy.double().cpu(), stride=2, padding=1)
+    assert calls[0] == 1
+    got = dx.double().cpu()
+    assert torch.equal(got.isnan(), ref.isnan()) and torch.equal(got.isinf(), ref.isinf())
+    fin = ref.isfinite()
+    assert_close(got[fin].float(), ref[fin], torch.float32, "finite part")
+
+
+def test_strided_dgrad_tma_off_and_refused(monkeypatch):
+    """Not taken without CONVGEMM_STRIDED_TMA=1, for groups, dilation, or sizes off the stride."""
+    calls = _spy_dgrad_tma(monkeypatch)
+    wt = torch.randn(16, 16, 3, 3, device=DEVICE)
+    for size, kw in [((1, 16, 9, 8), {}), ((1, 16, 8, 8), {"dilation": 2, "padding": 2})]:
+        dy_shape = torch.nn.functional.conv2d(
+            torch.empty(size, device="meta"), wt.to("meta"), stride=2, **{"padding": 1, **kw}
+        ).shape
+        convgemm.conv2d_input(size, wt, torch.randn(dy_shape, device=DEVICE), stride=2, **{"padding": 1, **kw})
+    assert calls[0] == 0
+    monkeypatch.setenv("CONVGEMM_STRIDED_TMA", "0")
+    clear_memo()
+    convgemm.conv2d_input((1, 16, 8, 8), wt, torch.randn(1, 16, 4, 4, device=DEVICE), stride=2, padding=1)
+    assert calls[0] == 0

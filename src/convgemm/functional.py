@@ -361,7 +361,7 @@ def conv2d_input(
     convolutions are computed per stride phase, so no work is spent on the zeros a transposed
     convolution would insert.
     """
-    from .conv.backward import DGRAD
+    from .conv.backward import DGRAD, DGRAD_TMA
 
     # a repeat call (same shapes, strides, dtypes and arguments) skips validation, as conv2d does
     sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
@@ -372,19 +372,21 @@ def conv2d_input(
             sig = None
     hit = _plans.get(sig) if sig is not None else None
     if hit is not None:
-        prob, memory_format, launch = hit
+        prob, memory_format, launch, tma = hit
     else:
         prob = _grad_problem("conv2d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
         if memory_format is None:
             memory_format = output_memory_format(grad_output, weight)
         launch = None
+        # the one-launch TMA kernel for strided layers (experimental); decided once per plan
+        tma = not dgrad_as_forward(prob) and DGRAD_TMA.supports(prob, as_nhwc(grad_output)) is None
 
     def keep(launch=None):
         if sig is not None and hit is None:
             with _plans_lock:
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
-                _plans[sig] = (prob, memory_format, launch)
+                _plans[sig] = (prob, memory_format, launch, tma)
 
     if dgrad_as_forward(prob) and prob.k > 0 and prob.c > 0 and prob.n > 0:
         keep()
@@ -395,6 +397,17 @@ def conv2d_input(
         return dx
     if prob.k == 0 or prob.p * prob.q == 0:
         return dx.zero_()
+    if tma:
+        if hit is None and sig is not None:
+            launch = Launch()
+            keep(launch)
+        out = dx if dx.is_contiguous(memory_format=torch.channels_last) else empty(dx.shape, dx.dtype, dx.device,
+                                                                                   torch.channels_last)  # fmt: skip
+        with _device_of(grad_output):
+            DGRAD_TMA.run(prob, as_nhwc(grad_output), weight, out, DGRAD_TMA.default_config(prob), launch)
+        if out is not dx:
+            dx.copy_(out)
+        return dx
     if _phases_pay(prob, grad_output):
         keep()
         _dgrad_by_phases(prob, weight, grad_output, dx)

@@ -32,7 +32,16 @@ from .._runtime import cdiv, has_tma, interpreting, sm_count
 from ..matmul.launch import descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
-from .fprop import Config, _launch, _small, input_descriptor, spatial_tiles, split_k_buffers, strided_taps
+from .fprop import (
+    Config,
+    _launch,
+    _small,
+    input_descriptor,
+    spatial_tiles,
+    split_k_buffers,
+    strided_taps,
+    strided_tma_enabled,
+)
 from .layout import as_nhwc, tma_aligned
 from .wgrad_taps import taps_per_program
 
@@ -107,6 +116,81 @@ class Dgrad:
         fns = (cl.dgrad_dy_init, cl.dgrad_dy_load, cl.dgrad_w_init, cl.dgrad_w_load, cl.dgrad_dx_store)
         _launch(launch, (num_m * num_n, prob.groups * n_phases, 1), a, b, c, None, dx, 0, num_m, num_n, k_tiles,
                 cfg, fns, False, prob)  # fmt: skip
+
+
+class DgradTma:
+    """Strided dgrad on the TMA implicit GEMM, one launch: the grid's batch axis walks the stride
+    phases of dx, each program multiplies the flipped weight by dy boxes shifted by its phase's
+    taps (``loaders.tma_dgrad_*``) and stores into dx's stride-phase view. Dilation 1, groups 1,
+    H and W multiples of the stride, channel counts that tile exactly; experimental
+    (``CONVGEMM_STRIDED_TMA=1``) until it has run on a GPU."""
+
+    name = "dgrad_tma"
+
+    @staticmethod
+    def _bm(prob: ConvProblem) -> int:
+        return next((b for b in (128, 64, 32, 16) if prob.c % b == 0 and (b <= 32 or not interpreting())), 0)
+
+    @staticmethod
+    def _bk(prob: ConvProblem) -> int:
+        cap = 64 if prob.dtype.itemsize == 2 else 32
+        return next((b for b in (cap, cap // 2, 16) if b >= 16 and prob.k % b == 0), 0)
+
+    def supports(self, prob: ConvProblem, dy: torch.Tensor) -> str | None:
+        """None if this kernel takes ``prob`` with NHWC ``dy``, else why not."""
+        if not strided_tma_enabled():
+            return "experimental: set CONVGEMM_STRIDED_TMA=1"
+        if prob.stride == (1, 1) or prob.groups != 1 or prob.dilation != (1, 1):
+            return "strided, groups 1 and dilation 1 only"
+        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32) or not has_tma(dy):
+            return f"TMA with fp16, bf16 or fp32 (not {prob.dtype}, or no TMA on this device)"
+        if prob.h % prob.stride[0] or prob.w % prob.stride[1]:
+            return f"input {prob.h}x{prob.w} is not a multiple of the stride {prob.stride} (the phase view)"
+        if not self._bm(prob) or not self._bk(prob):
+            return f"C={prob.c} and K={prob.k} must be multiples of 16"
+        if not tma_aligned(dy, prob.kg):
+            return "grad_output is not 16-byte aligned for TMA"
+        return None
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        sh, sw = prob.stride
+        dims = (prob.n, prob.h // sh, prob.w // sw)
+        bm, bk = self._bm(prob), self._bk(prob)
+        if interpreting():
+            _, tn, th, tw = spatial_tiles(prob, 32, dims)[0]
+            return Config(bm, 32, bk, 4, 1, tile_n=tn, tile_h=th, tile_w=tw)
+        _, tn, th, tw = spatial_tiles(prob, 128, dims)[0]
+        return Config(bm, 128, bk, 8 if bm == 128 else 4, 4 if bm == 128 else 3, tile_n=tn, tile_h=th, tile_w=tw)
+
+    def run(self, prob: ConvProblem, dy: torch.Tensor, w: torch.Tensor, dx: torch.Tensor, cfg: Config, launch=None):
+        """``dx [N, C, H, W]`` (dense channels_last) from NHWC ``dy`` and ``w [K, C, R, S]``."""
+        from ..functional import _flipped_weight
+
+        c, k, r, s = prob.c, prob.k, prob.r, prob.s
+        # [C, K, R, S] channels_last is [C][R][S][K] in memory: this reshape is a view
+        w2 = _flipped_weight(prob, w, True).permute(0, 2, 3, 1).reshape(c, r * s * k)
+        if launch is not None and launch.fast_ready:
+            launch.fast((w2, dy, dx, dx, dx, dx))
+            return
+        sh, sw = prob.stride
+        hs, ws = prob.h // sh, prob.w // sw
+        box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
+        w_desc = descriptor(w2, [c, r * s * k], [r * s * k, 1], [cfg.block_m, cfg.block_k])
+        dy_desc = descriptor(dy, [prob.n, prob.p, prob.q, 1, k], [dy.stride(0), dy.stride(2), dy.stride(3), k, 1],
+                             box + [cfg.block_k])  # fmt: skip
+        dx_desc = descriptor(dx, [prob.n, hs, sh, ws, sw * c], [dx.stride(0), sh * dx.stride(2), dx.stride(2), sw * c, 1],
+                             [cfg.tile_n, cfg.tile_h, 1, cfg.tile_w, cfg.block_m])  # fmt: skip
+        k_per_tap, th_max, tw_max = k // cfg.block_k, cdiv(r, sh), cdiv(s, sw)
+        pads = (prob.pad_h[0], prob.pad_w[0])
+        a = (w_desc, (r, s, sh, sw, *pads, k, k_per_tap, tw_max))
+        b = (dy_desc, (hs, ws, r, s, sh, sw, *pads, k_per_tap, tw_max))
+        c_ = (dx_desc, (hs, ws, sw, c))
+        num_m = c // cfg.block_m
+        num_n = cdiv(prob.n, cfg.tile_n) * cdiv(hs, cfg.tile_h) * cdiv(ws, cfg.tile_w)
+        fns = (cl.tma_dgrad_w_init, cl.tma_dgrad_w_load, cl.tma_dgrad_dy_init, cl.tma_dgrad_dy_load,
+               cl.tma_dgrad_dx_store)  # fmt: skip
+        _launch(launch, (num_m * num_n, sh * sw, 1), a, b, c_, None, dx, 0, num_m, num_n,
+                th_max * tw_max * k_per_tap, cfg, fns, True, prob)  # fmt: skip
 
 
 class Wgrad:
@@ -528,6 +612,7 @@ def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor
 
 
 DGRAD = Dgrad()
+DGRAD_TMA = DgradTma()
 WGRAD = Wgrad()
 WGRAD_TMA = WgradTma()
 DWGRAD = DepthwiseWgrad()

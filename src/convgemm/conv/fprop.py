@@ -372,21 +372,25 @@ def _pow2_upto(v: int) -> list[int]:
     return out
 
 
-def spatial_tiles(prob: ConvProblem, block_n: int) -> list[tuple[float, int, int, int]]:
+def spatial_tiles(
+    prob: ConvProblem, block_n: int, dims: tuple[int, int, int] | None = None
+) -> list[tuple[float, int, int, int]]:
     """Every (images x rows x columns) = ``block_n`` pixel block, best first, with its coverage.
 
     Coverage is the fraction of the tiled output that is real output: 7x7 outputs in 8x8 tiles
     waste 23% of the tensor-core work, while 16x1x8 or 32x2x2 blocks cover 7x7 and 14x14 with
     little or no waste. Never empty: a block larger than the whole output is still a tile.
+    ``dims``: another pixel grid (images, rows, columns) than the output's.
     """
+    n, p, q = dims if dims is not None else (prob.n, prob.p, prob.q)
     out = []
     for tn in _pow2_upto(block_n):
         for th in _pow2_upto(block_n // tn):
             tw = block_n // (tn * th)
             if max(tn, th, tw) > 256:  # the copy engine's largest box side
                 continue
-            used = prob.n * prob.p * prob.q
-            tiled = cdiv(prob.n, tn) * tn * cdiv(prob.p, th) * th * cdiv(prob.q, tw) * tw
+            used = n * p * q
+            tiled = cdiv(n, tn) * tn * cdiv(p, th) * th * cdiv(q, tw) * tw
             out.append((used / tiled, tn, th, tw))
     # best coverage first; among equals, longer contiguous rows of pixels (the copy engine moves
     # runs of neighbouring pixels faster than isolated ones), then fewer images per tile

@@ -383,6 +383,88 @@ def tma_output_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, 
     y_desc.store([n, oh0, ow0, g, pid_m * BLOCK_M], tile)
 
 
+# ================================================================ dgrad on TMA, by stride phase
+# The transposed view of the TMA forward: M = dx channels (A = the flipped weight ``[C, R*S*K]``,
+# a 2-D box), N = the pixels of one stride phase of dx (B = boxes of NHWC dy shifted by the
+# phase's taps), and the grid's batch axis is the phase. Along an axis (dilation 1), phase f
+# gets taps r = r0 + j*stride with r0 = (f + pad) % stride, and tap j reads dy at offset o0 - j
+# with o0 = (f + pad - r0) // stride. Every phase takes ceil(R / stride) K steps per axis, as the
+# gather dgrad pads its tap tables; a phase with fewer taps loads boxes that lie wholly out of
+# bounds for the rest (zeros: no memory traffic, no NaN from 0 * Inf). dx is stored through its
+# own stride-phase view ``[N, H/sh, sh, W/sw, sw*C]`` (``conv.fprop.input_descriptor``).
+@triton.jit
+def _phase_first_tap(f, pad, R, SH):
+    """Phase f's first tap, its number of taps, and the dy offset of the first tap."""
+    r0 = (f + pad) % SH
+    taps = tl.where(r0 < R, (R - r0 + SH - 1) // SH, 0)
+    return r0, taps, (f + pad - r0) // SH
+
+
+@triton.jit
+def _phase_step(kt, k_per_tap, TW):
+    """K-tile index -> (tap index along H, tap index along W, channel tile)."""
+    t = kt // k_per_tap
+    jh = t // TW
+    return jh, t - jh * TW, kt - t * k_per_tap
+
+
+@triton.jit
+def tma_dgrad_w_init(w_desc, args, pid_m, phase, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (R, S, SH, SW, pad_h, pad_w, K, k_per_tap, TW) = args
+    fh = phase // SW
+    r0, nh, _ = _phase_first_tap(fh, pad_h, R, SH)
+    s0, nw, _ = _phase_first_tap(phase - fh * SW, pad_w, S, SW)
+    return (w_desc, pid_m * BLOCK_M, r0, nh, s0, nw, R, S, SH, SW, K, k_per_tap, TW)
+
+
+@triton.jit
+def tma_dgrad_w_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    w_desc, m0, r0, nh, s0, nw, R, S, SH, SW, K, k_per_tap, TW = state
+    jh, jw, cb = _phase_step(kt, k_per_tap, TW)
+    r = r0 + jh * SH
+    s = s0 + jw * SW
+    # tap (r, s) of w is tap (R-1-r, S-1-s) of the flipped weight; a missing tap reads the box
+    # just past the last column
+    col = tl.where((jh < nh) & (jw < nw), ((R - 1 - r) * S + (S - 1 - s)) * K + cb * BLOCK_K, R * S * K)
+    return w_desc.load([m0, col])
+
+
+@triton.jit
+def tma_dgrad_dy_init(dy_desc, args, pid_n, phase, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (HS, WS, R, S, SH, SW, pad_h, pad_w, k_per_tap, TW) = args
+    TILE_N: tl.constexpr = dy_desc.block_shape[0]
+    TILE_H: tl.constexpr = dy_desc.block_shape[1]
+    TILE_W: tl.constexpr = dy_desc.block_shape[2]
+    n, i0, j0 = _spatial_tile(pid_n, HS, WS, TILE_N, TILE_H, TILE_W)
+    fh = phase // SW
+    _, nh, oh = _phase_first_tap(fh, pad_h, R, SH)
+    _, nw, ow = _phase_first_tap(phase - fh * SW, pad_w, S, SW)
+    return (dy_desc, n, i0 + oh, j0 + ow, nh, nw, k_per_tap, TW)
+
+
+@triton.jit
+def tma_dgrad_dy_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    dy_desc, n, i0, j0, nh, nw, k_per_tap, TW = state
+    jh, jw, cb = _phase_step(kt, k_per_tap, TW)
+    row = tl.where((jh < nh) & (jw < nw), i0 - jh, -(1 << 24))  # a missing tap: far above dy
+    box = dy_desc.load([n, row, j0 - jw, 0, cb * BLOCK_K])
+    return box.reshape(BLOCK_N, BLOCK_K).T
+
+
+@triton.jit
+def tma_dgrad_dx_store(dx_desc, args, acc, pid_m, pid_n, phase, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [channels, pixels] tile into dx's stride-phase view; the descriptor clips what
+    lies past the phase's rows and columns."""
+    (HS, WS, SW, C) = args
+    TILE_N: tl.constexpr = dx_desc.block_shape[0]
+    TILE_H: tl.constexpr = dx_desc.block_shape[1]
+    TILE_W: tl.constexpr = dx_desc.block_shape[3]
+    n, i0, j0 = _spatial_tile(pid_n, HS, WS, TILE_N, TILE_H, TILE_W)
+    fh = phase // SW
+    tile = acc.to(dx_desc.dtype).T.reshape(TILE_N, TILE_H, 1, TILE_W, BLOCK_M)
+    dx_desc.store([n, i0, fh, j0, (phase - fh * SW) * C + pid_m * BLOCK_M], tile)
+
+
 # ================================================================ dgrad (natural view)
 # dx[n, c, h, w] = sum over (r, s, k) of dy[n, k, p, q] * w[k, c, r, s], where p * stride_h =
 # h + pad_h - r * dil_h. GEMM: M = input pixels, N = C/g, K = (tap, K/g). With stride > 1 only
