@@ -7,7 +7,8 @@ CUDA-event medians through triton.testing.do_bench) and checks that they agree:
 
 - grouped forward: exact NaN/Inf semantics (main kernel listing non-finite tiles + fix-up launch)
   vs the main kernel with no NaN handling; and the exact path with one NaN in the input vs none;
-- strided dgrad as per-phase forward convolutions vs the one-launch gather kernel;
+- strided dgrad as per-phase forward convolutions vs the one-launch gather kernel, and the
+  one-launch TMA kernel over all phases (`DgradTma`) vs the gather kernel;
 - depthwise wgrad: the direct kernel vs the gather GEMM;
 - wgrad_tma vs the gather wgrad on a dense layer;
 - conv3d forward: the 5-D TMA kernel vs the gather kernel.
@@ -16,6 +17,7 @@ CUDA-event medians through triton.testing.do_bench) and checks that they agree:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -48,7 +50,7 @@ def main() -> int:
     shrink = (lambda v: max(1, v // 16)) if a.dry_run else (lambda v: v)  # noqa: E731
     import convgemm
     from convgemm.conv import conv3d as k3
-    from convgemm.conv.backward import DGRAD, DWGRAD, WGRAD, WGRAD_TMA
+    from convgemm.conv.backward import DGRAD, DGRAD_TMA, DWGRAD, WGRAD, WGRAD_TMA
     from convgemm.conv.fprop import ALGORITHMS
     from convgemm.functional import _dgrad_by_phases
     from convgemm.problem import ConvProblem
@@ -105,8 +107,23 @@ def main() -> int:
         phases()
         gather()
         cudnn = _time(lambda: torch.nn.grad.conv2d_input(x.shape, wt, dy, **kw))
+        t_gather = _time(gather)
         rows.append((f"dgrad {r}x{r} s{st} {c}->{k} @{h} (cuDNN {cudnn:.1f} us)", "phases", _time(phases), "gather",
-                     _time(gather), _rel(dx1, dx2)))  # fmt: skip
+                     t_gather, _rel(dx1, dx2)))  # fmt: skip
+        # the one-launch TMA kernel over all phases (experimental: CONVGEMM_STRIDED_TMA=1)
+        os.environ["CONVGEMM_STRIDED_TMA"] = "1"
+        try:
+            why = DGRAD_TMA.supports(prob, dy)
+            if why is None:
+                dx3 = torch.empty_like(x)
+                tma = lambda: DGRAD_TMA.run(prob, dy, wt, dx3, DGRAD_TMA.default_config(prob))  # noqa: E731
+                tma()
+                rows.append((f"dgrad {r}x{r} s{st} {c}->{k} @{h}", "tma phases", _time(tma), "gather", t_gather,
+                             _rel(dx3, dx2)))  # fmt: skip
+            else:
+                print(f"ab_kernels: dgrad_tma skipped: {why}")
+        finally:
+            os.environ.pop("CONVGEMM_STRIDED_TMA", None)
 
     def direct_wgrad_row(label, n, c, h, r, groups, stride=1):
         """direct wgrad (depthwise, narrow groups) vs the gather GEMM"""
