@@ -362,6 +362,7 @@ def conv2d_input(
     convolution would insert.
     """
     from .conv.backward import DGRAD, DGRAD_TMA
+    from .conv.fprop import strided_tma_enabled
 
     # a repeat call (same shapes, strides, dtypes and arguments) skips validation, as conv2d does
     sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
@@ -379,7 +380,8 @@ def conv2d_input(
             memory_format = output_memory_format(grad_output, weight)
         launch = None
         # the one-launch TMA kernel for strided layers (experimental); decided once per plan
-        tma = not dgrad_as_forward(prob) and DGRAD_TMA.supports(prob, as_nhwc(grad_output)) is None
+        tma = (strided_tma_enabled() and not dgrad_as_forward(prob)
+               and DGRAD_TMA.supports(prob, as_nhwc(grad_output)) is None)  # fmt: skip
 
     def keep(launch=None):
         if sig is not None and hit is None:
