@@ -188,3 +188,18 @@ def test_strided_dgrad_tma_off_and_refused(monkeypatch):
     clear_memo()
     convgemm.conv2d_input((1, 16, 8, 8), wt, torch.randn(1, 16, 4, 4, device=DEVICE), stride=2, padding=1)
     assert calls[0] == 0
+
+
+@pytest.mark.parametrize("cin,cout,h,k,s,p,op", [(16, 16, 4, 3, 2, 1, 1), (16, 32, 5, 4, 2, 1, 0), (32, 16, 4, 3, 2, 0, 1),
+                                                 (16, 16, 3, 3, 3, 1, 2)])  # fmt: skip
+def test_conv_transpose2d_through_the_tma_dgrad(cin, cout, h, k, s, p, op, monkeypatch):
+    """conv_transpose2d is dgrad: every output_padding, with rows no tap of the input reaches."""
+    calls = _spy_dgrad_tma(monkeypatch)
+    x = torch.randn(1, cin, h, h, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(cin, cout, k, k, device=DEVICE)
+    y = convgemm.conv_transpose2d(x, w, stride=s, padding=p, output_padding=op)
+    ref = torch.nn.functional.conv_transpose2d(
+        x.double().cpu(), w.double().cpu(), stride=s, padding=p, output_padding=op
+    )
+    assert calls[0] == 1
+    assert_close(y, ref, torch.float32, "conv_transpose2d via the TMA dgrad")
