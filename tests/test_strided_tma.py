@@ -114,7 +114,6 @@ def test_heuristic_leaves_strided_kernels_to_the_gather_kernel(monkeypatch):
 # dgrad: (N, C, H, W, K, R, S, stride, padding)
 DGRAD_CASES = [
     (2, 32, 8, 8, 16, 3, 3, 2, 1),  # ResNet's strided 3x3: phases with 1, 2, 2 and 4 taps
-    (1, 16, 8, 12, 32, 1, 1, 2, 0),  # strided 1x1: three phases have no tap (zeros)
     (1, 16, 12, 12, 16, 3, 3, 2, 0),
     (1, 16, 8, 8, 16, 5, 5, 2, 2),
     (1, 16, 12, 12, 32, 3, 3, 3, 1),  # stride 3: nine phases
@@ -175,7 +174,8 @@ def test_strided_dgrad_tma_non_finite(monkeypatch):
 
 
 def test_strided_dgrad_tma_off_and_refused(monkeypatch):
-    """Not taken without CONVGEMM_STRIDED_TMA=1, for groups, dilation, or sizes off the stride."""
+    """Not taken without CONVGEMM_STRIDED_TMA=1, for dilation, sizes off the stride, or a 1x1
+    kernel (every phase would run the one tap: 4x the work of the per-phase forward)."""
     calls = _spy_dgrad_tma(monkeypatch)
     wt = torch.randn(16, 16, 3, 3, device=DEVICE)
     for size, kw in [((1, 16, 9, 8), {}), ((1, 16, 8, 8), {"dilation": 2, "padding": 2})]:
@@ -183,6 +183,8 @@ def test_strided_dgrad_tma_off_and_refused(monkeypatch):
             torch.empty(size, device="meta"), wt.to("meta"), stride=2, **{"padding": 1, **kw}
         ).shape
         convgemm.conv2d_input(size, wt, torch.randn(dy_shape, device=DEVICE), stride=2, **{"padding": 1, **kw})
+    w1 = torch.randn(32, 16, 1, 1, device=DEVICE)
+    convgemm.conv2d_input((1, 16, 8, 12), w1, torch.randn(1, 32, 4, 6, device=DEVICE), stride=2)
     assert calls[0] == 0
     monkeypatch.setenv("CONVGEMM_STRIDED_TMA", "0")
     clear_memo()
