@@ -17,6 +17,7 @@
 #              the grouped non-finite fix-up) -> new.json
 #   models     convgemm bench --model craft and --model resnet50 --train (eager and compile)
 #   ab         tools/ab_kernels.py: this session's untimed choices against their alternatives
+#   strided    CONVGEMM_STRIDED_TMA=1: tests/test_strided_tma.py, resnet50 fwd and dgrad benches
 #   changed    pytest on $TESTS (default: the files this session changed), on GPU $TEST_GPU (default
 #              0; on a two-GPU machine give 1 and run benchmarks on GPU 0 at the same time)
 #   ddp        tests/test_ddp.py (the NCCL test needs two GPUs)
@@ -83,6 +84,14 @@ for step in "$@"; do
             --json "$OUT/resnet.json" > "$OUT/resnet.log" 2>&1
         echo "resnet50 train: rc=$?"; tail -4 "$OUT/resnet.log" ;;
     ab) timeout "${AB_TIMEOUT:-300}" python3 tools/ab_kernels.py ${AB_ARGS:-} 2>&1 | tail -20 | tee "$OUT/ab.log" ;;
+    strided)
+        # the stride-phase TMA forward and dgrad (CONVGEMM_STRIDED_TMA=1): their tests on the GPU,
+        # then resnet50 forward and dgrad with it on (the tuner times the forward against the
+        # gather kernel; dgrad routes strided 3x3 layers to it); compare with backward.json/floor
+        CONVGEMM_STRIDED_TMA=1 timeout 200 python3 -m pytest -q -n 8 tests/test_strided_tma.py -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "FAILED|Error|passed|failed" | tail -20 | tee "$OUT/strided-tests.log"
+        CONVGEMM_STRIDED_TMA=1 bench strided-fwd 150 --suite resnet50 --direction fwd
+        CONVGEMM_STRIDED_TMA=1 bench strided-dgrad 150 --suite resnet50 --direction dgrad ;;
     changed)
         CUDA_VISIBLE_DEVICES=${TEST_GPU:-0} timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -n 8 ${TESTS:-tests} \
             -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "FAILED|ERROR|Error|passed|failed" | tail -30 |
