@@ -46,3 +46,13 @@ def no_tf32():
     torch.backends.cudnn.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32 = old
+
+
+def conv_tensors(shape, dtype):
+    """Random channels_last ``(x, weight, bias, conv kwargs)`` on DEVICE for
+    ``shape = (N, C, H, W, K, R, S, stride, padding, dilation, groups)``."""
+    n, c, h, w, k, r, s, stride, pad, dil, groups = shape
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // groups, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    return x, wt, b, dict(stride=stride, padding=pad, dilation=dil, groups=groups)

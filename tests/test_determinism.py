@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import DEVICE, INTERPRET
+from conftest import DEVICE, INTERPRET, conv_tensors
 from reference import assert_close, conv2d_ref
 
 import convgemm
@@ -35,20 +35,12 @@ def _no_tuning(monkeypatch):
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
 
 
-def _tensors(shape, dtype):
-    n, c, h, w, k, r, s, stride, pad, dil, groups = shape
-    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
-    wt = torch.randn(k, c // groups, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
-    b = torch.randn(k, device=DEVICE).to(dtype)
-    return x, wt, b, dict(stride=stride, padding=pad, dilation=dil, groups=groups)
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16"])
 @pytest.mark.parametrize("algorithm", convgemm.algorithms())
 def test_forward_is_bitwise_reproducible(algorithm, dtype, no_tf32):
     ran = []
     for name, shape in SHAPES.items():
-        x, w, b, kw = _tensors(shape, dtype)
+        x, w, b, kw = conv_tensors(shape, dtype)
         try:
             first = convgemm.conv2d(x, w, b, **kw, algorithm=algorithm)
         except ValueError as e:
@@ -71,7 +63,7 @@ WGRAD_SHAPE = (2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1) if INTERPRET else (4, 16, 64, 
 
 
 def _wgrad_inputs(dtype):
-    x, w, _, kw = _tensors(WGRAD_SHAPE, dtype)
+    x, w, _, kw = conv_tensors(WGRAD_SHAPE, dtype)
     prob = ConvProblem.from_tensors(x, w, None, **kw)
     dy = torch.randn(prob.output_shape, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
     ref = torch.nn.grad.conv2d_weight(x.double().cpu(), w.shape, dy.double().cpu(), **kw)

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import DEVICE
+from conftest import DEVICE, conv_tensors
 from reference import assert_close, conv2d_ref
 
 import convgemm
@@ -34,25 +34,17 @@ def _strided_tma(monkeypatch):
     clear_memo()
 
 
-def _tensors(case, dtype):
-    n, c, h, w, k, r, s, stride, pad, dil, g = case
-    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
-    wt = torch.randn(k, c // g, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
-    b = torch.randn(k, device=DEVICE).to(dtype)
-    return x, wt, b, dict(stride=stride, padding=pad, dilation=dil, groups=g)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []))
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[1]}k{c[4]}_{c[5]}x{c[6]}_s{c[7]}p{c[8]}d{c[9]}g{c[10]}")
 def test_strided_tma_matches_reference(case, dtype):
-    x, wt, b, kw = _tensors(case, dtype)
+    x, wt, b, kw = conv_tensors(case, dtype)
     y = convgemm.conv2d(x, wt, b, algorithm="implicit_gemm_tma", **kw)
     assert_close(y, conv2d_ref(x, wt, b, **kw), dtype, f"strided tma {case}")
 
 
 def test_strided_tma_nchw_input():
     """An NCHW input is transposed to dense NHWC first, which the phase view then reads."""
-    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    x, wt, b, kw = conv_tensors(CASES[0], torch.float32)
     x = x.contiguous()
     y = convgemm.conv2d(x, wt, b, algorithm="implicit_gemm_tma", **kw)
     assert_close(y, conv2d_ref(x, wt, b, **kw), torch.float32, "strided tma, NCHW input")
@@ -61,7 +53,7 @@ def test_strided_tma_nchw_input():
 @pytest.mark.parametrize("variant", ["split_k", "persistent"])
 def test_strided_tma_split_k_and_persistent(variant):
     """The phase loader under the split-K and persistent kernels (configs the tuner offers)."""
-    x, wt, b, kw = _tensors((2, 32, 8, 8, 48, 3, 3, 2, 1, 1, 1), torch.float16)
+    x, wt, b, kw = conv_tensors((2, 32, 8, 8, 48, 3, 3, 2, 1, 1, 1), torch.float16)
     prob, xn, _ = _prepare(x, wt, b, 2, 1, 1, 1)
     algo = ALGORITHMS["implicit_gemm_tma"]
     assert algo.supports(prob) is None
@@ -76,7 +68,7 @@ def test_strided_tma_split_k_and_persistent(variant):
 
 
 def test_strided_tma_refusals(monkeypatch):
-    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    x, wt, b, kw = conv_tensors(CASES[0], torch.float32)
     # a height that is not a multiple of the stride: the view is not a reshape
     with pytest.raises(ValueError, match="multiples of the stride"):
         convgemm.conv2d(x[:, :, 1:], wt, b, algorithm="implicit_gemm_tma", **kw)
@@ -96,7 +88,7 @@ def test_strided_tma_refusals(monkeypatch):
 def test_phase_view_is_part_of_the_tuning_key():
     """H = 8 and H = 9 share a size bucket; only the first has the phase view, so they must not
     share a tuning result (one would pick an algorithm the other cannot run)."""
-    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    x, wt, b, kw = conv_tensors(CASES[0], torch.float32)
     p8, _, _ = _prepare(x, wt, b, 2, 1, 1, 1)
     p9, _, _ = _prepare(torch.cat([x, x[:, :, :1]], 2).contiguous(memory_format=torch.channels_last), wt, b, 2, 1, 1, 1)
     assert p8.input_phases_ok and not p9.input_phases_ok
@@ -107,7 +99,7 @@ def test_phase_view_is_part_of_the_tuning_key():
 def test_heuristic_leaves_strided_kernels_to_the_gather_kernel(monkeypatch):
     """Untuned, a strided 3x3 layer keeps the gather kernel until timings say otherwise."""
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
-    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    x, wt, b, kw = conv_tensors(CASES[0], torch.float32)
     assert convgemm.explain(x, wt, b, **kw)["algorithm"] == "implicit_gemm"
 
 
@@ -185,6 +177,7 @@ def test_strided_dgrad_tma_off_and_refused(monkeypatch):
         convgemm.conv2d_input(size, wt, torch.randn(dy_shape, device=DEVICE), stride=2, **{"padding": 1, **kw})
     w1 = torch.randn(32, 16, 1, 1, device=DEVICE)
     convgemm.conv2d_input((1, 16, 8, 12), w1, torch.randn(1, 32, 4, 6, device=DEVICE), stride=2)
+    convgemm.conv2d_input((1, 16, 8, 12), w1, torch.randn(1, 32, 4, 12, device=DEVICE), stride=(2, 1))
     assert calls[0] == 0
     monkeypatch.setenv("CONVGEMM_STRIDED_TMA", "0")
     clear_memo()

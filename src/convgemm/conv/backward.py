@@ -140,8 +140,8 @@ class DgradTma:
         """None if this kernel takes ``prob`` with NHWC ``dy``, else why not."""
         if not strided_tma_enabled():
             return "experimental: set CONVGEMM_STRIDED_TMA=1"
-        if prob.stride == (1, 1) or prob.groups != 1 or prob.dilation != (1, 1):
-            return "strided, groups 1 and dilation 1 only"
+        if not strided_taps(prob) or prob.groups != 1 or prob.dilation != (1, 1):
+            return "strided, not 1x1 unpadded (the per-phase forward is exact there), groups 1 and dilation 1 only"
         if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32) or not has_tma(dy):
             return f"TMA with fp16, bf16 or fp32 (not {prob.dtype}, or no TMA on this device)"
         if prob.h % prob.stride[0] or prob.w % prob.stride[1]:
@@ -181,12 +181,10 @@ class DgradTma:
             return
         sh, sw = prob.stride
         hs, ws = prob.h // sh, prob.w // sw
-        box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
         w_desc = descriptor(w2, [c, r * s * k], [r * s * k, 1], [cfg.block_m, cfg.block_k])
-        dy_desc = descriptor(dy, [prob.n, prob.p, prob.q, 1, k], [dy.stride(0), dy.stride(2), dy.stride(3), k, 1],
-                             box + [cfg.block_k])  # fmt: skip
-        dx_desc = descriptor(dx, [prob.n, hs, sh, ws, sw * c], [dx.stride(0), sh * dx.stride(2), dx.stride(2), sw * c, 1],
-                             [cfg.tile_n, cfg.tile_h, 1, cfg.tile_w, cfg.block_m])  # fmt: skip
+        dy_desc = _dy_descriptor(prob, dy, cfg, cfg.block_k)
+        # dx through the forward input's stride-phase view (the same geometry; boxes of block_m channels)
+        dx_desc = input_descriptor(prob, dx, [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, cfg.block_m])
         k_per_tap, th_max, tw_max = k // cfg.block_k, cdiv(r, sh), cdiv(s, sw)
         pads = (prob.pad_h[0], prob.pad_w[0])
         a = (w_desc, (r, s, sh, sw, *pads, k, k_per_tap, tw_max))
@@ -242,14 +240,15 @@ class Wgrad:
                 cfg, fns, False, prob, ws)  # fmt: skip
 
 
-def _dy_descriptor(prob: ConvProblem, dy: torch.Tensor, cfg: Config):
-    """NHWC dy as ``[N, P, Q, groups, K/groups]``, box: the config's pixel block x ``block_m``."""
+def _dy_descriptor(prob: ConvProblem, dy: torch.Tensor, cfg: Config, channels: int = 0):
+    """NHWC dy as ``[N, P, Q, groups, K/groups]``, box: the config's pixel block x ``channels``
+    (default ``block_m``: wgrad's M is K; dgrad's reduction is, in ``block_k`` tiles)."""
     kg = prob.kg
     return descriptor(
         dy,
         [prob.n, prob.p, prob.q, prob.groups, kg],
         [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1],
-        [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, cfg.block_m],
+        [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, channels or cfg.block_m],
     )
 
 
