@@ -116,6 +116,77 @@ def test_torch_compile_fullgraph_forward_and_backward():
         torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-5)
 
 
+class StridedCNN(torch.nn.Module):
+    """The layer kinds whose backward keeps derived tensors in caches: a stride-1 3x3 (dgrad as a
+    forward of the flipped weight), a strided 3x3 (the stride-phase TMA dgrad, or the gather
+    kernel with its tap table), a strided 1x1 (per-phase forwards of sub-weights) and wide
+    layers whose weight gradient splits K (the split-K counters)."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        mk = lambda *s: torch.nn.Parameter(torch.randn(*s, generator=g) * 0.2)  # noqa: E731
+        self.w1, self.w2, self.w3, self.w4 = mk(32, 3, 3, 3), mk(32, 32, 3, 3), mk(64, 32, 3, 3), mk(64, 32, 1, 1)
+
+    def forward(self, x):
+        x = torch.relu(convgemm.conv2d(x, self.w1, padding=1))
+        x = torch.relu(convgemm.conv2d(x, self.w2, padding=1))
+        return (convgemm.conv2d(x, self.w3, stride=2, padding=1) + convgemm.conv2d(x, self.w4, stride=2)).mean()
+
+
+def _train(model, step_fn, x, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = step_fn(x)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().clone())
+    return torch.stack(losses), [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.gpu
+def test_torch_compile_cuda_graphs_training_matches_eager():
+    """torch.compile(mode="reduce-overhead") (cudagraph trees) warms up and records the step on a
+    side stream with every allocation routed to the graph's pool: convgemm's caches must not keep
+    pool tensors (cudagraph trees raise "tensor(s) in the cudagraph pool not tracked as
+    outputs"), and the weight changes every step, so nothing derived from it may be baked in."""
+    x = torch.randn(8, 3, 32, 32, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    eager = StridedCNN().to(DEVICE)
+    graphed = StridedCNN().to(DEVICE)
+    ref_losses, ref_params = _train(eager, eager, x, 6)
+    compiled = torch.compile(graphed, mode="reduce-overhead")
+
+    def step(x):
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(x)
+
+    losses, params = _train(graphed, step, x, 6)
+    # fp32 inputs: tf32 off by default, so both sides compute in fp32 (different orders)
+    torch.testing.assert_close(losses, ref_losses, rtol=1e-4, atol=1e-5)
+    for p, q in zip(params, ref_params, strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_side_stream_calls_keep_nothing(monkeypatch):
+    """Where ``may_cache`` says no (a CUDA graph's side stream), the strided gather dgrad makes
+    its tap table per call and keeps none (split-K counters: tests/test_split_k.py), and the
+    gradients are unchanged."""
+    from convgemm.conv import backward
+
+    monkeypatch.setattr(backward, "may_cache", lambda device: False)
+    monkeypatch.setattr(backward, "_tables", {})
+    x = torch.randn(2, 8, 9, 9, device=DEVICE, dtype=torch.float64)
+    w = torch.randn(8, 8, 3, 3, device=DEVICE, dtype=torch.float64)
+    dy = torch.randn(2, 8, 5, 5, device=DEVICE, dtype=torch.float64)
+    dx = convgemm.conv2d_input(x.shape, w, dy, stride=2, padding=1)
+    dw = convgemm.conv2d_weight(x, w.shape, dy, stride=2, padding=1)
+    torch.testing.assert_close(dx, torch.nn.grad.conv2d_input(x.shape, w, dy, stride=2, padding=1))
+    torch.testing.assert_close(dw, torch.nn.grad.conv2d_weight(x, w.shape, dy, stride=2, padding=1))
+    assert backward._tables == {}
+
+
 def test_inference_skips_the_dispatcher(monkeypatch):
     """Without a gradient to compute, conv2d calls the kernels directly (no custom-op overhead)."""
     import convgemm.ops as ops

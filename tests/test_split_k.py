@@ -45,6 +45,23 @@ def test_split_k_matches_reference(algorithm, shape, split_k):
         assert_close(y, ref, dtype, f"{algorithm} split_k={split_k}")
 
 
+def test_split_k_on_a_side_stream_keeps_no_counters(monkeypatch):
+    """Where ``may_cache`` says no (a CUDA graph's side stream: the graph's pool must not hold
+    tensors a cache keeps), each split-K launch gets zeroed counters of its own."""
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "may_cache", lambda device: False)
+    monkeypatch.setattr(fprop, "_counters", {})
+    x = torch.randn(2, 96, 4, 5, device=DEVICE).half().to(memory_format=torch.channels_last)
+    w = torch.randn(40, 96, 1, 1, device=DEVICE).half().to(memory_format=torch.channels_last)
+    prob = _problem(x, w, None)
+    y = torch.full((2, 40, 4, 5), float("nan"), dtype=torch.float16, device=DEVICE)
+    y = y.to(memory_format=torch.channels_last)
+    ALGORITHMS["gemm_1x1"].run(prob, x, w, None, y, Config(32, 32, 16, 4, 1, split_k=3))
+    assert_close(y, conv2d_ref(x, w, None), torch.float16, "split-K on a side stream")
+    assert fprop._counters == {}
+
+
 @pytest.mark.parametrize("per_sm", [1, 2])
 @pytest.mark.parametrize("shape", [(2, 32, 5, 6, 48, 3, 3, 1, 1), (3, 16, 7, 9, 40, 3, 3, 1, 2)])
 def test_persistent_matches_reference(shape, per_sm):

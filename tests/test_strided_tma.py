@@ -1,5 +1,5 @@
 """Strided R x S kernels on the TMA forward, read through the stride-phase view of the input
-(``conv.fprop.input_descriptor``; ``CONVGEMM_STRIDED_TMA=1`` while it is experimental)."""
+(``conv.fprop.input_descriptor``; on unless ``CONVGEMM_STRIDED_TMA=0``)."""
 
 from dataclasses import replace
 
@@ -81,7 +81,7 @@ def test_strided_tma_refusals(monkeypatch):
         convgemm.conv2d(x8, w8, b, algorithm="implicit_gemm_tma", **kw)
     monkeypatch.setenv("CONVGEMM_STRIDED_TMA", "0")
     clear_memo()
-    with pytest.raises(ValueError, match="CONVGEMM_STRIDED_TMA=1"):
+    with pytest.raises(ValueError, match="CONVGEMM_STRIDED_TMA=0"):
         convgemm.conv2d(x, wt, b, algorithm="implicit_gemm_tma", **kw)
 
 
@@ -166,7 +166,7 @@ def test_strided_dgrad_tma_non_finite(monkeypatch):
 
 
 def test_strided_dgrad_tma_off_and_refused(monkeypatch):
-    """Not taken without CONVGEMM_STRIDED_TMA=1, for dilation, sizes off the stride, or a 1x1
+    """Not taken with CONVGEMM_STRIDED_TMA=0, for dilation, sizes off the stride, or a 1x1
     kernel (every phase would run the one tap: 4x the work of the per-phase forward)."""
     calls = _spy_dgrad_tma(monkeypatch)
     wt = torch.randn(16, 16, 3, 3, device=DEVICE)

@@ -32,6 +32,27 @@ def fp32_precision(allow_tf32: bool) -> str:
     return "tf32" if allow_tf32 else STRICT_FP32
 
 
+def may_cache(device: torch.device) -> bool:
+    """Whether a device tensor made now may be kept for later calls (a derived weight, split-K
+    counters, a tap table): everywhere except on a CUDA device while another stream than the
+    default one is current.
+
+    CUDA graphs are captured on a side stream, and ``torch.compile(mode="reduce-overhead")``
+    (cudagraph trees) warms a graph up on one too, with every allocation of the thread routed to
+    the graph's private pool: a cache that kept such a tensor would hold graph memory that the
+    graph does not know about (cudagraph trees refuse it: "tensor(s) in the cudagraph pool not
+    tracked as outputs"), and a value cached before capture would be baked into the graph even
+    after the weight it came from changed. On a side stream these caches are bypassed: the
+    derived tensors are made per call, so a graph records their making and replays it.
+    """
+    if device.type != "cuda":
+        return True
+    return (
+        torch._C._cuda_getCurrentRawStream(device.index if device.index is not None else torch.cuda.current_device())
+        == 0
+    )
+
+
 def check_device(t: torch.Tensor, op: str) -> None:
     """Refuse tensors the kernels cannot run on, saying how to fix it."""
     if t.device.type == "cuda":

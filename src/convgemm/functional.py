@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import torch
 
-from ._runtime import check_device, empty, has_tma, interpreting
+from ._runtime import check_device, empty, has_tma, interpreting, may_cache
 from .conv.layout import as_nhwc, tma_aligned, to_format
 from .matmul.blocks import ACTIVATIONS
 from .matmul.launch import Launch
@@ -466,7 +466,7 @@ def _derived_weight(weight: torch.Tensor, tag: tuple, make) -> torch.Tensor:
     """``make(weight.detach())``, kept per weight tensor, version counter and ``tag``: a backward
     pass reuses the forward's weight object, and any in-place update (an optimizer step) bumps the
     version. Like autograd's own saved-tensor check, a write through ``.data`` is not seen."""
-    cacheable = weight.device.type == "cuda" and not torch.compiler.is_compiling()
+    cacheable = weight.device.type == "cuda" and not torch.compiler.is_compiling() and may_cache(weight.device)
     if cacheable:
         key = (id(weight), weight.data_ptr(), weight._version, weight.shape, weight.stride(), weight.dtype,
                weight.device, tag)  # fmt: skip
@@ -505,7 +505,9 @@ def _flip_swap(w: torch.Tensor, groups: int, channels_last: bool) -> torch.Tenso
     key = (r * s, w.device)
     idx = _reversed.get(key)
     if idx is None:
-        idx = _reversed[key] = torch.arange(r * s - 1, -1, -1, device=w.device)
+        idx = torch.arange(r * s - 1, -1, -1, device=w.device)
+        if may_cache(w.device):
+            _reversed[key] = idx
     v = w.reshape(groups, kg, cg, r, s)
     if channels_last:  # [g, cg, RS, kg] contiguous is [C, R, S, K/g], i.e. [C, K/g, R, S] channels_last
         out = v.permute(0, 2, 3, 4, 1).reshape(groups, cg, r * s, kg).index_select(2, idx)

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import torch
 
-from .._runtime import cdiv, has_tma, interpreting, sm_count
+from .._runtime import cdiv, has_tma, interpreting, may_cache, sm_count
 from ..matmul.launch import descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
@@ -77,9 +77,18 @@ def tap_table(r: int, stride: int, pad: int, dil: int, device: torch.device) -> 
         taps = phase_taps(r, stride, pad, dil)
         t = max(1, max(len(x) for x in taps))
         rows = [x + [(-1, 0)] * (t - len(x)) for x in taps]
-        hit = (torch.tensor(rows, dtype=torch.int32).to(device), t)
-        with _tables_lock:
-            _tables[key] = hit
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            # a host-to-device copy cannot be captured: write the values with device kernels
+            table = torch.zeros(stride * t * 2, dtype=torch.int32, device=device)
+            for i, v in enumerate(v for row in rows for pair in row for v in pair):
+                if v:
+                    table[i].fill_(v)
+            hit = (table.view(stride, t, 2), t)
+        else:
+            hit = (torch.tensor(rows, dtype=torch.int32).to(device), t)
+        if may_cache(device):
+            with _tables_lock:
+                _tables[key] = hit
     return hit
 
 
@@ -122,8 +131,9 @@ class DgradTma:
     """Strided dgrad on the TMA implicit GEMM, one launch: the grid's batch axis walks the stride
     phases of dx, each program multiplies the flipped weight by dy boxes shifted by its phase's
     taps (``loaders.tma_dgrad_*``) and stores into dx's stride-phase view. Dilation 1, groups 1,
-    H and W multiples of the stride, channel counts that tile exactly; experimental
-    (``CONVGEMM_STRIDED_TMA=1``) until it has run on a GPU."""
+    H and W multiples of the stride, channel counts that tile exactly. On unless
+    ``CONVGEMM_STRIDED_TMA=0``: on the H200 (session 8, ``tools/dgrad_sweep.py``) it took 88-96 us
+    on ResNet-50's three strided 3x3 layers where the gather kernel took 140-165 us."""
 
     name = "dgrad_tma"
 
@@ -139,7 +149,7 @@ class DgradTma:
     def supports(self, prob: ConvProblem, dy: torch.Tensor) -> str | None:
         """None if this kernel takes ``prob`` with NHWC ``dy``, else why not."""
         if not strided_tma_enabled():
-            return "experimental: set CONVGEMM_STRIDED_TMA=1"
+            return "CONVGEMM_STRIDED_TMA=0 turned it off"
         if not strided_taps(prob) or prob.groups != 1 or prob.dilation != (1, 1):
             return "strided, not 1x1 unpadded (the per-phase forward is exact there), groups 1 and dilation 1 only"
         if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32) or not has_tma(dy):
@@ -166,8 +176,17 @@ class DgradTma:
         if interpreting():
             _, tn, th, tw = spatial_tiles(prob, 32, dims)[0]
             return Config(bm, 32, bk, 4, 1, tile_n=tn, tile_h=th, tile_w=tw)
-        _, tn, th, tw = spatial_tiles(prob, 128, dims)[0]
-        return Config(bm, 128, bk, 8 if bm == 128 else 4, 4 if bm == 128 else 3, tile_n=tn, tile_h=th, tile_w=tw)
+        # tools/dgrad_sweep.py on the H200 (session 8, bf16, ResNet-50's strided 3x3 layers at
+        # batch 64): 128x256 tiles on 8 warps, 4 stages took 88-96 us where the old 128x128 default
+        # took 118-257 us; 64x128 on 4 warps, 3 stages was the best 64-channel tile (94-101 us).
+        # Among pixel blocks the fast ones held 32-64 images and at most 4 columns (t32x2x4 at
+        # 28x28, t64x2x2 at 14x14, t64x1x4 at 7x7), twice as fast as t32x1x8 at 7x7.
+        bn, warps, stages = (256, 8, 4) if bm == 128 else (128, 4, 3)
+        tiles = spatial_tiles(prob, bn, dims)
+        shaped = [t for t in tiles if 32 <= t[1] <= 64 and t[3] <= 4]
+        good = next((g for f in (0.99, 0.85) if (g := [t for t in shaped if t[0] >= f * tiles[0][0]])), tiles[:1])
+        _, tn, th, tw = min(good, key=lambda t: (-t[3], t[1]))
+        return Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw)
 
     def run(self, prob: ConvProblem, dy: torch.Tensor, w: torch.Tensor, dx: torch.Tensor, cfg: Config, launch=None):
         """``dx [N, C, H, W]`` (dense channels_last) from NHWC ``dy`` and ``w [K, C, R, S]``."""

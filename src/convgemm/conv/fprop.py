@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._runtime import cdiv, empty, interpreting, sm_count
+from .._runtime import cdiv, empty, interpreting, may_cache, sm_count
 from ..matmul import loaders as mm
 from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel
 from ..matmul.launch import Launch, descriptor
@@ -81,7 +81,10 @@ def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: 
     buffer per device and stream serves every split-K launch on that stream (launches on one
     stream never overlap).
     """
-    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    if not may_cache(device):  # a CUDA graph's side stream: counters of its own, zeroed in the graph
+        return (torch.empty(tiles * split_k * tile_elems, dtype=dtype, device=device),
+                torch.zeros(max(tiles, 1), dtype=torch.int32, device=device))  # fmt: skip
+    key = (device, 0)
     locks = _counters.get(key)
     if locks is None or locks.numel() < tiles:
         locks = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
@@ -405,9 +408,10 @@ def strided_taps(prob: ConvProblem) -> bool:
 
 
 def strided_tma_enabled() -> bool:
-    """``CONVGEMM_STRIDED_TMA=1``: strided R x S kernels may run on the TMA forward (experimental:
-    checked under the interpreter, not yet on a GPU)."""
-    return os.environ.get("CONVGEMM_STRIDED_TMA", "0") == "1"
+    """Whether strided R x S kernels may run on the TMA forward and strided dgrad on ``DgradTma``
+    (default; ``CONVGEMM_STRIDED_TMA=0`` turns both off). On since session 8, when the H200
+    passed their tests and timed them faster than the gather kernels (benchmarks/NOTES.md)."""
+    return os.environ.get("CONVGEMM_STRIDED_TMA", "1") != "0"
 
 
 def input_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
@@ -446,7 +450,7 @@ def input_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
 class ImplicitGemmTma(Algorithm):
     """Hopper implicit GEMM: TMA boxes of the NHWC input over blocks of output pixels (stride 1;
     a strided 1x1 kernel runs as stride 1 on the subsampled input view; a strided R x S kernel,
-    with ``CONVGEMM_STRIDED_TMA=1``, through the stride-phase view of ``input_descriptor``)."""
+    through the stride-phase view of ``input_descriptor`` unless ``CONVGEMM_STRIDED_TMA=0``)."""
 
     name = "implicit_gemm_tma"
     fuses_activation = True
@@ -457,8 +461,8 @@ class ImplicitGemmTma(Algorithm):
             return reason
         if strided_taps(prob):
             if not strided_tma_enabled():
-                return (f"stride {prob.stride} with a {prob.r}x{prob.s} kernel: the TMA loader reads strided "
-                        "kernels only with CONVGEMM_STRIDED_TMA=1 (experimental)")  # fmt: skip
+                return (f"stride {prob.stride} with a {prob.r}x{prob.s} kernel: CONVGEMM_STRIDED_TMA=0 turned the "
+                        "stride-phase TMA loader off; unset it, or use algorithm='auto'")  # fmt: skip
             if not prob.input_phases_ok:
                 return (f"stride {prob.stride}: the input's height and width must be multiples of the stride, "
                         "with its pixels' channels packed, for the stride-phase TMA view")  # fmt: skip

@@ -1,0 +1,114 @@
+"""Strided dgrad on the H200: every TMA dgrad tile config against the gather kernel, the per-phase
+forward convolutions and cuDNN, on ResNet-50's strided 3x3 layers (GPU only).
+
+    PYTHONPATH=src python3 tools/dgrad_sweep.py [--only 0 2]
+
+``DgradTma`` (conv/backward.py) runs one default config, untimed before session 8; this prints
+each candidate's time and max error against cuDNN's ``conv2d_input`` on the same tensors
+(bf16, channels_last, CUDA-event medians), so the default (or a tuned set) can be chosen by
+measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("CONVGEMM_AUTOTUNE", "0")
+os.environ["CONVGEMM_STRIDED_TMA"] = "1"
+
+import torch
+import triton.testing
+
+from convgemm.conv.backward import DGRAD, DGRAD_TMA
+from convgemm.conv.fprop import Config, spatial_tiles
+from convgemm.functional import _dgrad_by_phases
+from convgemm.problem import ConvProblem
+
+# (N, C, H, K, R, stride, pad): dx is N x C x H x H
+SHAPES = [
+    (64, 128, 56, 128, 3, 2, 1),
+    (64, 256, 28, 256, 3, 2, 1),
+    (64, 512, 14, 512, 3, 2, 1),
+    (64, 64, 112, 64, 3, 2, 1),
+]
+
+
+def _us(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median") * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="time only the default config, on N fresh sets of tensors (new addresses) each")  # fmt: skip
+    a = ap.parse_args()
+    if a.repeat:
+        return repeat(a)
+    dt, cl = torch.bfloat16, torch.channels_last
+    for n, c, h, k, r, st, pad in [SHAPES[i] for i in a.only] if a.only else SHAPES:
+        x = torch.randn(n, c, h, h, device="cuda", dtype=dt).contiguous(memory_format=cl)
+        w = (torch.randn(k, c, r, r, device="cuda", dtype=dt) * 0.1).contiguous(memory_format=cl)
+        prob = ConvProblem.from_tensors(x, w, None, stride=st, padding=pad)
+        dy = torch.randn(prob.output_shape, device="cuda", dtype=dt).contiguous(memory_format=cl)
+        ref = torch.nn.grad.conv2d_input(x.shape, w, dy, stride=st, padding=pad)
+        flop = 2 * prob.n * prob.p * prob.q * prob.k * prob.c * r * r
+        cudnn = _us(lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, stride=st, padding=pad))  # noqa: B023
+        print(f"== dgrad {r}x{r} s{st} {c}->{k} @{h} ({flop / 1e9:.1f} GFLOP): cuDNN {cudnn:.1f} us "
+              f"({flop / cudnn / 1e6:.0f} TFLOP/s)")  # fmt: skip
+
+        def show(label, fn, out, ref=ref, flop=flop, cudnn=cudnn):
+            fn()
+            err = (out.float() - ref.float()).abs().max().item()
+            us = _us(fn)
+            print(f"  {label:34s} {us:8.1f} us {flop / us / 1e6:5.0f} TFLOP/s {cudnn / us:5.2f}x  err {err:.3g}")
+
+        dx = torch.empty_like(x)
+        show("gather", lambda: DGRAD.run(prob, dy, w, dx, DGRAD.default_config(prob)), dx)  # noqa: B023
+        show("phases (forward per phase)", lambda: _dgrad_by_phases(prob, w, dy, dx), dx)  # noqa: B023
+        why = DGRAD_TMA.supports(prob, dy)
+        if why is not None:
+            print(f"  tma: not supported: {why}")
+            continue
+        dims = (prob.n, prob.h // st, prob.w // st)
+        for bm in (64, 128):
+            if c % bm:
+                continue
+            for bn in (64, 128, 256):
+                if bm * bn > 128 * 256:
+                    continue
+                tiles = spatial_tiles(prob, bn, dims)[:2]
+                for warps, stages in ((4, 3), (4, 4), (8, 3), (8, 4)):
+                    if bm * bn >= 128 * 128 and warps == 4:
+                        continue
+                    for _, tn, th, tw in tiles:
+                        cfg = Config(bm, bn, 64, warps, stages, tile_n=tn, tile_h=th, tile_w=tw)
+                        try:
+                            show(cfg.describe(), lambda cfg=cfg: DGRAD_TMA.run(prob, dy, w, dx, cfg), dx)  # noqa: B023
+                        except Exception as e:  # a config over the shared-memory budget
+                            print(f"  {cfg.describe():34s} failed: {type(e).__name__}: {str(e)[:80]}")
+        print(f"  (default: {DGRAD_TMA.default_config(prob).describe()})")
+
+
+def repeat(a: argparse.Namespace) -> None:
+    """The default config's time on fresh tensors, N times: is a spread between runs a property
+    of the allocation (addresses) rather than of the config?"""
+    dt, cl = torch.bfloat16, torch.channels_last
+    for n, c, h, k, r, st, pad in [SHAPES[i] for i in a.only] if a.only else SHAPES:
+        keep = []  # hold earlier sets so that each set gets new addresses
+        for _ in range(a.repeat):
+            x = torch.randn(n, c, h, h, device="cuda", dtype=dt).contiguous(memory_format=cl)
+            w = (torch.randn(k, c, r, r, device="cuda", dtype=dt) * 0.1).contiguous(memory_format=cl)
+            prob = ConvProblem.from_tensors(x, w, None, stride=st, padding=pad)
+            dy = torch.randn(prob.output_shape, device="cuda", dtype=dt).contiguous(memory_format=cl)
+            dx = torch.empty_like(x)
+            cfg = DGRAD_TMA.default_config(prob)
+            us = _us(lambda: DGRAD_TMA.run(prob, dy, w, dx, cfg))  # noqa: B023
+            print(f"dgrad {r}x{r} s{st} {c}->{k} @{h} {cfg.describe()}: {us:7.1f} us  "
+                  f"dx%64K {dx.data_ptr() % 65536:6d} dy%64K {dy.data_ptr() % 65536:6d}")  # fmt: skip
+            keep.append((x, w, dy, dx))
+
+
+if __name__ == "__main__":
+    main()
