@@ -112,6 +112,9 @@ DGRAD_CASES = [
     (2, 16, 8, 6, 16, 3, 3, (2, 1), 1),
     (1, 16, 8, 8, 16, 2, 2, 2, 0),
     (1, 16, 8, 8, 16, 7, 7, 2, 3),
+    (1, 16, 12, 12, 16, 4, 4, 3, 1),  # phases of 1 to 4 tap-steps (once refused: padding them all wasted 2.25x)
+    (1, 16, 12, 12, 16, 2, 2, 3, 0),  # the third phase of each axis has no tap at all: dx is 0 there
+    (1, 16, 8, 8, 32, 1, 1, 2, 1),  # a padded 1x1: only the odd rows and columns receive its tap
 ]
 
 
@@ -147,9 +150,9 @@ def test_strided_dgrad_tma_matches_reference(case, dtype, monkeypatch):
 
 
 def test_strided_dgrad_tma_non_finite(monkeypatch):
-    """NaN and Inf in grad_output reach exactly the dx elements torch's do: a phase with fewer
-    taps than the longest multiplies zero boxes (of dy and of the weight) for the rest, and a
-    zero box of dy is never multiplied by a non-finite value of its own."""
+    """NaN and Inf in grad_output reach exactly the dx elements torch's do: each phase multiplies
+    only its own taps' boxes (``tma_dgrad_k_tiles``), and the zero fill past dy's edges is never
+    multiplied by a non-finite value of its own."""
     calls = _spy_dgrad_tma(monkeypatch)
     n, c, h, w, k = 1, 16, 8, 8, 16
     wt = torch.randn(k, c, 3, 3, device=DEVICE).to(memory_format=torch.channels_last)

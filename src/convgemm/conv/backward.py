@@ -156,13 +156,6 @@ class DgradTma:
             return f"TMA with fp16, bf16 or fp32 (not {prob.dtype}, or no TMA on this device)"
         if prob.h % prob.stride[0] or prob.w % prob.stride[1]:
             return f"input {prob.h}x{prob.w} is not a multiple of the stride {prob.stride} (the phase view)"
-        # every phase runs the longest phase's tap count: 16 tap-products for the 9 taps of a 3x3
-        # stride-2 layer, but 4 for the one tap of a 1x1 (whose per-phase forward is exact)
-        sh, sw = prob.stride
-        if cdiv(prob.r, sh) * cdiv(prob.s, sw) * sh * sw > 2 * prob.r * prob.s:
-            return (
-                f"a {prob.r}x{prob.s} kernel at stride {prob.stride}: padding every phase to the longest wastes over 2x"
-            )
         if not self._bm(prob) or not self._bk(prob):
             return f"C={prob.c} and K={prob.k} must be multiples of 16"
         if not tma_aligned(dy, prob.kg):
@@ -212,7 +205,7 @@ class DgradTma:
         num_m = c // cfg.block_m
         num_n = cdiv(prob.n, cfg.tile_n) * cdiv(hs, cfg.tile_h) * cdiv(ws, cfg.tile_w)
         fns = (cl.tma_dgrad_w_init, cl.tma_dgrad_w_load, cl.tma_dgrad_dy_init, cl.tma_dgrad_dy_load,
-               cl.tma_dgrad_dx_store)  # fmt: skip
+               cl.tma_dgrad_dx_store, cl.tma_dgrad_k_tiles)  # fmt: skip
         _launch(launch, (num_m * num_n, sh * sw, 1), a, b, c_, None, dx, 0, num_m, num_n,
                 th_max * tw_max * k_per_tap, cfg, fns, True, prob)  # fmt: skip
 

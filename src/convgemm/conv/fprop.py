@@ -141,10 +141,12 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             F64=prob.dtype == torch.float64,
             SPLIT_K=min(cfg.split_k, 2),  # a switch: the count is the grid's third axis
             ACT=act,
+            K_TILES=fns[5] if len(fns) > 5 else None,
         )
 
     fn = gemm_kernel
     if cfg.persistent:
+        assert len(fns) <= 5, "persistent: one K tile count for every tile"
         # one batch entry, no split: a fixed number of programs walks every tile
         assert grid[1] == 1 and cfg.split_k == 1, "persistent: groups == 1, no split-K"
         fn, grid = persistent_gemm_kernel, (min(num_m * num_n, cfg.persistent * sm_count()), 1, 1)

@@ -418,9 +418,19 @@ def tma_dgrad_w_init(w_desc, args, pid_m, phase, BLOCK_M: tl.constexpr, BLOCK_K:
 
 
 @triton.jit
+def tma_dgrad_k_tiles(state, k_tiles):
+    """``gemm_kernel``'s K_TILES: this phase's own taps (nh x nw) times the channel tiles, so no
+    phase multiplies the zero boxes of taps it lacks (3x3 stride 2: 9 tap-steps over the four
+    phases instead of 4 x 4)."""
+    _, _, _, nh, _, nw, _, _, _, _, _, k_per_tap, _ = state
+    return nh * nw * k_per_tap
+
+
+@triton.jit
 def tma_dgrad_w_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     w_desc, m0, r0, nh, s0, nw, R, S, SH, SW, K, k_per_tap, TW = state
-    jh, jw, cb = _phase_step(kt, k_per_tap, TW)
+    # taps are numbered over this phase's own nh x nw grid (tma_dgrad_k_tiles bounds the loop)
+    jh, jw, cb = _phase_step(kt, k_per_tap, tl.maximum(nw, 1))
     r = r0 + jh * SH
     s = s0 + jw * SW
     # tap (r, s) of w is tap (R-1-r, S-1-s) of the flipped weight; a missing tap reads the box
@@ -445,7 +455,7 @@ def tma_dgrad_dy_init(dy_desc, args, pid_n, phase, BLOCK_N: tl.constexpr, BLOCK_
 @triton.jit
 def tma_dgrad_dy_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     dy_desc, n, i0, j0, nh, nw, k_per_tap, TW = state
-    jh, jw, cb = _phase_step(kt, k_per_tap, TW)
+    jh, jw, cb = _phase_step(kt, k_per_tap, tl.maximum(nw, 1))
     row = tl.where((jh < nh) & (jw < nw), i0 - jh, -(1 << 24))  # a missing tap: far above dy
     box = dy_desc.load([n, row, j0 - jw, 0, cb * BLOCK_K])
     return box.reshape(BLOCK_N, BLOCK_K).T

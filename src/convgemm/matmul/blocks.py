@@ -19,7 +19,12 @@ come from *loaders* and whose result goes to a *store*, all passed in as ``tl.co
     Writes the fp32 tile ``acc`` (bias already added) to its destination, casting to the output
     dtype and masking or clipping what lies outside.
 
-Assumptions: accumulation is fp32; ``k_tiles`` is the same for every tile of a launch.
+``K_TILES(a_state, k_tiles) -> int`` (optional; ``gemm_kernel`` only)
+    This program's own K tile count, when it depends on the batch entry (strided dgrad's phases
+    each have their own taps); without it every program runs ``k_tiles``.
+
+Assumptions: accumulation is fp32; without ``K_TILES``, ``k_tiles`` is the same for every tile of
+a launch.
 """
 
 from __future__ import annotations
@@ -221,6 +226,7 @@ def gemm_kernel(
     F64: tl.constexpr,  # float64 operands: accumulate in float64
     SPLIT_K: tl.constexpr = 1,  # > 1: K tiles split over grid axis 2 (its size is the split count)
     ACT: tl.constexpr = "",  # activation_epilogue after the bias: "" or one of ACTIVATIONS
+    K_TILES: tl.constexpr = None,  # optional fn(a_state, k_tiles) -> this program's own K tile count
 ):
     """One output tile (or one of its K ranges) per program:
     grid = (num_pid_m * num_pid_n, batch, number of K splits).
@@ -233,6 +239,10 @@ def gemm_kernel(
     batch = tl.program_id(1)
     a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
     b_state = B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K)
+    if K_TILES is not None:
+        # a reduction whose length depends on the batch entry (strided dgrad: each stride phase of
+        # dx has its own number of filter taps) runs only its own K tiles, not the longest one's
+        k_tiles = K_TILES(a_state, k_tiles)
     kt_start, kt_end = split_range(k_tiles, SPLIT_K)
     if F64:
         acc = k_loop_f64(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
@@ -285,6 +295,7 @@ def persistent_gemm_kernel(
     F64: tl.constexpr,
     SPLIT_K: tl.constexpr = 1,
     ACT: tl.constexpr = "",
+    K_TILES: tl.constexpr = None,  # gemm_kernel's signature; must be None here (one batch entry)
 ):
     """``gemm_kernel``'s work with a fixed number of programs (grid = (programs,)), each walking
     the output tiles ``pid, pid + programs, ...`` of batch entry 0.
