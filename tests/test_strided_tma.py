@@ -169,7 +169,7 @@ def test_strided_dgrad_tma_non_finite(monkeypatch):
 
 
 def test_strided_dgrad_tma_off_and_refused(monkeypatch):
-    """Not taken with CONVGEMM_STRIDED_TMA=0, for dilation, sizes off the stride, or a 1x1
+    """Not taken with CONVGEMM_STRIDED_TMA=0, for dilation, sizes off the stride, 16 phases, or a 1x1
     kernel (every phase would run the one tap: 4x the work of the per-phase forward)."""
     calls = _spy_dgrad_tma(monkeypatch)
     wt = torch.randn(16, 16, 3, 3, device=DEVICE)
@@ -181,6 +181,9 @@ def test_strided_dgrad_tma_off_and_refused(monkeypatch):
     w1 = torch.randn(32, 16, 1, 1, device=DEVICE)
     convgemm.conv2d_input((1, 16, 8, 12), w1, torch.randn(1, 32, 4, 6, device=DEVICE), stride=2)
     convgemm.conv2d_input((1, 16, 8, 12), w1, torch.randn(1, 32, 4, 12, device=DEVICE), stride=(2, 1))
+    # 16 stride phases: more than the packed phase order holds
+    dx = convgemm.conv2d_input((1, 16, 8, 8), wt, torch.randn(1, 16, 2, 2, device=DEVICE), stride=4, padding=1)
+    assert dx.shape == (1, 16, 8, 8)
     assert calls[0] == 0
     monkeypatch.setenv("CONVGEMM_STRIDED_TMA", "0")
     clear_memo()

@@ -127,6 +127,17 @@ class Dgrad:
                 cfg, fns, False, prob)  # fmt: skip
 
 
+def _phase_order(prob: ConvProblem) -> int:
+    """DgradTma's stride phases, most taps first, packed 4 bits each (``loaders._phase_of``): the
+    block scheduler starts programs in grid order, and each phase runs only its own taps (a 3x3
+    stride-2 layer: 4, 2, 2 and 1), so the longest go first and the shortest fill the tail."""
+    sh, sw = prob.stride
+    th = [len(t) for t in phase_taps(prob.r, sh, prob.pad_h[0], 1)]
+    tw = [len(t) for t in phase_taps(prob.s, sw, prob.pad_w[0], 1)]
+    phases = sorted(range(sh * sw), key=lambda f: (-th[f // sw] * tw[f % sw], f))
+    return sum(f << (4 * i) for i, f in enumerate(phases))
+
+
 class DgradTma:
     """Strided dgrad on the TMA implicit GEMM, one launch: the grid's batch axis walks the stride
     phases of dx, each program multiplies the flipped weight by dy boxes shifted by its phase's
@@ -156,6 +167,8 @@ class DgradTma:
             return f"TMA with fp16, bf16 or fp32 (not {prob.dtype}, or no TMA on this device)"
         if prob.h % prob.stride[0] or prob.w % prob.stride[1]:
             return f"input {prob.h}x{prob.w} is not a multiple of the stride {prob.stride} (the phase view)"
+        if prob.stride[0] * prob.stride[1] > 15:
+            return f"stride {prob.stride}: at most 15 stride phases (the phase order packs 4 bits per phase)"
         if not self._bm(prob) or not self._bk(prob):
             return f"C={prob.c} and K={prob.k} must be multiples of 16"
         if not tma_aligned(dy, prob.kg):
@@ -199,9 +212,10 @@ class DgradTma:
         dx_desc = input_descriptor(prob, dx, [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, cfg.block_m])
         k_per_tap, th_max, tw_max = k // cfg.block_k, cdiv(r, sh), cdiv(s, sw)
         pads = (prob.pad_h[0], prob.pad_w[0])
-        a = (w_desc, (r, s, sh, sw, *pads, k, k_per_tap, tw_max))
-        b = (dy_desc, (hs, ws, r, s, sh, sw, *pads, k_per_tap, tw_max))
-        c_ = (dx_desc, (hs, ws, sw, c))
+        order = _phase_order(prob)
+        a = (w_desc, (r, s, sh, sw, *pads, k, k_per_tap, tw_max, order))
+        b = (dy_desc, (hs, ws, r, s, sh, sw, *pads, k_per_tap, tw_max, order))
+        c_ = (dx_desc, (hs, ws, sw, c, order))
         num_m = c // cfg.block_m
         num_n = cdiv(prob.n, cfg.tile_n) * cdiv(hs, cfg.tile_h) * cdiv(ws, cfg.tile_w)
         fns = (cl.tma_dgrad_w_init, cl.tma_dgrad_w_load, cl.tma_dgrad_dy_init, cl.tma_dgrad_dy_load,

@@ -409,8 +409,16 @@ def _phase_step(kt, k_per_tap, TW):
 
 
 @triton.jit
-def tma_dgrad_w_init(w_desc, args, pid_m, phase, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    (R, S, SH, SW, pad_h, pad_w, K, k_per_tap, TW) = args
+def _phase_of(batch, order):
+    """Grid axis 1 index -> stride phase: ``order`` packs the phases 4 bits each, most tap-steps
+    first, so the longest programs start first and the short ones fill the tail."""
+    return ((order >> (4 * batch).to(tl.int64)) & 15).to(tl.int32)
+
+
+@triton.jit
+def tma_dgrad_w_init(w_desc, args, pid_m, batch, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    (R, S, SH, SW, pad_h, pad_w, K, k_per_tap, TW, order) = args
+    phase = _phase_of(batch, order)
     fh = phase // SW
     r0, nh, _ = _phase_first_tap(fh, pad_h, R, SH)
     s0, nw, _ = _phase_first_tap(phase - fh * SW, pad_w, S, SW)
@@ -422,7 +430,7 @@ def tma_dgrad_k_tiles(state, k_tiles):
     """``gemm_kernel``'s K_TILES: this phase's own taps (nh x nw) times the channel tiles, so no
     phase multiplies the zero boxes of taps it lacks (3x3 stride 2: 9 tap-steps over the four
     phases instead of 4 x 4)."""
-    _, _, _, nh, _, nw, _, _, _, _, _, k_per_tap, _ = state
+    nh, nw, k_per_tap = state[3], state[5], state[11]
     return nh * nw * k_per_tap
 
 
@@ -440,8 +448,9 @@ def tma_dgrad_w_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def tma_dgrad_dy_init(dy_desc, args, pid_n, phase, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    (HS, WS, R, S, SH, SW, pad_h, pad_w, k_per_tap, TW) = args
+def tma_dgrad_dy_init(dy_desc, args, pid_n, batch, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    (HS, WS, R, S, SH, SW, pad_h, pad_w, k_per_tap, TW, order) = args
+    phase = _phase_of(batch, order)
     TILE_N: tl.constexpr = dy_desc.block_shape[0]
     TILE_H: tl.constexpr = dy_desc.block_shape[1]
     TILE_W: tl.constexpr = dy_desc.block_shape[2]
@@ -462,10 +471,11 @@ def tma_dgrad_dy_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def tma_dgrad_dx_store(dx_desc, args, acc, pid_m, pid_n, phase, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def tma_dgrad_dx_store(dx_desc, args, acc, pid_m, pid_n, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [channels, pixels] tile into dx's stride-phase view; the descriptor clips what
     lies past the phase's rows and columns."""
-    (HS, WS, SW, C) = args
+    (HS, WS, SW, C, order) = args
+    phase = _phase_of(batch, order)
     TILE_N: tl.constexpr = dx_desc.block_shape[0]
     TILE_H: tl.constexpr = dx_desc.block_shape[1]
     TILE_W: tl.constexpr = dx_desc.block_shape[3]
