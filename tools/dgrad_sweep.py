@@ -18,6 +18,7 @@ os.environ.setdefault("CONVGEMM_AUTOTUNE", "0")
 os.environ["CONVGEMM_STRIDED_TMA"] = "1"
 
 import torch
+import triton
 import triton.testing
 
 from convgemm.conv.backward import DGRAD, DGRAD_TMA
@@ -43,7 +44,11 @@ def main() -> None:
     ap.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     ap.add_argument("--repeat", type=int, default=0,
                     help="time only the default config, on N fresh sets of tensors (new addresses) each")  # fmt: skip
+    ap.add_argument("--ab", action="store_true",
+                    help="the default config with and without per-phase K loops and the phase order")  # fmt: skip
     a = ap.parse_args()
+    if a.ab:
+        return ab(a)
     if a.repeat:
         return repeat(a)
     dt, cl = torch.bfloat16, torch.channels_last
@@ -89,6 +94,41 @@ def main() -> None:
                         except Exception as e:  # a config over the shared-memory budget
                             print(f"  {cfg.describe():34s} failed: {type(e).__name__}: {str(e)[:80]}")
         print(f"  (default: {DGRAD_TMA.default_config(prob).describe()})")
+
+
+@triton.jit
+def _full_k(state, k_tiles):
+    return k_tiles
+
+
+def ab(a: argparse.Namespace) -> None:
+    """DgradTma's default config four ways: per-phase K loops (``tma_dgrad_k_tiles``) on or off,
+    phases in tap order (``_phase_order``) or in index order, each timed twice."""
+    from convgemm.conv import backward
+    from convgemm.conv import loaders as cl
+
+    dt, cl_fmt = torch.bfloat16, torch.channels_last
+    k_tiles, order = cl.tma_dgrad_k_tiles, backward._phase_order
+    ident = lambda prob: sum(f << (4 * f) for f in range(prob.stride[0] * prob.stride[1]))  # noqa: E731
+    for n, c, h, k, r, st, pad in [SHAPES[i] for i in a.only] if a.only else SHAPES:
+        x = torch.randn(n, c, h, h, device="cuda", dtype=dt).contiguous(memory_format=cl_fmt)
+        w = (torch.randn(k, c, r, r, device="cuda", dtype=dt) * 0.1).contiguous(memory_format=cl_fmt)
+        prob = ConvProblem.from_tensors(x, w, None, stride=st, padding=pad)
+        dy = torch.randn(prob.output_shape, device="cuda", dtype=dt).contiguous(memory_format=cl_fmt)
+        dx = torch.empty_like(x)
+        cfg = DGRAD_TMA.default_config(prob)
+        for per_phase in (True, False):
+            for ordered in (True, False):
+                cl.tma_dgrad_k_tiles = k_tiles if per_phase else _full_k
+                backward._phase_order = order if ordered else ident
+                try:
+                    fn = lambda: DGRAD_TMA.run(prob, dy, w, dx, cfg)  # noqa: B023, E731
+                    fn()
+                    t = [_us(fn) for _ in range(2)]
+                finally:
+                    cl.tma_dgrad_k_tiles, backward._phase_order = k_tiles, order
+                print(f"dgrad {r}x{r} s{st} {c}->{k} @{h} per-phase K {per_phase!s:5} tap order {ordered!s:5}: "
+                      f"{t[0]:7.1f} {t[1]:7.1f} us")  # fmt: skip
 
 
 def repeat(a: argparse.Namespace) -> None:
