@@ -164,7 +164,7 @@ def test_cli_bench_defaults():
     assert (args.suite, args.shape, args.dtype, args.json, args.csv, args.plot, args.check) == (
         None, [], "bf16", None, None, None, False
     )  # fmt: skip
-    assert (args.direction, args.layout, args.baseline) == ("fwd", "channels_last", "cudnn")
+    assert (args.direction, args.layout, args.baseline, args.rounds) == ("fwd", "channels_last", "cudnn", 3)
     assert [label for label, _ in _shapes(args)] == ["seed"] * 14  # no suite, no shape: the seed suite
     only_shape = build_parser().parse_args(["bench", "--shape", "1,8,5,5,8,3,3"])
     assert [label for label, _ in _shapes(only_shape)] == ["custom"]  # a shape alone: no default suite
@@ -187,12 +187,36 @@ def test_cli_rejects_bad_arguments(argv, capsys):
         (["bench", "--baseline", "tensorrt"], "--baseline 'tensorrt'"),
         (["bench", "--shape", "1,2,3"], "expected 7 to 11 integers"),
         (["bench", "--suite", "nope"], "unknown suite 'nope'"),
+        (["bench", "--rounds", "0"], "--rounds 0: give at least 1"),
     ],
 )
 def test_cli_bench_refuses_bad_values(argv, match, capsys):
     """Bad values are reported with exit status 2 before anything is run."""
     assert main(argv) == 2
     assert match in " ".join(capsys.readouterr().out.split())
+
+
+def test_bench_rounds_alternate_and_keep_each_sides_fastest(monkeypatch):
+    """``bench_rounds`` times the callables in turn, round after round, each for ``rep_ms /
+    rounds``, and reports each one's fastest round (a slow period then costs both sides)."""
+    from convgemm.bench import runner
+
+    calls = []
+    fake = {"a": iter([30.0, 10.0, 20.0]), "b": iter([5.0, 50.0, 7.0])}
+
+    def timed(fn, rep_ms=100):
+        calls.append((fn(), rep_ms))
+        return next(fake[fn()])
+
+    monkeypatch.setattr(runner, "_bench", timed)
+    got = runner.bench_rounds({"a": lambda: "a", "b": lambda: "b"}, rep_ms=150, rounds=3)
+    assert got == {"a": 10.0, "b": 5.0}
+    assert calls == [("a", 50), ("b", 50), ("a", 50), ("b", 50), ("a", 50), ("b", 50)]
+    monkeypatch.setattr(runner, "ROUNDS", 1)
+    fake = {"a": iter([3.0]), "b": iter([4.0])}
+    calls.clear()
+    assert runner.bench_rounds({"a": lambda: "a", "b": lambda: "b"}) == {"a": 3.0, "b": 4.0}
+    assert calls == [("a", 100), ("b", 100)]
 
 
 def test_cli_info(capsys):

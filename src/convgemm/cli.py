@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--check", action="store_true", help="compare every output with the baseline's; exit 1 on a mismatch"
     )
+    b.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="timing rounds, convgemm and its baselines in turn; each side's fastest round is reported (default 3)",
+    )
 
     t = sub.add_parser("tune", help="tune every shape of a suite now and store the choices in the tuning cache")
     t.add_argument("--suite", default="seed", help="comma-separated suites (as for bench)")
@@ -138,6 +144,10 @@ def cmd_bench(args) -> int:
         if b not in ("cudnn", "inductor"):
             console.print(f"[red]--baseline {b!r}: choose from cudnn, inductor[/red]")
             return 2
+    if args.rounds < 1:
+        console.print(f"[red]--rounds {args.rounds}: give at least 1[/red]")
+        return 2
+    runner.ROUNDS = args.rounds
     if args.model is not None:
         return _bench_model(args, dtypes, console)
     try:

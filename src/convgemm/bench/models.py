@@ -21,7 +21,7 @@ import math
 import torch
 from torch import nn
 
-from .runner import DTYPES, Row, _bench
+from .runner import DTYPES, Row, bench_rounds
 
 
 def conv_gflop(model: nn.Module, x: torch.Tensor) -> float:
@@ -110,8 +110,8 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
             with torch.no_grad():
                 # clones: a CUDA graph's output is overwritten when the next graph runs
                 row.rel_err = _rel(_run(a, x).clone(), _run(b, x).clone())
-                row.convgemm_us = _bench(lambda a=a: _run(a, x))
-                row.cudnn_us = _bench(lambda b=b: _run(b, x))
+                t = bench_rounds({"convgemm": lambda a=a: _run(a, x), "cudnn": lambda b=b: _run(b, x)})
+                row.convgemm_us, row.cudnn_us = t["convgemm"], t["cudnn"]
         except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
             row.note, row.ok = _failure(e), False
             rows.append(row)
@@ -153,6 +153,7 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
                   "channels_last", gflop)  # fmt: skip
         row.algorithm = "patched"
         try:
+            steps = {}
             for name, patched in (("cudnn", False), ("convgemm", True)):
                 model = copy.deepcopy(base).train()
                 if patched:
@@ -170,7 +171,9 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
                     return loss
 
                 first[name] = step().item()
-                times[name] = _bench(step, rep_ms=500)
+                steps[name] = step
+            # both models live at once, so their steps can be timed in alternating rounds
+            times = bench_rounds(steps, rep_ms=750)
         except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
             row.note, row.ok = _failure(e), False
             rows.append(row)
