@@ -2,9 +2,22 @@
 
 A tiny convolution's kernel runs in a few microseconds, so the time per call is what the host
 spends: validation, planning, descriptor encoding and the launch itself.
+
+    PYTHONPATH=src python3 tools/overhead.py              # GPU: every algorithm, the op, autograd
+    PYTHONPATH=src python3 tools/overhead.py --dispatch   # any machine: the operators' dispatch cost
+
+``--dispatch`` replaces the kernels behind ``torch.ops.convgemm.*`` with stubs that return a
+preallocated tensor and times the operator calls against calling the stubbed implementation
+directly: what the dispatcher and convgemm's registrations cost per call, nothing else (the
+path a compiled graph takes; run it on the CPU, where no kernel can hide in it).
 """
 
+import os
+import sys
 import time
+
+if "--dispatch" in sys.argv and "TRITON_INTERPRET" not in os.environ:
+    os.environ["TRITON_INTERPRET"] = "1"  # before convgemm is imported; no kernel runs anyway
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +35,37 @@ def per_call_us(fn, n=500):
     return (time.perf_counter() - t) / n * 1e6
 
 
-if __name__ == "__main__":
+def dispatch_overhead(n: int = 20000) -> None:
+    from convgemm import ops
+
+    out = torch.empty(1)
+    ops.conv2d_forward = ops.conv2d_input = ops.conv2d_weight = lambda *a, **k: out
+
+    def us(fn):
+        for _ in range(200):
+            fn()
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t) / n * 1e6
+
+    x, w = torch.empty(2, 4, 4, 4), torch.empty(4, 4, 3, 3)
+    a = (x, w, None, [1, 1], [1, 1, 1, 1], [1, 1], 1, "auto")
+    g = ([1, 1], [1, 1, 1, 1], [1, 1], 1)
+    for _ in range(2):  # twice: the machine's noise shows as the difference
+        print(f"torch.ops.convgemm.conv2d        {us(lambda: torch.ops.convgemm.conv2d.default(*a)):6.2f} us/call")
+        with torch.no_grad():
+            print(f"  under no_grad                  {us(lambda: torch.ops.convgemm.conv2d.default(*a)):6.2f} us/call")
+        print(f"torch.ops.convgemm.conv2d_input  "
+              f"{us(lambda: torch.ops.convgemm.conv2d_input.default([2, 4, 4, 4], w, x, *g)):6.2f} us/call")  # fmt: skip
+        print(f"torch.ops.convgemm.conv2d_weight "
+              f"{us(lambda: torch.ops.convgemm.conv2d_weight.default(x, [4, 4, 3, 3], x, *g)):6.2f} us/call")  # fmt: skip
+        print(f"the implementation, called directly {us(lambda: ops._conv2d(*a)):6.2f} us/call")
+
+
+if __name__ == "__main__" and "--dispatch" in sys.argv:
+    dispatch_overhead()
+elif __name__ == "__main__":
     x = torch.randn(1, 64, 8, 8, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     w1 = torch.randn(64, 64, 1, 1, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
