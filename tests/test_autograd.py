@@ -222,3 +222,35 @@ def test_eager_autograd_skips_the_op_and_matches_it(monkeypatch):
     assert torch.equal(y, y_op)
     for a, o in zip(eager, via_op, strict=True):
         assert torch.equal(a.grad, o.grad)
+
+
+def test_torch_func_transforms():
+    """torch.func's grad, vmap (per-example, through PyTorch's per-example fallback: the
+    operators have no batching rule yet), vmap of grad (per-sample gradients), jacrev and jvp
+    (forward mode) match the same transforms of F.conv2d in float64."""
+    import warnings
+
+    from torch import func
+
+    x = torch.randn(3, 4, 6, 5, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(8, 4, 3, 3, dtype=torch.float64, device=DEVICE)
+    b = torch.randn(8, dtype=torch.float64, device=DEVICE)
+    kw = dict(stride=2, padding=1)
+
+    def both(transform):
+        return transform(convgemm.conv2d), transform(F.conv2d)
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*performance drop.*")
+        checks = {
+            "grad": both(lambda conv: func.grad(lambda w, x: conv(x, w, b, **kw).square().sum(), argnums=(0, 1))(w, x)),
+            "vmap": both(lambda conv: func.vmap(lambda xi: conv(xi, w, b, **kw))(x.unsqueeze(1))),
+            "per-sample grad": both(lambda conv: func.vmap(
+                func.grad(lambda w, xi: conv(xi.unsqueeze(0), w, b, **kw).square().sum()), in_dims=(None, 0))(w, x)),
+            "jacrev": both(lambda conv: func.jacrev(lambda b: conv(x[:1, :, :3, :3], w, b).sum(dim=(2, 3)))(b)),
+            "jvp": both(lambda conv: func.jvp(lambda x, w, b: conv(x, w, b, **kw), (x, w, b),
+                                              (torch.ones_like(x), torch.linspace(-1, 1, w.numel(), dtype=w.dtype, device=DEVICE).view_as(w),
+                                               torch.ones_like(b)))[1]),
+        }  # fmt: skip
+    for name, (got, ref) in checks.items():
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10, msg=name)

@@ -1,5 +1,7 @@
 """convgemm.nn drop-in modules and patch / unpatch."""
 
+import copy
+
 import pytest
 import torch
 from conftest import DEVICE
@@ -159,3 +161,26 @@ def test_patched_training_step_matches():
         m(x).square().mean().backward()
     for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
         assert_close(p.grad, q.grad.double().cpu(), torch.float32, name)
+
+
+def test_functional_call_under_vmap_keeps_no_batched_weight():
+    """torch.func.functional_call with a batch of parameter sets (an ensemble under vmap): every
+    member's output matches its own unpatched module, and the module's packed-weight cache never
+    holds a transform's wrapped tensor."""
+    import warnings
+
+    from torch import func
+
+    ref = torch.nn.Conv2d(4, 6, 3, padding=1, dtype=torch.float64).to(DEVICE)
+    mod = convgemm.patch(torch.nn.Sequential(copy.deepcopy(ref)))[0]
+    x = torch.randn(2, 4, 5, 5, dtype=torch.float64, device=DEVICE)
+    members = [torch.nn.Conv2d(4, 6, 3, padding=1, dtype=torch.float64).to(DEVICE) for _ in range(3)]
+    params = {k: torch.stack([dict(m.named_parameters())[k].detach() for m in members]) for k in ("weight", "bias")}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*performance drop.*")
+        got = func.vmap(lambda p: func.functional_call(mod, p, (x,)))(params)
+        for i, m in enumerate(members):
+            torch.testing.assert_close(got[i], m(x), rtol=1e-10, atol=1e-10)
+    assert "_convgemm_packed" not in mod.__dict__
+    with torch.no_grad():  # and the module still works, and caches, outside the transform
+        torch.testing.assert_close(mod(x), ref(x), rtol=1e-10, atol=1e-10)

@@ -162,8 +162,8 @@ def _needs_op(input, weight, bias) -> bool:
     tracing. Such calls go through the operator (``ops.conv2d_op``; in plain eager autograd, the
     same functions as an ``autograd.Function``). Inference calls skip the dispatcher (its cost is
     a good part of a small layer's time) and run the same kernels directly."""
-    if torch.compiler.is_compiling():
-        return True
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return True  # a torch.func transform (grad, vmap, jacrev, ...) works on the operator only
     if not torch.is_grad_enabled():
         return False
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (input, weight, bias))

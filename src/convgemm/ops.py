@@ -100,11 +100,13 @@ def _setup_context(ctx, inputs, output):
 
 def _plain(*tensors) -> bool:
     """Plain tensors (no fake, functional or other subclass; None allowed), no dispatch mode
-    (make_fx, opcheck), not compiling: the kernels may be called directly, outside the ops."""
+    (make_fx, opcheck), no torch.func transform (its wrapped tensors look like plain ones), not
+    compiling: the kernels may be called directly, outside the ops."""
     return (
         all(t is None or type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
         and not torch.compiler.is_compiling()
         and _get_current_dispatch_mode() is None
+        and not torch._C._are_functorch_transforms_active()
     )
 
 
@@ -138,12 +140,15 @@ class _OpConv2dGrad(torch.autograd.Function):
     ``_backward``. What ``torch.library.register_autograd`` builds, minus its per-call wrappers."""
 
     @staticmethod
-    def forward(ctx, input, weight, bias, stride, padding, dilation, groups, algorithm, keyset):
+    def forward(input, weight, bias, stride, padding, dilation, groups, algorithm, keyset):
         with torch._C._AutoDispatchBelowAutograd():
-            y = torch.ops.convgemm.conv2d.default.redispatch(keyset & torch._C._after_autograd_keyset, input, weight,
-                                                             bias, stride, padding, dilation, groups, algorithm)  # fmt: skip
-        _setup_context(ctx, (input, weight, bias, stride, padding, dilation, groups, algorithm), y)
-        return y
+            return torch.ops.convgemm.conv2d.default.redispatch(keyset & torch._C._after_autograd_keyset, input,
+                                                                weight, bias, stride, padding, dilation, groups,
+                                                                algorithm)  # fmt: skip
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # a separate setup_context: torch.func's transforms need one
+        _setup_context(ctx, inputs[:-1], output)
 
     @staticmethod
     def backward(ctx, grad):
@@ -220,6 +225,59 @@ class _Conv2dFunction(torch.autograd.Function):
         return _backward(ctx, grad)
 
 
+class _FuncConv2d(torch.autograd.Function):
+    """``conv2d`` under a torch.func transform (``grad``, ``vmap``, ``jacrev``, ...).
+
+    An operator's autograd kernel cannot take part in functorch's grad transform, but an
+    ``autograd.Function`` called at the user's level can: functorch runs ``forward`` a level
+    down and ``backward`` (``_backward``, the gradients' operators) as the transform needs.
+    ``vmap`` (``generate_vmap_rule``) batches through the operators, which have no batching rule
+    yet: PyTorch's per-example fallback runs them once per batch entry (correct, slow, and it
+    warns)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input, weight, bias, stride, padding, dilation, groups, algorithm):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.convgemm.conv2d(input, weight, bias, stride, padding, dilation, groups, algorithm)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _setup_context(ctx, inputs, output)
+        ctx.save_for_forward(inputs[0], inputs[1])
+        ctx.algorithm = inputs[7]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _backward(ctx, grad)
+
+    @staticmethod
+    def jvp(ctx, d_input, d_weight, d_bias, *_):
+        # forward mode (torch.func.jvp, jacfwd): conv2d is linear in each of its three tensors
+        input, weight = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.conv
+        out = None
+        with torch._C._AutoDispatchBelowAutograd():
+            for x, w in ((d_input, weight), (input, d_weight)):
+                if x is not None and w is not None:
+                    t = torch.ops.convgemm.conv2d(x, w, None, stride, padding, dilation, groups, ctx.algorithm)
+                    out = t if out is None else out + t
+        if d_bias is not None:
+            db = d_bias.view(1, -1, 1, 1)
+            out = db.expand(_conv_shape(input, weight, stride, padding, dilation)) if out is None else out + db
+        return out
+
+
+def _conv_shape(input, weight, stride, padding, dilation) -> list[int]:
+    """conv2d's output shape (for a tangent that only the bias carries)."""
+    n, _, h, w = input.shape
+    k, _, r, s = weight.shape
+    p = (h + padding[0] + padding[1] - dilation[0] * (r - 1) - 1) // stride[0] + 1
+    q = (w + padding[2] + padding[3] - dilation[1] * (s - 1) - 1) // stride[1] + 1
+    return [n, k, p, q]
+
+
 def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm) -> Tensor:
     """``torch.ops.convgemm.conv2d`` with ``conv2d``'s argument forms (validated first); in plain
     eager autograd the same computation through ``_Conv2dFunction``."""
@@ -228,6 +286,8 @@ def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
     if not torch.compiler.is_compiling():
         make_problem(input, weight, bias, stride, padding, dilation, groups)
     st, pads, dil = normalize(weight, stride, padding, dilation)
+    if torch._C._are_functorch_transforms_active():
+        return _FuncConv2d.apply(input, weight, bias, st, pads, dil, groups, algorithm)
     return torch.ops.convgemm.conv2d(input, weight, bias, st, pads, dil, groups, algorithm)
 
 
