@@ -254,3 +254,58 @@ def test_torch_func_transforms():
         }  # fmt: skip
     for name, (got, ref) in checks.items():
         torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10, msg=name)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d", "conv3d"])
+def test_float64_bias_gradient_is_summed_in_float64(op):
+    """The bias gradient (a sum of dy) of a float64 call is accumulated in float64: summed in
+    float32 it would be off by about 1e-8 relative, which float64 users can see."""
+    torch.manual_seed(0)
+    n, c, k = 2, 3, 4
+    spatial = (5, 5, 5) if op == "conv3d" else (6, 6)
+    x = torch.randn(n, c, *spatial, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(*((c, k) if op == "conv_transpose2d" else (k, c)), *[3] * len(spatial), dtype=torch.float64,
+                    device=DEVICE)  # fmt: skip
+    b = torch.randn(k, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    ours = getattr(convgemm, op)(x, w, b, padding=1)
+    ref_b = b.detach().clone().requires_grad_()
+    ref = getattr(F, op)(x, w, ref_b, padding=1)
+    dy = torch.randn_like(ref) * 1e3 + 1e6  # large, nearly equal values: float32 sums lose digits
+    (db,) = torch.autograd.grad(ours, b, dy)
+    (db_ref,) = torch.autograd.grad(ref, ref_b, dy)
+    torch.testing.assert_close(db, db_ref, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=1), dict(padding=1, dilation=2, groups=2)])
+def test_double_backward_gradgradcheck(kw):
+    """Second derivatives (create_graph=True: gradient penalties, Hessian-vector products): the
+    gradient operators record their own gradients (``_backward_input``, ``_backward_weight``),
+    checked by ``gradgradcheck`` in float64 against finite differences. Before, the gradients
+    were constants to autograd and a double backward gave zeros with only a warning."""
+    torch.manual_seed(0)
+    # tiny: finite differences over every element, each a few kernel launches under the interpreter
+    x = torch.randn(1, 2, 4, 4, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    w = torch.randn(2, 2 // kw.get("groups", 1), 2, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    b = torch.randn(2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda x, w, b: convgemm.conv2d(x, w, b, **kw), (x, w, b), fast_mode=INTERPRET)
+
+
+def test_double_backward_through_conv_transpose2d_and_a_gradient_penalty():
+    """conv_transpose2d's backward is made of the same operators, so it has second derivatives
+    too; and a gradient penalty (the norm of d(out)/d(input), as in WGAN-GP) trains the weight
+    as with F.conv2d."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 3, 3, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    wt = torch.randn(2, 2, 2, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    assert torch.autograd.gradgradcheck(
+        lambda x, w: convgemm.conv_transpose2d(x, w, stride=2, padding=1), (x, wt), fast_mode=INTERPRET
+    )
+
+    w = torch.randn(3, 2, 3, 3, dtype=torch.float64, device=DEVICE, requires_grad=True)
+
+    def penalty(conv):
+        (gx,) = torch.autograd.grad(conv(x, w, padding=1).tanh().sum(), x, create_graph=True)
+        (gw,) = torch.autograd.grad(gx.square().sum(), w)
+        return gw
+
+    torch.testing.assert_close(penalty(convgemm.conv2d), penalty(F.conv2d), rtol=1e-10, atol=1e-10)

@@ -750,7 +750,11 @@ def conv_transpose2d(
         input = input.unsqueeze(0)
     input, weight, bias = _autocast(input, weight, bias)
     out_size, st, pad, dil = _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation)
-    if _needs_op(input, weight, bias):
+    if torch._C._are_functorch_transforms_active():
+        from .ops import _FuncConvTranspose2d
+
+        y = _FuncConvTranspose2d.apply(input, weight, bias, out_size, list(st), list(pad), list(dil), groups)
+    elif _needs_op(input, weight, bias):
         y = torch.ops.convgemm.conv_transpose2d(input, weight, bias, out_size, list(st), list(pad), list(dil), groups)
     else:
         y = conv_transpose2d_forward(input, weight, bias, out_size, st, pad, dil, groups)

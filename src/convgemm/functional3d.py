@@ -20,6 +20,7 @@ from ._runtime import check_device, empty
 from .conv import conv3d as k3
 from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
 from .matmul.launch import Launch
+from .ops import func_function
 from .problem3d import ConvProblem3d
 
 __all__ = ["conv3d", "conv3d_input", "conv3d_weight", "conv_transpose3d"]
@@ -166,7 +167,10 @@ def conv3d(
         if not torch.compiler.is_compiling():  # eager: validate before the dispatcher
             _problem(input, weight, bias, stride, padding, dilation, groups)
         st, pads, dil = _normalize(weight, stride, padding, dilation)
-        y = torch.ops.convgemm.conv3d(input, weight, bias, st, pads, dil, groups)
+        if torch._C._are_functorch_transforms_active():  # torch.func: see ops.func_function
+            y = _FuncConv3d.apply(input, weight, bias, st, pads, dil, groups)
+        else:
+            y = torch.ops.convgemm.conv3d(input, weight, bias, st, pads, dil, groups)
     else:
         y = conv3d_forward(input, weight, bias, stride, padding, dilation, groups)
     return y.squeeze(0) if unbatched else y
@@ -361,6 +365,12 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
+    if torch._C._are_functorch_transforms_active():
+        raise NotImplementedError(
+            "convgemm.conv3d: torch.func's reverse-mode transforms (grad, vjp, jacrev) are not supported for 3-D "
+            "convolutions yet (its gradient operator conv3d_input has an autograd kernel, which functorch cannot "
+            "run); vmap and jvp work. Use torch.autograd (loss.backward(), torch.autograd.grad) instead"
+        )
     input, weight = ctx.saved_tensors
     stride, padding, dilation, groups = ctx.conv
     dx = dw = db = None
@@ -369,11 +379,12 @@ def _backward(ctx, grad):
     if ctx.needs_input_grad[1]:
         dw = torch.ops.convgemm.conv3d_weight(input, list(weight.shape), grad, stride, padding, dilation, groups)
     if ctx.has_bias and ctx.needs_input_grad[2]:
-        db = grad.sum(dim=(0, 2, 3, 4), dtype=torch.float32).to(grad.dtype)
+        db = grad.sum(dim=(0, 2, 3, 4), dtype=torch.promote_types(grad.dtype, torch.float32)).to(grad.dtype)
     return dx, dw, db, None, None, None, None
 
 
 _conv3d_op.register_autograd(_backward, setup_context=_setup)
+_FuncConv3d = func_function("_FuncConv3d", torch.ops.convgemm.conv3d, _setup, _backward)
 
 
 def _setup_input(ctx, inputs, output):

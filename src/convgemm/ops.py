@@ -117,8 +117,7 @@ def _backward(ctx, grad):
     # Traced (torch.compile, make_fx), the gradients must be the ops; in plain eager backward they
     # are the same functions called directly, without the dispatcher's round trips
     # (tools/profile_model.py: 87 -> 65 ms per ResNet-50 step). With create_graph (grad mode on
-    # in backward) the ops stay, so that a double backward fails loudly instead of silently
-    # treating the gradients as constants
+    # in backward) the ops stay: they record their own gradients (double backward)
     through_ops = not _plain(input, weight, grad) or torch.is_grad_enabled()
     if ctx.needs_input_grad[0]:
         if through_ops:
@@ -131,53 +130,116 @@ def _backward(ctx, grad):
         else:
             dw = conv2d_weight(input, weight.shape, grad, tuple(stride), Pads4(padding), tuple(dilation), groups)
     if ctx.has_bias and ctx.needs_input_grad[2]:
-        db = grad.sum(dim=(0, 2, 3), dtype=torch.float32).to(grad.dtype)
+        db = grad.sum(dim=(0, 2, 3), dtype=torch.promote_types(grad.dtype, torch.float32)).to(grad.dtype)
     return dx, dw, db, None, None, None, None, None
 
 
-class _OpConv2dGrad(torch.autograd.Function):
-    """``torch.ops.convgemm.conv2d`` with a gradient to record: the kernel below autograd, then
-    ``_backward``. What ``torch.library.register_autograd`` builds, minus its per-call wrappers."""
+def _first_order_only(name: str) -> None:
+    """Refuse a torch.func transform of a convgemm gradient (hessian, grad of grad): inside
+    functorch an operator's autograd kernel cannot record its own gradient."""
+    from torch._C._functorch import TransformType
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
-    @staticmethod
-    def forward(input, weight, bias, stride, padding, dilation, groups, algorithm, keyset):
+    levels = [i for i in retrieve_all_functorch_interpreters() if i.key() in (TransformType.Grad, TransformType.Jvp)]
+    if len(levels) > 1:
+        raise NotImplementedError(
+            f"convgemm::{name}: higher-order torch.func transforms (hessian, grad of grad, jacfwd of jacrev) are not "
+            "supported; first-order ones are. For second derivatives use torch.autograd.grad(..., create_graph=True)"
+        )
+
+
+def _autograd_kernel(op, impl, backward, setup_context, tensors: tuple[int, ...]):
+    """Register the Autograd-key kernel of operator ``op`` (``torch.ops.convgemm.<name>``),
+    ``impl`` its implementation, ``backward`` / ``setup_context`` its gradient, ``tensors`` the
+    positions of its tensor arguments.
+
+    With a gradient to record, an ``autograd.Function`` runs ``impl`` below autograd and
+    ``backward`` (what ``torch.library.register_autograd`` builds, minus its per-call wrappers).
+    Without one (a compiled graph's calls: AOTAutograd runs its graphs with grad disabled), on
+    plain tensors with no dispatch mode, ``impl`` is called here directly: every key between
+    autograd and the backend is a fallthrough for a functional op on plain tensors, so this skips
+    only the redispatch and the wrappers (this machine's CPU, kernels stubbed out: 13.2-14.1 ->
+    7.6-8.6 us per conv2d call, where an operator with a stub kernel costs about 6; the gradient
+    operators, which had no autograd kernel before, went from 7.0-7.2 to 9.2-9.3 us;
+    ``tools/overhead.py --dispatch``). Fake, functional and other subclass tensors, or a mode
+    such as FakeTensorMode, redispatch as usual. Under a torch.func transform an
+    ``autograd.Function`` cannot run inside an operator's kernel: the operator runs without
+    recording (first-order transforms need no more; higher-order ones are refused)."""
+    overload = op.default
+    name = overload._opname
+
+    def fwd(*args):
+        keyset, args = args[-1], args[:-1]
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.convgemm.conv2d.default.redispatch(keyset & torch._C._after_autograd_keyset, input,
-                                                                weight, bias, stride, padding, dilation, groups,
-                                                                algorithm)  # fmt: skip
+            return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):  # a separate setup_context: torch.func's transforms need one
-        _setup_context(ctx, inputs[:-1], output)
+    def setup(ctx, inputs, output):
+        setup_context(ctx, inputs[:-1], output)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return (*_backward(ctx, grad), None)
+    def bwd(ctx, *grads):
+        return (*backward(ctx, *grads), None)
 
+    grad_fn = type(f"_Op_{name}_Grad", (torch.autograd.Function,),
+                   {"forward": staticmethod(fwd), "setup_context": staticmethod(setup), "backward": staticmethod(bwd)})  # fmt: skip
 
-def _conv2d_autograd(keyset, input, weight, bias, stride, padding, dilation, groups, algorithm):
-    """The Autograd-key kernel of ``torch.ops.convgemm.conv2d``.
+    def kernel(keyset, *args):
+        ts = [args[i] for i in tensors]
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
+            if not torch._C._are_functorch_transforms_active():
+                return grad_fn.apply(*args, keyset)
+            _first_order_only(name)
+        elif _plain(*ts):
+            return impl(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
-    With a gradient to record it is ``_OpConv2dGrad``. Without one (a compiled graph's calls:
-    AOTAutograd runs its forward with grad disabled) and with plain tensors and no dispatch mode
-    below, the kernels are called here directly; every key between autograd and the backend is a
-    fallthrough for a functional op on plain tensors, so this skips only the redispatch and
-    ``register_autograd``'s wrappers (this machine's CPU, kernels stubbed out: 13.2-14.1 ->
-    7.6-8.1 us per call, where an operator with a stub kernel costs about 6; tools/overhead.py
-    --dispatch). Fake, functional and other subclass tensors,
-    or a mode such as FakeTensorMode, redispatch as usual."""
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias)):
-        return _OpConv2dGrad.apply(input, weight, bias, stride, padding, dilation, groups, algorithm, keyset)
-    if _plain(input, weight, bias):
-        return _conv2d(input, weight, bias, stride, padding, dilation, groups, algorithm)
-    with torch._C._AutoDispatchBelowAutograd():
-        return torch.ops.convgemm.conv2d.default.redispatch(keyset & torch._C._after_autograd_keyset, input, weight,
-                                                            bias, stride, padding, dilation, groups, algorithm)  # fmt: skip
+    # behind _disable_dynamo, as the CPU and CUDA kernels: a graph break inside a compiled region
+    # must not make dynamo trace convgemm's planning code
+    _LIB.impl(name, torch._disable_dynamo(kernel), "Autograd", with_keyset=True)
 
 
-# behind _disable_dynamo, as the CPU and CUDA kernels: a graph break inside a compiled region
-# must not make dynamo trace convgemm's planning code
-_LIB.impl("conv2d", torch._disable_dynamo(_conv2d_autograd), "Autograd", with_keyset=True)
+def _setup_input(ctx, inputs, output):
+    _, weight, grad_output, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(weight, grad_output)
+    ctx.conv = (stride, padding, dilation, groups)
+
+
+def _backward_input(ctx, grad):
+    # dx = dgrad(dy; w) is linear in both: d/d(dy) is the forward conv of the incoming gradient,
+    # d/dw the weight gradient with that gradient as the input and dy as the output gradient
+    weight, dy = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.conv
+    d_w = d_dy = None
+    if ctx.needs_input_grad[1]:
+        d_w = torch.ops.convgemm.conv2d_weight(grad, list(weight.shape), dy, stride, padding, dilation, groups)
+    if ctx.needs_input_grad[2]:
+        d_dy = torch.ops.convgemm.conv2d(grad, weight, None, stride, padding, dilation, groups, "auto")
+    return None, d_w, d_dy, None, None, None, None
+
+
+def _setup_weight(ctx, inputs, output):
+    input, _, grad_output, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(input, grad_output)
+    ctx.conv = (stride, padding, dilation, groups)
+
+
+def _backward_weight(ctx, grad):
+    # dw = wgrad(x, dy) is linear in both: d/dx is the dgrad of dy through the incoming gradient
+    # (as a weight), d/d(dy) the forward conv of x with it
+    x, dy = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.conv
+    d_x = d_dy = None
+    if ctx.needs_input_grad[0]:
+        d_x = torch.ops.convgemm.conv2d_input(list(x.shape), grad, dy, stride, padding, dilation, groups)
+    if ctx.needs_input_grad[2]:
+        d_dy = torch.ops.convgemm.conv2d(x, grad, None, stride, padding, dilation, groups, "auto")
+    return d_x, None, d_dy, None, None, None, None
+
+
+_autograd_kernel(torch.ops.convgemm.conv2d, _conv2d, _backward, _setup_context, (0, 1, 2))
+# the gradients' own gradients: double backward (create_graph=True, gradient penalties)
+_autograd_kernel(torch.ops.convgemm.conv2d_input, _conv2d_input, _backward_input, _setup_input, (1, 2))
+_autograd_kernel(torch.ops.convgemm.conv2d_weight, _conv2d_weight, _backward_weight, _setup_weight, (0, 2))
 
 
 def _pair(v) -> list[int]:
@@ -225,57 +287,51 @@ class _Conv2dFunction(torch.autograd.Function):
         return _backward(ctx, grad)
 
 
-class _FuncConv2d(torch.autograd.Function):
-    """``conv2d`` under a torch.func transform (``grad``, ``vmap``, ``jacrev``, ...).
+def func_function(name: str, op, setup_context, backward) -> type:
+    """An ``autograd.Function`` that applies the operator ``op`` under torch.func transforms
+    (``grad``, ``vmap``, ``jacrev``, ``jvp``, ``functional_call`` ensembles).
 
     An operator's autograd kernel cannot take part in functorch's grad transform, but an
-    ``autograd.Function`` called at the user's level can: functorch runs ``forward`` a level
-    down and ``backward`` (``_backward``, the gradients' operators) as the transform needs.
-    ``vmap`` (``generate_vmap_rule``) batches through the operators, which have no batching rule
-    yet: PyTorch's per-example fallback runs them once per batch entry (correct, slow, and it
-    warns)."""
+    ``autograd.Function`` with a separate ``setup_context``, applied at the user's level, can:
+    functorch runs ``forward`` (the operator below autograd) a level down and ``backward`` (the
+    gradients' operators) as the transform needs. ``vmap`` (``generate_vmap_rule``) batches
+    through the operators, which have no batching rule yet: PyTorch's per-example fallback runs
+    them once per batch entry (correct, slow, and it warns). ``jvp`` (forward mode) uses that a
+    convolution is linear in its input and in its weight: ``op(dx, w) + op(x, dw) + db``.
 
-    generate_vmap_rule = True
+    ``op``'s arguments are ``(input, weight, bias, *rest)``; ``setup_context`` and ``backward``
+    are the ones its ``register_autograd`` uses. The backward's own operators must not have an
+    autograd kernel, or must be applied through such a Function when a transform is active
+    (``_backward_transpose``): functorch cannot run an operator's autograd kernel."""
 
-    @staticmethod
-    def forward(input, weight, bias, stride, padding, dilation, groups, algorithm):
+    def forward(input, weight, bias, *rest):
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.convgemm.conv2d(input, weight, bias, stride, padding, dilation, groups, algorithm)
+            return op(input, weight, bias, *rest)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        _setup_context(ctx, inputs, output)
+    def setup(ctx, inputs, output):
+        setup_context(ctx, inputs, output)
         ctx.save_for_forward(inputs[0], inputs[1])
-        ctx.algorithm = inputs[7]
+        ctx.rest, ctx.out_shape = inputs[3:], output.shape
 
-    @staticmethod
-    def backward(ctx, grad):
-        return _backward(ctx, grad)
-
-    @staticmethod
     def jvp(ctx, d_input, d_weight, d_bias, *_):
-        # forward mode (torch.func.jvp, jacfwd): conv2d is linear in each of its three tensors
         input, weight = ctx.saved_tensors
-        stride, padding, dilation, groups = ctx.conv
         out = None
         with torch._C._AutoDispatchBelowAutograd():
             for x, w in ((d_input, weight), (input, d_weight)):
                 if x is not None and w is not None:
-                    t = torch.ops.convgemm.conv2d(x, w, None, stride, padding, dilation, groups, ctx.algorithm)
+                    t = op(x, w, None, *ctx.rest)
                     out = t if out is None else out + t
         if d_bias is not None:
-            db = d_bias.view(1, -1, 1, 1)
-            out = db.expand(_conv_shape(input, weight, stride, padding, dilation)) if out is None else out + db
+            db = d_bias.view(1, -1, *[1] * (len(ctx.out_shape) - 2))
+            out = db.expand(ctx.out_shape) if out is None else out + db
         return out
 
+    methods = {"forward": forward, "setup_context": setup, "backward": backward, "jvp": jvp}
+    return type(name, (torch.autograd.Function,), {"generate_vmap_rule": True,
+                                                   **{k: staticmethod(v) for k, v in methods.items()}})  # fmt: skip
 
-def _conv_shape(input, weight, stride, padding, dilation) -> list[int]:
-    """conv2d's output shape (for a tangent that only the bias carries)."""
-    n, _, h, w = input.shape
-    k, _, r, s = weight.shape
-    p = (h + padding[0] + padding[1] - dilation[0] * (r - 1) - 1) // stride[0] + 1
-    q = (w + padding[2] + padding[3] - dilation[1] * (s - 1) - 1) // stride[1] + 1
-    return [n, k, p, q]
+
+_FuncConv2d = func_function("_FuncConv2d", torch.ops.convgemm.conv2d, _setup_context, _backward)
 
 
 def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm) -> Tensor:
@@ -322,14 +378,20 @@ def _backward_transpose(ctx, grad):
     stride, pads, dilation, groups = ctx.conv
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
-        dx = torch.ops.convgemm.conv2d(grad, weight, None, stride, pads, dilation, groups, "auto")
+        # under a torch.func transform the conv2d operator's autograd kernel cannot run: its
+        # transform-aware Function instead (func_function)
+        fn = _FuncConv2d.apply if torch._C._are_functorch_transforms_active() else torch.ops.convgemm.conv2d
+        dx = fn(grad, weight, None, stride, pads, dilation, groups, "auto")
     if ctx.needs_input_grad[1]:
         dw = torch.ops.convgemm.conv2d_weight(grad, list(weight.shape), input, stride, pads, dilation, groups)
     if ctx.has_bias and ctx.needs_input_grad[2]:
-        db = grad.sum(dim=(0, 2, 3), dtype=torch.float32).to(grad.dtype)
+        db = grad.sum(dim=(0, 2, 3), dtype=torch.promote_types(grad.dtype, torch.float32)).to(grad.dtype)
     return dx, dw, db, None, None, None, None, None
 
 
 torch.library.register_autograd(
     "convgemm::conv_transpose2d", _backward_transpose, setup_context=_setup_transpose, lib=_LIB
+)
+_FuncConvTranspose2d = func_function(
+    "_FuncConvTranspose2d", torch.ops.convgemm.conv_transpose2d, _setup_transpose, _backward_transpose
 )
