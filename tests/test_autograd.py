@@ -309,3 +309,62 @@ def test_double_backward_through_conv_transpose2d_and_a_gradient_penalty():
         return gw
 
     torch.testing.assert_close(penalty(convgemm.conv2d), penalty(F.conv2d), rtol=1e-10, atol=1e-10)
+
+
+def test_torch_func_transpose_and_3d():
+    """conv_transpose2d under grad, vmap and jvp, and conv3d under vmap and jvp, match
+    PyTorch's; conv3d's reverse-mode transforms and every higher-order transform are refused
+    with a message that says what works instead."""
+    import warnings
+
+    from torch import func
+
+    x = torch.randn(2, 4, 3, 3, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(4, 3, 2, 2, dtype=torch.float64, device=DEVICE)
+    b = torch.randn(3, dtype=torch.float64, device=DEVICE)
+    x3 = torch.randn(2, 2, 3, 3, 3, dtype=torch.float64, device=DEVICE)
+    w3 = torch.randn(3, 2, 2, 2, 2, dtype=torch.float64, device=DEVICE)
+    b3 = torch.randn(3, dtype=torch.float64, device=DEVICE)
+    t = lambda *ts: tuple(torch.ones_like(v) for v in ts)  # noqa: E731
+    cases = {
+        "conv_transpose2d grad": lambda c: func.grad(lambda w, x, b: c(x, w, b, stride=2).square().sum(),
+                                                     argnums=(0, 1, 2))(w, x, b),
+        "conv_transpose2d vmap": lambda c: func.vmap(lambda xi: c(xi, w, b, stride=2))(x.unsqueeze(1)),
+        "conv_transpose2d jvp": lambda c: func.jvp(lambda x, w, b: c(x, w, b, stride=2), (x, w, b), t(x, w, b))[1],
+    }  # fmt: skip
+    cases3 = {
+        "conv3d vmap": lambda c: func.vmap(lambda xi: c(xi, w3, b3, padding=1))(x3.unsqueeze(1)),
+        "conv3d jvp": lambda c: func.jvp(lambda x, w, b: c(x, w, b, padding=1), (x3, w3, b3), t(x3, w3, b3))[1],
+    }
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*performance drop.*")
+        for name, fn in cases.items():
+            torch.testing.assert_close(fn(convgemm.conv_transpose2d), fn(F.conv_transpose2d), rtol=1e-10, atol=1e-10,
+                                       msg=name)  # fmt: skip
+        for name, fn in cases3.items():
+            torch.testing.assert_close(fn(convgemm.conv3d), fn(F.conv3d), rtol=1e-10, atol=1e-10, msg=name)
+    with pytest.raises(NotImplementedError, match="Use torch.autograd"):
+        func.grad(lambda w: convgemm.conv3d(x3, w, padding=1).sum())(w3)
+    w2 = torch.randn(2, 4, 2, 2, dtype=torch.float64, device=DEVICE)
+    with pytest.raises(NotImplementedError, match="higher-order torch.func transforms"):
+        func.hessian(lambda w: convgemm.conv2d(x, w).square().sum())(w2)
+
+
+def test_forward_mode_ad_with_dual_tensors():
+    """torch.autograd.forward_ad outside torch.func: dual tensors carry their tangents through
+    conv2d and conv_transpose2d (their Functions' jvp) instead of losing them."""
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.randn(2, 3, 5, 5, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64, device=DEVICE)
+    tx, tw = torch.randn_like(x), torch.randn_like(w)
+    for ours, ref, wt in ((convgemm.conv2d, F.conv2d, w), (convgemm.conv_transpose2d, F.conv_transpose2d,
+                                                           w.transpose(0, 1).contiguous())):  # fmt: skip
+        tangents = []
+        for conv in (ours, ref):
+            with fwAD.dual_level():
+                y = conv(fwAD.make_dual(x, tx), fwAD.make_dual(wt, tw.transpose(0, 1).contiguous() if wt is not w else tw),
+                         stride=2, padding=1)  # fmt: skip
+                tangents.append(fwAD.unpack_dual(y).tangent)
+        assert tangents[0] is not None
+        torch.testing.assert_close(tangents[0], tangents[1], rtol=1e-10, atol=1e-10)

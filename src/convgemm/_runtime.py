@@ -53,6 +53,13 @@ def may_cache(device: torch.device) -> bool:
     )
 
 
+def transforming() -> bool:
+    """Whether a torch.func transform (grad, vmap, jvp, ...) or a forward-mode AD dual level
+    (``torch.autograd.forward_ad``) is active: convgemm's calls then go through its
+    transform-aware ``autograd.Function`` (``ops.func_function``), not the kernels directly."""
+    return torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0
+
+
 def check_device(t: torch.Tensor, op: str) -> None:
     """Refuse tensors the kernels cannot run on, saying how to fix it."""
     if t.device.type == "cuda":

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import torch
 
-from ._runtime import check_device, empty, has_tma, interpreting, may_cache
+from ._runtime import check_device, empty, has_tma, interpreting, may_cache, transforming
 from .conv.layout import as_nhwc, tma_aligned, to_format
 from .matmul.blocks import ACTIVATIONS
 from .matmul.launch import Launch
@@ -162,8 +162,8 @@ def _needs_op(input, weight, bias) -> bool:
     tracing. Such calls go through the operator (``ops.conv2d_op``; in plain eager autograd, the
     same functions as an ``autograd.Function``). Inference calls skip the dispatcher (its cost is
     a good part of a small layer's time) and run the same kernels directly."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
-        return True  # a torch.func transform (grad, vmap, jacrev, ...) works on the operator only
+    if torch.compiler.is_compiling() or transforming():
+        return True  # a torch.func transform or forward-mode AD: through the operators only
     if not torch.is_grad_enabled():
         return False
     return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (input, weight, bias))
@@ -750,7 +750,7 @@ def conv_transpose2d(
         input = input.unsqueeze(0)
     input, weight, bias = _autocast(input, weight, bias)
     out_size, st, pad, dil = _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation)
-    if torch._C._are_functorch_transforms_active():
+    if transforming():
         from .ops import _FuncConvTranspose2d
 
         y = _FuncConvTranspose2d.apply(input, weight, bias, out_size, list(st), list(pad), list(dil), groups)

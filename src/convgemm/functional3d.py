@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._runtime import check_device, empty
+from ._runtime import check_device, empty, transforming
 from .conv import conv3d as k3
 from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
 from .matmul.launch import Launch
@@ -167,7 +167,7 @@ def conv3d(
         if not torch.compiler.is_compiling():  # eager: validate before the dispatcher
             _problem(input, weight, bias, stride, padding, dilation, groups)
         st, pads, dil = _normalize(weight, stride, padding, dilation)
-        if torch._C._are_functorch_transforms_active():  # torch.func: see ops.func_function
+        if transforming():  # torch.func or forward-mode AD: see ops.func_function
             y = _FuncConv3d.apply(input, weight, bias, st, pads, dil, groups)
         else:
             y = torch.ops.convgemm.conv3d(input, weight, bias, st, pads, dil, groups)

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from ._runtime import transforming
 from .functional import Pads4, _grad_problem, conv2d_forward, conv2d_input, conv2d_weight, make_problem
 from .problem import _suggest_channels_last, output_memory_format
 
@@ -106,7 +107,7 @@ def _plain(*tensors) -> bool:
         all(t is None or type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
         and not torch.compiler.is_compiling()
         and _get_current_dispatch_mode() is None
-        and not torch._C._are_functorch_transforms_active()
+        and not transforming()
     )
 
 
@@ -134,21 +135,23 @@ def _backward(ctx, grad):
     return dx, dw, db, None, None, None, None, None
 
 
-def _first_order_only(name: str) -> None:
-    """Refuse a torch.func transform of a convgemm gradient (hessian, grad of grad): inside
-    functorch an operator's autograd kernel cannot record its own gradient."""
+def _first_order_only(name: str, gradient_op: bool) -> None:
+    """Refuse a torch.func transform of a convgemm gradient (hessian, grad of grad, forward over
+    reverse): inside functorch an operator's autograd kernel cannot record its own gradient. A
+    gradient operator under a jvp level is always such a case (conv2d's own jvp uses conv2d)."""
     from torch._C._functorch import TransformType
     from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
-    levels = [i for i in retrieve_all_functorch_interpreters() if i.key() in (TransformType.Grad, TransformType.Jvp)]
-    if len(levels) > 1:
+    keys = [i.key() for i in retrieve_all_functorch_interpreters()]
+    levels = [k for k in keys if k in (TransformType.Grad, TransformType.Jvp)]
+    if len(levels) > 1 or (gradient_op and TransformType.Jvp in keys):
         raise NotImplementedError(
             f"convgemm::{name}: higher-order torch.func transforms (hessian, grad of grad, jacfwd of jacrev) are not "
             "supported; first-order ones are. For second derivatives use torch.autograd.grad(..., create_graph=True)"
         )
 
 
-def _autograd_kernel(op, impl, backward, setup_context, tensors: tuple[int, ...]):
+def _autograd_kernel(op, impl, backward, setup_context, tensors: tuple[int, ...], gradient_op: bool = False):
     """Register the Autograd-key kernel of operator ``op`` (``torch.ops.convgemm.<name>``),
     ``impl`` its implementation, ``backward`` / ``setup_context`` its gradient, ``tensors`` the
     positions of its tensor arguments.
@@ -184,10 +187,10 @@ def _autograd_kernel(op, impl, backward, setup_context, tensors: tuple[int, ...]
 
     def kernel(keyset, *args):
         ts = [args[i] for i in tensors]
-        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
-            if not torch._C._are_functorch_transforms_active():
-                return grad_fn.apply(*args, keyset)
-            _first_order_only(name)
+        if torch._C._are_functorch_transforms_active():
+            _first_order_only(name, gradient_op)  # then run without recording, below
+        elif torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
+            return grad_fn.apply(*args, keyset)
         elif _plain(*ts):
             return impl(*args)
         with torch._C._AutoDispatchBelowAutograd():
@@ -238,8 +241,8 @@ def _backward_weight(ctx, grad):
 
 _autograd_kernel(torch.ops.convgemm.conv2d, _conv2d, _backward, _setup_context, (0, 1, 2))
 # the gradients' own gradients: double backward (create_graph=True, gradient penalties)
-_autograd_kernel(torch.ops.convgemm.conv2d_input, _conv2d_input, _backward_input, _setup_input, (1, 2))
-_autograd_kernel(torch.ops.convgemm.conv2d_weight, _conv2d_weight, _backward_weight, _setup_weight, (0, 2))
+_autograd_kernel(torch.ops.convgemm.conv2d_input, _conv2d_input, _backward_input, _setup_input, (1, 2), True)
+_autograd_kernel(torch.ops.convgemm.conv2d_weight, _conv2d_weight, _backward_weight, _setup_weight, (0, 2), True)
 
 
 def _pair(v) -> list[int]:
@@ -342,7 +345,7 @@ def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
     if not torch.compiler.is_compiling():
         make_problem(input, weight, bias, stride, padding, dilation, groups)
     st, pads, dil = normalize(weight, stride, padding, dilation)
-    if torch._C._are_functorch_transforms_active():
+    if transforming():
         return _FuncConv2d.apply(input, weight, bias, st, pads, dil, groups, algorithm)
     return torch.ops.convgemm.conv2d(input, weight, bias, st, pads, dil, groups, algorithm)
 
@@ -380,7 +383,7 @@ def _backward_transpose(ctx, grad):
     if ctx.needs_input_grad[0]:
         # under a torch.func transform the conv2d operator's autograd kernel cannot run: its
         # transform-aware Function instead (func_function)
-        fn = _FuncConv2d.apply if torch._C._are_functorch_transforms_active() else torch.ops.convgemm.conv2d
+        fn = _FuncConv2d.apply if transforming() else torch.ops.convgemm.conv2d
         dx = fn(grad, weight, None, stride, pads, dilation, groups, "auto")
     if ctx.needs_input_grad[1]:
         dw = torch.ops.convgemm.conv2d_weight(grad, list(weight.shape), input, stride, pads, dilation, groups)

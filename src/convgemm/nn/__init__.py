@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._runtime import may_cache
+from .._runtime import may_cache, transforming
 from ..functional import conv2d, conv_transpose2d
 from ..functional1d import conv1d, conv_transpose1d
 from ..functional3d import conv3d, conv_transpose3d
@@ -42,7 +42,7 @@ def _key(t: torch.Tensor | None):
 def _packed(module: nn.Module, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
     """The (weight, bias) the kernels should read: a cached packed copy for inference calls."""
     if (torch.compiler.is_compiling() or not isinstance(input, torch.Tensor) or not may_cache(input.device)
-            or torch._C._are_functorch_transforms_active()):  # fmt: skip
+            or transforming()):  # fmt: skip
         return weight, bias
     if torch.is_grad_enabled() and (weight.requires_grad or (bias is not None and bias.requires_grad)):
         return weight, bias  # the gradient must reach the parameters themselves
