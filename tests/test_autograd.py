@@ -368,3 +368,26 @@ def test_forward_mode_ad_with_dual_tensors():
                 tangents.append(fwAD.unpack_dual(y).tangent)
         assert tangents[0] is not None
         torch.testing.assert_close(tangents[0], tangents[1], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dims", [(0, None, None), (None, 0, None), (0, 0, None), (None, None, 0), (1, 0, 0)],
+                         ids=["input", "weight", "input+weight", "bias", "all"])  # fmt: skip
+def test_vmap_batching_rule(dims):
+    """conv2d's batching rule: a batched input folds into the images, batched weights or biases
+    (ensembles) become one grouped convolution; PyTorch's per-example fallback (which warns) is
+    not used, and the result matches vmap over F.conv2d."""
+    import warnings
+
+    from torch import func
+
+    nb = 3
+    x = torch.randn(nb, 2, 4, 5, 5, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(nb, 6, 2, 3, 3, dtype=torch.float64, device=DEVICE)
+    b = torch.randn(nb, 6, dtype=torch.float64, device=DEVICE)
+    args = [x.movedim(0, dims[0]) if dims[0] is not None else x[0], w if dims[1] is not None else w[0],
+            b if dims[2] is not None else b[0]]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*performance drop.*")
+        got = func.vmap(lambda x, w, b: convgemm.conv2d(x, w, b, stride=2, padding=1, groups=2), in_dims=dims)(*args)
+    ref = func.vmap(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2), in_dims=dims)(*args)
+    torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10)

@@ -298,8 +298,9 @@ def func_function(name: str, op, setup_context, backward) -> type:
     ``autograd.Function`` with a separate ``setup_context``, applied at the user's level, can:
     functorch runs ``forward`` (the operator below autograd) a level down and ``backward`` (the
     gradients' operators) as the transform needs. ``vmap`` (``generate_vmap_rule``) batches
-    through the operators, which have no batching rule yet: PyTorch's per-example fallback runs
-    them once per batch entry (correct, slow, and it warns). ``jvp`` (forward mode) uses that a
+    through the operators: conv2d's own batching rule (``_conv2d_vmap``, one launch); the
+    others have none yet, and PyTorch's per-example fallback runs them once per batch entry
+    (correct, slow, and it warns). ``jvp`` (forward mode) uses that a
     convolution is linear in its input and in its weight: ``op(dx, w) + op(x, dw) + db``.
 
     ``op``'s arguments are ``(input, weight, bias, *rest)``; ``setup_context`` and ``backward``
@@ -335,6 +336,34 @@ def func_function(name: str, op, setup_context, backward) -> type:
 
 
 _FuncConv2d = func_function("_FuncConv2d", torch.ops.convgemm.conv2d, _setup_context, _backward)
+
+
+def _conv2d_vmap(info, in_dims, input, weight, bias, stride, padding, dilation, groups, algorithm):
+    """``conv2d``'s batching rule (vmap): one launch instead of PyTorch's one per batch entry.
+
+    A batched input alone folds into the images: ``[B, N, C, H, W]`` is ``[B*N, C, H, W]``. A
+    batched weight or bias (an ensemble, ``functional_call`` with stacked parameters) makes the
+    B filter banks one grouped convolution: the images' channels ``[N, B*C, H, W]``, the weights
+    ``[B*K, C/g, R, S]``, ``groups * B``, and the output ``[N, B*K, P, Q]`` read as ``[N, B, K,
+    P, Q]`` (batch dimension 1)."""
+    xd, wd, bd = in_dims[:3]
+    nb = info.batch_size
+    op = torch.ops.convgemm.conv2d
+    if wd is None and bd is None:
+        x = input.movedim(xd, 0)
+        y = op(x.flatten(0, 1), weight, bias, stride, padding, dilation, groups, algorithm)
+        return y.unflatten(0, (nb, x.shape[1])), 0
+    x = input.movedim(xd, 0) if xd is not None else input.expand(nb, *input.shape)
+    x = x.transpose(0, 1).flatten(1, 2)
+    w = weight.movedim(wd, 0) if wd is not None else weight.expand(nb, *weight.shape)
+    b = None
+    if bias is not None:
+        b = (bias.movedim(bd, 0) if bd is not None else bias.expand(nb, *bias.shape)).flatten()
+    y = op(x, w.flatten(0, 1), b, stride, padding, dilation, groups * nb, algorithm)
+    return y.unflatten(1, (nb, w.shape[1])), 1
+
+
+torch.library.register_vmap("convgemm::conv2d", _conv2d_vmap, lib=_LIB)
 
 
 def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm) -> Tensor:
