@@ -391,3 +391,39 @@ def test_vmap_batching_rule(dims):
         got = func.vmap(lambda x, w, b: convgemm.conv2d(x, w, b, stride=2, padding=1, groups=2), in_dims=dims)(*args)
     ref = func.vmap(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2), in_dims=dims)(*args)
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dims", [(0, None), (None, 0), (0, 0)], ids=["first", "second", "both"])
+def test_gradient_operators_batching_rules(dims):
+    """conv2d_input (weight, grad_output) and conv2d_weight (input, grad_output) under vmap with
+    either or both tensors batched, with no per-example fallback, match torch.nn.grad per entry;
+    per-sample gradients (vmap of grad) then take no fallback anywhere."""
+    import warnings
+
+    from torch import func
+
+    nb, kw = 3, dict(stride=2, padding=1, groups=2)
+    x = torch.randn(nb, 2, 4, 6, 6, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(nb, 6, 2, 3, 3, dtype=torch.float64, device=DEVICE)
+    dy = torch.randn(nb, 2, 6, 3, 3, dtype=torch.float64, device=DEVICE)
+    g = ([2, 2], [1, 1, 1, 1], [1, 1], 2)
+
+    def pick(t, d, i):
+        return t[i] if d is not None else t[0]
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*performance drop.*")
+        dx = func.vmap(lambda w, d: torch.ops.convgemm.conv2d_input([2, 4, 6, 6], w, d, *g), in_dims=dims)(
+            w if dims[0] is not None else w[0], dy if dims[1] is not None else dy[0])  # fmt: skip
+        dw = func.vmap(lambda x, d: torch.ops.convgemm.conv2d_weight(x, [6, 2, 3, 3], d, *g), in_dims=dims)(
+            x if dims[0] is not None else x[0], dy if dims[1] is not None else dy[0])  # fmt: skip
+        per_sample = func.vmap(func.grad(lambda w, xi: convgemm.conv2d(xi, w, **kw).square().sum()),
+                               in_dims=(None, 0))(w[0], x)  # fmt: skip
+    ref_dx = torch.stack([torch.nn.grad.conv2d_input((2, 4, 6, 6), pick(w, dims[0], i), pick(dy, dims[1], i), **kw)
+                          for i in range(nb)])  # fmt: skip
+    ref_dw = torch.stack([torch.nn.grad.conv2d_weight(pick(x, dims[0], i), (6, 2, 3, 3), pick(dy, dims[1], i), **kw)
+                          for i in range(nb)])  # fmt: skip
+    ref_ps = func.vmap(func.grad(lambda w, xi: F.conv2d(xi, w, **kw).square().sum()), in_dims=(None, 0))(w[0], x)
+    torch.testing.assert_close(dx, ref_dx, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(dw, ref_dw, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(per_sample, ref_ps, rtol=1e-10, atol=1e-10)
