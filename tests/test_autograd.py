@@ -373,9 +373,10 @@ def test_forward_mode_ad_with_dual_tensors():
 @pytest.mark.parametrize("dims", [(0, None, None), (None, 0, None), (0, 0, None), (None, None, 0), (1, 0, 0)],
                          ids=["input", "weight", "input+weight", "bias", "all"])  # fmt: skip
 def test_vmap_batching_rule(dims):
-    """conv2d's batching rule: a batched input folds into the images, batched weights or biases
-    (ensembles) become one grouped convolution; PyTorch's per-example fallback (which warns) is
-    not used, and the result matches vmap over F.conv2d."""
+    """The batching rule of conv2d, conv_transpose2d and conv3d (``ops.conv_vmap_rule``): a
+    batched input folds into the images, batched weights or biases (ensembles) become one
+    grouped convolution; PyTorch's per-example fallback (which warns) is not used, and the
+    results match vmap over PyTorch's functions."""
     import warnings
 
     from torch import func
@@ -391,6 +392,21 @@ def test_vmap_batching_rule(dims):
         got = func.vmap(lambda x, w, b: convgemm.conv2d(x, w, b, stride=2, padding=1, groups=2), in_dims=dims)(*args)
     ref = func.vmap(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2), in_dims=dims)(*args)
     torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10)
+    # conv_transpose2d (weight [C_in, C_out/g, R, S], an output size to scale) and conv3d
+    wt = torch.randn(nb, 4, 3, 3, 3, dtype=torch.float64, device=DEVICE)
+    x3 = torch.randn(nb, 2, 2, 4, 4, 4, dtype=torch.float64, device=DEVICE)
+    w3 = torch.randn(nb, 6, 2, 3, 3, 3, dtype=torch.float64, device=DEVICE)
+    for ours, ref_fn, xs, ws, kw in (
+        (convgemm.conv_transpose2d, F.conv_transpose2d, x, wt, dict(stride=2, padding=1, output_padding=1, groups=2)),
+        (convgemm.conv3d, F.conv3d, x3, w3, dict(padding=1)),
+    ):
+        args = [xs.movedim(0, dims[0]) if dims[0] is not None else xs[0], ws if dims[1] is not None else ws[0],
+                b if dims[2] is not None else b[0]]  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*performance drop.*")
+            got = func.vmap(lambda x, w, b, c=ours, kw=kw: c(x, w, b, **kw), in_dims=dims)(*args)
+        ref = func.vmap(lambda x, w, b, c=ref_fn, kw=kw: c(x, w, b, **kw), in_dims=dims)(*args)
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10, msg=ours.__name__)
 
 
 @pytest.mark.parametrize("dims", [(0, None), (None, 0), (0, 0)], ids=["first", "second", "both"])

@@ -20,7 +20,7 @@ from ._runtime import check_device, empty, transforming
 from .conv import conv3d as k3
 from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
 from .matmul.launch import Launch
-from .ops import func_function
+from .ops import conv_vmap_rule, func_function
 from .problem3d import ConvProblem3d
 
 __all__ = ["conv3d", "conv3d_input", "conv3d_weight", "conv_transpose3d"]
@@ -385,6 +385,7 @@ def _backward(ctx, grad):
 
 _conv3d_op.register_autograd(_backward, setup_context=_setup)
 _FuncConv3d = func_function("_FuncConv3d", torch.ops.convgemm.conv3d, _setup, _backward)
+_conv3d_op.register_vmap(conv_vmap_rule(torch.ops.convgemm.conv3d, 3))
 
 
 def _setup_input(ctx, inputs, output):

@@ -298,10 +298,10 @@ def func_function(name: str, op, setup_context, backward) -> type:
     ``autograd.Function`` with a separate ``setup_context``, applied at the user's level, can:
     functorch runs ``forward`` (the operator below autograd) a level down and ``backward`` (the
     gradients' operators) as the transform needs. ``vmap`` (``generate_vmap_rule``) batches
-    through the operators: conv2d and its two gradients have batching rules (``_conv2d_vmap``
-    and the two after it: one launch each); conv_transpose2d and conv3d have none yet, and
-    PyTorch's per-example fallback runs them once per batch entry (correct, slow, and it
-    warns). ``jvp`` (forward mode) uses that a
+    through the operators' batching rules (``conv_vmap_rule`` for conv2d, conv_transpose2d
+    and conv3d, and conv2d's two gradient operators: one launch each; conv3d's gradient
+    operators have none yet, and PyTorch's per-example fallback runs them once per batch entry,
+    correct, slow, and it warns). ``jvp`` (forward mode) uses that a
     convolution is linear in its input and in its weight: ``op(dx, w) + op(x, dw) + db``.
 
     ``op``'s arguments are ``(input, weight, bias, *rest)``; ``setup_context`` and ``backward``
@@ -339,37 +339,45 @@ def func_function(name: str, op, setup_context, backward) -> type:
 _FuncConv2d = func_function("_FuncConv2d", torch.ops.convgemm.conv2d, _setup_context, _backward)
 
 
-def _conv2d_vmap(info, in_dims, input, weight, bias, stride, padding, dilation, groups, algorithm):
-    """``conv2d``'s batching rule (vmap): one launch instead of PyTorch's one per batch entry.
+def conv_vmap_rule(op, groups_at: int, out_size_at: int | None = None):
+    """A batching rule (vmap) for a convolution operator ``op(input, weight, bias, *rest)``:
+    one launch instead of PyTorch's one per batch entry. ``rest[groups_at]`` is the group count,
+    ``rest[out_size_at]`` the output size where the operator takes one (conv_transpose2d).
 
-    A batched input alone folds into the images: ``[B, N, C, H, W]`` is ``[B*N, C, H, W]``. A
+    A batched input alone folds into the images: ``[B, N, C, ...]`` is ``[B*N, C, ...]``. A
     batched weight or bias (an ensemble, ``functional_call`` with stacked parameters) makes the
-    B filter banks one grouped convolution: the images' channels ``[N, B*C, H, W]``, the weights
-    ``[B*K, C/g, R, S]``, ``groups * B``, and the output ``[N, B*K, P, Q]`` read as ``[N, B, K,
-    P, Q]`` (batch dimension 1)."""
-    xd, wd, bd = in_dims[:3]
-    nb = info.batch_size
-    op = torch.ops.convgemm.conv2d
-    if wd is None and bd is None:
-        x = input.movedim(xd, 0)
-        y = op(x.flatten(0, 1), weight, bias, stride, padding, dilation, groups, algorithm)
-        return y.unflatten(0, (nb, x.shape[1])), 0
-    x = input.movedim(xd, 0) if xd is not None else input.expand(nb, *input.shape)
-    x = x.transpose(0, 1).flatten(1, 2)
-    w = weight.movedim(wd, 0) if wd is not None else weight.expand(nb, *weight.shape)
-    b = None
-    if bias is not None:
-        b = (bias.movedim(bd, 0) if bd is not None else bias.expand(nb, *bias.shape)).flatten()
-    y = op(x, w.flatten(0, 1), b, stride, padding, dilation, groups * nb, algorithm)
-    return y.unflatten(1, (nb, w.shape[1])), 1
+    B filter banks one grouped convolution: the images' channels ``[N, B*C, ...]``, the weights
+    stacked along their first axis, ``groups * B``, and the output ``[N, B*K, ...]`` read as
+    ``[N, B, K, ...]`` (batch dimension 1)."""
 
+    def rule(info, in_dims, input, weight, bias, *rest):
+        xd, wd, bd = in_dims[:3]
+        nb, rest = info.batch_size, list(rest)
+        if wd is None and bd is None:
+            x = input.movedim(xd, 0)
+            n = x.shape[1]
+            if out_size_at is not None:
+                rest[out_size_at] = [nb * n, *rest[out_size_at][1:]]
+            return op(x.flatten(0, 1), weight, bias, *rest).unflatten(0, (nb, n)), 0
+        x = _batch_first(input, xd, nb).transpose(0, 1).flatten(1, 2)
+        w = _batch_first(weight, wd, nb)
+        b = None if bias is None else _batch_first(bias, bd, nb).flatten()
+        rest[groups_at] = rest[groups_at] * nb
+        k = w.shape[1]
+        if out_size_at is not None:
+            size = rest[out_size_at]
+            k, rest[out_size_at] = size[1], [size[0], nb * size[1], *size[2:]]
+        return op(x, w.flatten(0, 1), b, *rest).unflatten(1, (nb, k)), 1
 
-torch.library.register_vmap("convgemm::conv2d", _conv2d_vmap, lib=_LIB)
+    return rule
 
 
 def _batch_first(t, dim, nb):
     """``t`` with its vmap dimension first (expanded to ``nb`` entries when it has none)."""
     return t.movedim(dim, 0) if dim is not None else t.expand(nb, *t.shape)
+
+
+torch.library.register_vmap("convgemm::conv2d", conv_vmap_rule(torch.ops.convgemm.conv2d, 3), lib=_LIB)
 
 
 def _conv2d_input_vmap(info, in_dims, input_size, weight, grad_output, stride, padding, dilation, groups):
@@ -464,6 +472,9 @@ def _backward_transpose(ctx, grad):
 
 torch.library.register_autograd(
     "convgemm::conv_transpose2d", _backward_transpose, setup_context=_setup_transpose, lib=_LIB
+)
+torch.library.register_vmap(
+    "convgemm::conv_transpose2d", conv_vmap_rule(torch.ops.convgemm.conv_transpose2d, 4, out_size_at=0), lib=_LIB
 )
 _FuncConvTranspose2d = func_function(
     "_FuncConvTranspose2d", torch.ops.convgemm.conv_transpose2d, _setup_transpose, _backward_transpose
