@@ -365,19 +365,17 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
-    if torch._C._are_functorch_transforms_active():
-        raise NotImplementedError(
-            "convgemm.conv3d: torch.func's reverse-mode transforms (grad, vjp, jacrev) are not supported for 3-D "
-            "convolutions yet (its gradient operator conv3d_input has an autograd kernel, which functorch cannot "
-            "run); vmap and jvp work. Use torch.autograd (loss.backward(), torch.autograd.grad) instead"
-        )
     input, weight = ctx.saved_tensors
     stride, padding, dilation, groups = ctx.conv
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
-        dx = torch.ops.convgemm.conv3d_input(list(input.shape), weight, grad, stride, padding, dilation, groups)
+        # under a torch.func transform the conv3d_input operator's autograd kernel cannot run:
+        # its transform-aware Function instead (as ops._backward_transpose does for conv2d)
+        dgrad = _FuncConv3dInput.apply if transforming() else torch.ops.convgemm.conv3d_input
+        dx = dgrad(list(input.shape), weight, grad, stride, padding, dilation, groups)
     if ctx.needs_input_grad[1]:
-        dw = torch.ops.convgemm.conv3d_weight(input, list(weight.shape), grad, stride, padding, dilation, groups)
+        wgrad = _FuncConv3dWeight.apply if transforming() else torch.ops.convgemm.conv3d_weight
+        dw = wgrad(input, list(weight.shape), grad, stride, padding, dilation, groups)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = grad.sum(dim=(0, 2, 3, 4), dtype=torch.promote_types(grad.dtype, torch.float32)).to(grad.dtype)
     return dx, dw, db, None, None, None, None
@@ -408,3 +406,61 @@ def _backward_input(ctx, grad):
 
 
 _conv3d_input_op.register_autograd(_backward_input, setup_context=_setup_input)
+
+
+class _FuncConv3dInput(torch.autograd.Function):
+    """``conv3d_input`` inside conv3d's backward under a torch.func transform (first order):
+    functorch runs this Function's forward a level down, where the operator records nothing.
+    Its own gradient is ``_backward_input``; no forward mode (higher-order transforms of conv3d
+    are not supported) and no batching rule (vmap runs it once per batch entry)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input_size, weight, grad_output, stride, padding, dilation, groups):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.convgemm.conv3d_input(input_size, weight, grad_output, stride, padding, dilation, groups)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _setup_input(ctx, inputs, output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _backward_input(ctx, grad)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _no_second_derivatives()
+
+
+class _FuncConv3dWeight(torch.autograd.Function):
+    """``conv3d_weight`` inside conv3d's backward under a torch.func transform, as
+    ``_FuncConv3dInput``; the operator has no gradient of its own, so neither has this."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input, weight_size, grad_output, stride, padding, dilation, groups):
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.convgemm.conv3d_weight(input, weight_size, grad_output, stride, padding, dilation, groups)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        _no_second_derivatives()
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _no_second_derivatives()
+
+
+def _no_second_derivatives():
+    raise NotImplementedError(
+        "convgemm.conv3d under torch.func: second derivatives (hessian, grad of grad, forward over reverse) are not "
+        "supported; first-order transforms are. For second derivatives use torch.autograd.grad(..., "
+        "create_graph=True)"
+    )
