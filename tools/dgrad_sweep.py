@@ -35,6 +35,16 @@ SHAPES = [
 ]
 
 
+def _tensors(n, c, h, k, r, st, pad):
+    """bf16 channels_last x [n, c, h, h], w [k, c, r, r], the problem and a dy for it."""
+    dt, cl = torch.bfloat16, torch.channels_last
+    x = torch.randn(n, c, h, h, device="cuda", dtype=dt).contiguous(memory_format=cl)
+    w = (torch.randn(k, c, r, r, device="cuda", dtype=dt) * 0.1).contiguous(memory_format=cl)
+    prob = ConvProblem.from_tensors(x, w, None, stride=st, padding=pad)
+    dy = torch.randn(prob.output_shape, device="cuda", dtype=dt).contiguous(memory_format=cl)
+    return x, w, prob, dy
+
+
 def _us(fn) -> float:
     return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median") * 1e3
 
@@ -51,12 +61,8 @@ def main() -> None:
         return ab(a)
     if a.repeat:
         return repeat(a)
-    dt, cl = torch.bfloat16, torch.channels_last
     for n, c, h, k, r, st, pad in [SHAPES[i] for i in a.only] if a.only else SHAPES:
-        x = torch.randn(n, c, h, h, device="cuda", dtype=dt).contiguous(memory_format=cl)
-        w = (torch.randn(k, c, r, r, device="cuda", dtype=dt) * 0.1).contiguous(memory_format=cl)
-        prob = ConvProblem.from_tensors(x, w, None, stride=st, padding=pad)
-        dy = torch.randn(prob.output_shape, device="cuda", dtype=dt).contiguous(memory_format=cl)
+        x, w, prob, dy = _tensors(n, c, h, k, r, st, pad)
         ref = torch.nn.grad.conv2d_input(x.shape, w, dy, stride=st, padding=pad)
         flop = 2 * prob.n * prob.p * prob.q * prob.k * prob.c * r * r
         cudnn = _us(lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, stride=st, padding=pad))  # noqa: B023
@@ -107,14 +113,10 @@ def ab(a: argparse.Namespace) -> None:
     from convgemm.conv import backward
     from convgemm.conv import loaders as cl
 
-    dt, cl_fmt = torch.bfloat16, torch.channels_last
     k_tiles, order = cl.tma_dgrad_k_tiles, backward._phase_order
     ident = lambda prob: sum(f << (4 * f) for f in range(prob.stride[0] * prob.stride[1]))  # noqa: E731
     for n, c, h, k, r, st, pad in [SHAPES[i] for i in a.only] if a.only else SHAPES:
-        x = torch.randn(n, c, h, h, device="cuda", dtype=dt).contiguous(memory_format=cl_fmt)
-        w = (torch.randn(k, c, r, r, device="cuda", dtype=dt) * 0.1).contiguous(memory_format=cl_fmt)
-        prob = ConvProblem.from_tensors(x, w, None, stride=st, padding=pad)
-        dy = torch.randn(prob.output_shape, device="cuda", dtype=dt).contiguous(memory_format=cl_fmt)
+        x, w, prob, dy = _tensors(n, c, h, k, r, st, pad)
         dx = torch.empty_like(x)
         cfg = DGRAD_TMA.default_config(prob)
         for per_phase in (True, False):
@@ -134,14 +136,10 @@ def ab(a: argparse.Namespace) -> None:
 def repeat(a: argparse.Namespace) -> None:
     """The default config's time on fresh tensors, N times: is a spread between runs a property
     of the allocation (addresses) rather than of the config?"""
-    dt, cl = torch.bfloat16, torch.channels_last
     for n, c, h, k, r, st, pad in [SHAPES[i] for i in a.only] if a.only else SHAPES:
         keep = []  # hold earlier sets so that each set gets new addresses
         for _ in range(a.repeat):
-            x = torch.randn(n, c, h, h, device="cuda", dtype=dt).contiguous(memory_format=cl)
-            w = (torch.randn(k, c, r, r, device="cuda", dtype=dt) * 0.1).contiguous(memory_format=cl)
-            prob = ConvProblem.from_tensors(x, w, None, stride=st, padding=pad)
-            dy = torch.randn(prob.output_shape, device="cuda", dtype=dt).contiguous(memory_format=cl)
+            x, w, prob, dy = _tensors(n, c, h, k, r, st, pad)
             dx = torch.empty_like(x)
             cfg = DGRAD_TMA.default_config(prob)
             us = _us(lambda: DGRAD_TMA.run(prob, dy, w, dx, cfg))  # noqa: B023

@@ -20,7 +20,7 @@ from ._runtime import check_device, empty, transforming
 from .conv import conv3d as k3
 from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
 from .matmul.launch import Launch
-from .ops import conv_vmap_rule, func_function
+from .ops import conv_vmap_rule, func_function, gradient_op_autograd
 from .problem3d import ConvProblem3d
 
 __all__ = ["conv3d", "conv3d_input", "conv3d_weight", "conv_transpose3d"]
@@ -386,76 +386,38 @@ _FuncConv3d = func_function("_FuncConv3d", torch.ops.convgemm.conv3d, _setup, _b
 _conv3d_op.register_vmap(conv_vmap_rule(torch.ops.convgemm.conv3d, 3))
 
 
-def _setup_input(ctx, inputs, output):
-    input_size, weight, grad_output, stride, padding, dilation, groups = inputs
-    ctx.save_for_backward(weight, grad_output)
-    ctx.conv = (stride, padding, dilation, groups)
-
-
-def _backward_input(ctx, grad):
-    # dx = dgrad(dy; w) is linear in both: d/d(dy) is the forward conv of the incoming gradient,
-    # d/dw the weight gradient with that gradient as the "input" and dy as the output gradient
-    weight, dy = ctx.saved_tensors
-    stride, padding, dilation, groups = ctx.conv
-    d_w = d_dy = None
-    if ctx.needs_input_grad[1]:
-        d_w = torch.ops.convgemm.conv3d_weight(grad, list(weight.shape), dy, stride, padding, dilation, groups)
-    if ctx.needs_input_grad[2]:
-        d_dy = torch.ops.convgemm.conv3d(grad, weight, None, stride, padding, dilation, groups)
-    return None, d_w, d_dy, None, None, None, None
-
-
+_setup_input, _backward_input, _, _ = gradient_op_autograd(
+    torch.ops.convgemm.conv3d_input, torch.ops.convgemm.conv3d_weight, torch.ops.convgemm.conv3d
+)
 _conv3d_input_op.register_autograd(_backward_input, setup_context=_setup_input)
 
 
-class _FuncConv3dInput(torch.autograd.Function):
-    """``conv3d_input`` inside conv3d's backward under a torch.func transform (first order):
-    functorch runs this Function's forward a level down, where the operator records nothing.
-    Its own gradient is ``_backward_input``; no forward mode (higher-order transforms of conv3d
-    are not supported) and no batching rule (vmap runs it once per batch entry)."""
+def _first_order(name: str, op, setup_context, backward) -> type:
+    """``op`` (a conv3d gradient operator) inside conv3d's backward under a torch.func transform:
+    functorch runs this Function's forward a level down, where the operator records nothing
+    (custom_op's own autograd kernels cannot run inside functorch). First order only: no
+    forward mode, and the batching rule is generated (vmap runs the operator once per entry)."""
 
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(input_size, weight, grad_output, stride, padding, dilation, groups):
+    def forward(*args):
         with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.convgemm.conv3d_input(input_size, weight, grad_output, stride, padding, dilation, groups)
+            return op(*args)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        _setup_input(ctx, inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _backward_input(ctx, grad)
-
-    @staticmethod
     def jvp(ctx, *tangents):
         _no_second_derivatives()
 
+    methods = {"forward": forward, "setup_context": setup_context, "backward": backward, "jvp": jvp}
+    return type(name, (torch.autograd.Function,), {"generate_vmap_rule": True,
+                                                   **{k: staticmethod(v) for k, v in methods.items()}})  # fmt: skip
 
-class _FuncConv3dWeight(torch.autograd.Function):
-    """``conv3d_weight`` inside conv3d's backward under a torch.func transform, as
-    ``_FuncConv3dInput``; the operator has no gradient of its own, so neither has this."""
 
-    generate_vmap_rule = True
+def _no_gradient(ctx, grad):
+    _no_second_derivatives()
 
-    @staticmethod
-    def forward(input, weight_size, grad_output, stride, padding, dilation, groups):
-        with torch._C._AutoDispatchBelowAutograd():
-            return torch.ops.convgemm.conv3d_weight(input, weight_size, grad_output, stride, padding, dilation, groups)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    @staticmethod
-    def backward(ctx, grad):
-        _no_second_derivatives()
-
-    @staticmethod
-    def jvp(ctx, *tangents):
-        _no_second_derivatives()
+_FuncConv3dInput = _first_order("_FuncConv3dInput", torch.ops.convgemm.conv3d_input, _setup_input, _backward_input)
+# conv3d_weight has no gradient of its own, so neither has its Function
+_FuncConv3dWeight = _first_order("_FuncConv3dWeight", torch.ops.convgemm.conv3d_weight,
+                                 lambda ctx, inputs, output: None, _no_gradient)  # fmt: skip
 
 
 def _no_second_derivatives():

@@ -201,44 +201,50 @@ def _autograd_kernel(op, impl, backward, setup_context, tensors: tuple[int, ...]
     _LIB.impl(name, torch._disable_dynamo(kernel), "Autograd", with_keyset=True)
 
 
-def _setup_input(ctx, inputs, output):
-    _, weight, grad_output, stride, padding, dilation, groups = inputs
-    ctx.save_for_backward(weight, grad_output)
-    ctx.conv = (stride, padding, dilation, groups)
+def gradient_op_autograd(dgrad_op, wgrad_op, forward_op, *extra):
+    """The gradients of one dimensionality's two gradient operators (double backward):
+    ``(setup_input, backward_input, setup_weight, backward_weight)``.
+
+    dx = dgrad(dy; w) is linear in both: its gradient for dy is the forward conv of the incoming
+    gradient, for w the weight gradient with that gradient as the input and dy as the output
+    gradient. dw = wgrad(x, dy) is linear in both: its gradient for x is the dgrad of dy through
+    the incoming gradient (as a weight), for dy the forward conv of x with it. ``extra``: the
+    forward operator's trailing arguments (conv2d's algorithm)."""
+
+    def setup_input(ctx, inputs, output):
+        _, weight, grad_output, stride, padding, dilation, groups = inputs
+        ctx.save_for_backward(weight, grad_output)
+        ctx.conv = (stride, padding, dilation, groups)
+
+    def backward_input(ctx, grad):
+        weight, dy = ctx.saved_tensors
+        d_w = d_dy = None
+        if ctx.needs_input_grad[1]:
+            d_w = wgrad_op(grad, list(weight.shape), dy, *ctx.conv)
+        if ctx.needs_input_grad[2]:
+            d_dy = forward_op(grad, weight, None, *ctx.conv, *extra)
+        return None, d_w, d_dy, None, None, None, None
+
+    def setup_weight(ctx, inputs, output):
+        input, _, grad_output, stride, padding, dilation, groups = inputs
+        ctx.save_for_backward(input, grad_output)
+        ctx.conv = (stride, padding, dilation, groups)
+
+    def backward_weight(ctx, grad):
+        x, dy = ctx.saved_tensors
+        d_x = d_dy = None
+        if ctx.needs_input_grad[0]:
+            d_x = dgrad_op(list(x.shape), grad, dy, *ctx.conv)
+        if ctx.needs_input_grad[2]:
+            d_dy = forward_op(x, grad, None, *ctx.conv, *extra)
+        return d_x, None, d_dy, None, None, None, None
+
+    return setup_input, backward_input, setup_weight, backward_weight
 
 
-def _backward_input(ctx, grad):
-    # dx = dgrad(dy; w) is linear in both: d/d(dy) is the forward conv of the incoming gradient,
-    # d/dw the weight gradient with that gradient as the input and dy as the output gradient
-    weight, dy = ctx.saved_tensors
-    stride, padding, dilation, groups = ctx.conv
-    d_w = d_dy = None
-    if ctx.needs_input_grad[1]:
-        d_w = torch.ops.convgemm.conv2d_weight(grad, list(weight.shape), dy, stride, padding, dilation, groups)
-    if ctx.needs_input_grad[2]:
-        d_dy = torch.ops.convgemm.conv2d(grad, weight, None, stride, padding, dilation, groups, "auto")
-    return None, d_w, d_dy, None, None, None, None
-
-
-def _setup_weight(ctx, inputs, output):
-    input, _, grad_output, stride, padding, dilation, groups = inputs
-    ctx.save_for_backward(input, grad_output)
-    ctx.conv = (stride, padding, dilation, groups)
-
-
-def _backward_weight(ctx, grad):
-    # dw = wgrad(x, dy) is linear in both: d/dx is the dgrad of dy through the incoming gradient
-    # (as a weight), d/d(dy) the forward conv of x with it
-    x, dy = ctx.saved_tensors
-    stride, padding, dilation, groups = ctx.conv
-    d_x = d_dy = None
-    if ctx.needs_input_grad[0]:
-        d_x = torch.ops.convgemm.conv2d_input(list(x.shape), grad, dy, stride, padding, dilation, groups)
-    if ctx.needs_input_grad[2]:
-        d_dy = torch.ops.convgemm.conv2d(x, grad, None, stride, padding, dilation, groups, "auto")
-    return d_x, None, d_dy, None, None, None, None
-
-
+_setup_input, _backward_input, _setup_weight, _backward_weight = gradient_op_autograd(
+    torch.ops.convgemm.conv2d_input, torch.ops.convgemm.conv2d_weight, torch.ops.convgemm.conv2d, "auto"
+)
 _autograd_kernel(torch.ops.convgemm.conv2d, _conv2d, _backward, _setup_context, (0, 1, 2))
 # the gradients' own gradients: double backward (create_graph=True, gradient penalties)
 _autograd_kernel(torch.ops.convgemm.conv2d_input, _conv2d_input, _backward_input, _setup_input, (1, 2), True)

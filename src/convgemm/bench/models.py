@@ -148,7 +148,7 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
         ]
     for mode, wrap in modes:
         threads = not mode.endswith("one-thread")
-        times, first = {}, {}
+        first = {}
         row = Row("model", f"resnet50 train b{batch} {mode}", f"{batch}x3x224x224", dtype_key, "train",
                   "channels_last", gflop)  # fmt: skip
         row.algorithm = "patched"
