@@ -290,6 +290,20 @@ def test_double_backward_gradgradcheck(kw):
     assert torch.autograd.gradgradcheck(lambda x, w, b: convgemm.conv2d(x, w, b, **kw), (x, w, b), fast_mode=INTERPRET)
 
 
+def test_float64_weight_written_through_data_is_seen():
+    """gradcheck perturbs its inputs through ``.data``, which bumps no version counter: float64
+    derived weights (dgrad's flipped weight) must not be cached, or the finite differences of
+    dgrad come out zero (seen on the H200 in gradgradcheck, where the cache is active)."""
+    torch.manual_seed(0)
+    dy = torch.randn(1, 2, 4, 4, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(2, 2, 3, 3, dtype=torch.float64, device=DEVICE)
+    shape = (1, 2, 4, 4)
+    convgemm.conv2d_input(shape, w, dy, padding=1)
+    w.data.mul_(2.0)  # what gradcheck does: no version bump
+    got = convgemm.conv2d_input(shape, w, dy, padding=1)
+    torch.testing.assert_close(got, torch.nn.grad.conv2d_input(shape, w, dy, padding=1))
+
+
 def test_double_backward_through_conv_transpose2d_and_a_gradient_penalty():
     """conv_transpose2d's backward is made of the same operators, so it has second derivatives
     too; and a gradient penalty (the norm of d(out)/d(input), as in WGAN-GP) trains the weight

@@ -185,7 +185,11 @@ def conv2d_forward(
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:
         prob, algo, cfg, launch = plan
-        y = out if out is not None else empty(prob.output_shape, input.dtype, input.device, torch.channels_last)
+        if out is not None:
+            y = out
+        else:
+            fmt = torch.contiguous_format if _writes_nchw(prob, algo) else torch.channels_last
+            y = empty(prob.output_shape, input.dtype, input.device, fmt)
         with _device_of(input):
             algo.run(prob, as_nhwc(input), weight, bias, y, cfg, launch)
             if activation and not algo.fuses_activation:
@@ -205,6 +209,9 @@ def conv2d_forward(
     if x is not None:
         with _device_of(input):
             algo, cfg = choose(prob, x, weight, bias, y, algorithm)
+            if out is None and _writes_nchw(prob, algo):
+                # the plan's launch is specialised on y's strides: repeat calls allocate the same
+                y = empty(prob.output_shape, input.dtype, input.device, torch.contiguous_format)
             launch = Launch()
             algo.run(prob, x, weight, bias, y, cfg, launch)
             if activation and not algo.fuses_activation:
@@ -218,6 +225,12 @@ def conv2d_forward(
         return y
     with _device_of(input):
         return to_format(y, torch.contiguous_format)
+
+
+def _writes_nchw(prob: ConvProblem, algo) -> bool:
+    """Whether an NCHW result is written in place by ``algo`` (else written NHWC, then transposed:
+    the TMA algorithms store channels_last tiles)."""
+    return not prob.channels_last_out and algo.writes_nchw
 
 
 class _NoGuard:
@@ -465,8 +478,15 @@ _MAX_DERIVED = 64
 def _derived_weight(weight: torch.Tensor, tag: tuple, make) -> torch.Tensor:
     """``make(weight.detach())``, kept per weight tensor, version counter and ``tag``: a backward
     pass reuses the forward's weight object, and any in-place update (an optimizer step) bumps the
-    version. Like autograd's own saved-tensor check, a write through ``.data`` is not seen."""
-    cacheable = weight.device.type == "cuda" and not torch.compiler.is_compiling() and may_cache(weight.device)
+    version. Like autograd's own saved-tensor check, a write through ``.data`` is not seen; float64
+    is never cached, because it is the checking dtype and ``gradcheck`` perturbs its inputs through
+    ``.data`` (a cached flip made ``gradgradcheck``'s finite differences of dgrad zero on the GPU)."""
+    cacheable = (
+        weight.device.type == "cuda"
+        and weight.dtype != torch.float64
+        and not torch.compiler.is_compiling()
+        and may_cache(weight.device)
+    )
     if cacheable:
         key = (id(weight), weight.data_ptr(), weight._version, weight.shape, weight.stride(), weight.dtype,
                weight.device, tag)  # fmt: skip

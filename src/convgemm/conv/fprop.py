@@ -187,6 +187,9 @@ class Algorithm:
     #: whether ``run`` applies ``prob.activation`` in its epilogue; when not, ``conv2d`` applies it
     #: to the output afterwards
     fuses_activation = False
+    #: whether ``run`` writes an NCHW ``y`` as fast as a channels_last one (pointer stores with any
+    #: strides): then an NCHW result is written in place, not written NHWC and transposed after
+    writes_nchw = False
 
     def supports(self, prob: ConvProblem) -> str | None:
         """None if this algorithm can compute ``prob``, else the reason it cannot."""
@@ -236,6 +239,10 @@ class ImplicitGemm(Algorithm):
 
     name = "implicit_gemm"
     fuses_activation = True
+    # gather_output_store takes y's strides. Session 4 wrote NCHW this way: wav2vec2's conv0
+    # (1 -> 512 channels, an NCHW result of 131 MB) took 78 us on small_k; written NHWC and
+    # transposed (sessions 7-8) it took 180 us.
+    writes_nchw = True
 
     def supports(self, prob: ConvProblem) -> str | None:
         return None
