@@ -51,7 +51,7 @@ def test_matrix(case, m, layout, tf32_mode):
 
 
 @pytest.mark.parametrize(
-    "algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1", "small_k", "depthwise", "grouped"]
+    "algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1", "small_k", "depthwise", "depthwise_rows", "grouped"]
 )
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -109,15 +109,16 @@ def test_dtypes_and_unbatched(dtype):
     assert_close(y, ref, dtype)
 
 
+@pytest.mark.parametrize("algorithm", ["depthwise", "depthwise_rows"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-def test_depthwise_dtypes(dtype, layout):
+def test_depthwise_dtypes(dtype, layout, algorithm):
     x = torch.randn(2, 16, 9, 10, device=DEVICE).to(dtype)
     if layout == "channels_last":
         x = x.to(memory_format=torch.channels_last)
     w = torch.randn(32, 1, 5, 5, device=DEVICE).to(dtype)
     b = torch.randn(32, device=DEVICE).to(dtype)
-    y = convgemm.conv2d(x, w, b, padding=2, groups=16, algorithm="depthwise")
+    y = convgemm.conv2d(x, w, b, padding=2, groups=16, algorithm=algorithm)
     assert_close(y, conv2d_ref(x, w, b, padding=2, groups=16), dtype)
 
 

@@ -50,6 +50,84 @@ def test_every_tile_shape(case, cfg, layout, monkeypatch):
     torch.testing.assert_close(y.double().cpu(), ref.cpu(), rtol=1e-5, atol=1e-5)
 
 
+# (BLOCK_Q, BLOCK_K, strip rows, warps): strips of one row, of fewer rows than the image (the last
+# strip partial) and taller than the image
+ROWS_CONFIGS = [(4, 16, 1, 1), (8, 16, 3, 2), (4, 32, 5, 2), (16, 16, 64, 4)]
+# (N, C, H, W, multiplier, R, S, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
+ROWS_CASES = [
+    (2, 16, 9, 11, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (1, 8, 13, 10, 1, 7, 7, (1, 1), (3, 3), (1, 1)),  # ConvNeXt-like 7x7
+    (2, 6, 11, 9, 2, 3, 3, (2, 2), (1, 1), (1, 2)),  # multiplier 2, stride 2, horizontal dilation
+    (1, 24, 5, 17, 1, 5, 5, (1, 1), (2, 2), (1, 1)),  # fewer rows than the filter's reach
+    (1, 8, 10, 12, 1, 5, 3, (2, 1), (0, 1), (1, 1)),  # stride 2 down, 1 across, no vertical padding
+    (1, 8, 1, 19, 1, 1, 4, (1, 1), (0, 3), (1, 1)),  # causal conv1d as a 1-row image
+]
+
+
+@pytest.mark.parametrize("cfg", ROWS_CONFIGS, ids=lambda c: "q{}k{}r{}w{}".format(*c))
+@pytest.mark.parametrize("case", ROWS_CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7][0]}{c[7][1]}")
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_rows_kernel_every_strip(case, cfg, layout, monkeypatch):
+    """``depthwise_rows`` (inputs reused from registers down a column strip) against float64."""
+    n, c, h, w, mult, r, s, stride, pad, dil = case
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, c, h, w, generator=g).to(DEVICE)
+    wt = torch.randn(c * mult, 1, r, s, generator=g).to(DEVICE)
+    b = torch.randn(c * mult, generator=g).to(DEVICE)
+    if layout == "nhwc":
+        x = x.to(memory_format=torch.channels_last)
+    algo = ALGORITHMS["depthwise_rows"]
+    monkeypatch.setattr(type(algo), "default_config", lambda self, prob: Config(cfg[0], cfg[1], cfg[2], cfg[3], 1))
+    clear_memo()
+    try:
+        y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, groups=c, algorithm="depthwise_rows")
+    finally:
+        clear_memo()
+    ref = F.conv2d(x.double(), wt.double(), b.double(), stride=stride, padding=pad, dilation=dil, groups=c)
+    torch.testing.assert_close(y.double().cpu(), ref.cpu(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (dict(dilation=(2, 1), padding=2), "vertical dilation 2"),
+        (dict(stride=(3, 1), padding=1), "vertical stride 3"),
+    ],
+)
+def test_rows_kernel_refuses(kw, reason):
+    x = torch.randn(1, 4, 9, 9, device=DEVICE)
+    wt = torch.randn(4, 1, 3, 3, device=DEVICE)
+    with pytest.raises(ValueError, match=reason):
+        convgemm.conv2d(x, wt, groups=4, algorithm="depthwise_rows", **kw)
+
+
+def test_rows_gpu_configs(monkeypatch):
+    """The rows kernel's GPU candidates: 1-8 warps, at most 16 elements of a tile per thread, the
+    accumulators of every output row in flight within the register cap, strips no taller than the
+    image and enough programs for two per SM unless the strip is already short."""
+    import convgemm.conv.fprop as fp
+    from convgemm.problem import ConvProblem
+
+    monkeypatch.setattr(fp, "interpreting", lambda: False)
+    monkeypatch.setattr(fp, "sm_count", lambda: 132)
+    algo = ALGORITHMS["depthwise_rows"]
+    for nn_, c, h, w_, k, stride in [(64, 32, 112, 112, 3, 1), (64, 96, 56, 56, 7, 1), (64, 960, 7, 7, 3, 1),
+                                     (64, 144, 56, 56, 3, 2)]:  # fmt: skip
+        x = torch.empty(nn_, c, h, w_).to(memory_format=torch.channels_last)
+        wt = torch.empty(c, 1, k, k)
+        prob = ConvProblem.from_tensors(x, wt, stride=stride, padding=k // 2, groups=c)
+        cfgs = algo.configs(prob) + [algo.default_config(prob)]
+        assert 1 <= len(cfgs) <= 9
+        for cfg in cfgs:
+            assert 1 <= cfg.num_warps <= 8, cfg
+            per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+            assert 1 <= per_thread <= 16, cfg
+            assert per_thread * -(-k // stride) <= algo.MAX_ACC_REGS, cfg
+            assert 1 <= cfg.block_k <= prob.p, cfg
+            programs = nn_ * -(-prob.p // cfg.block_k) * -(-prob.q // cfg.block_m) * -(-prob.k // cfg.block_n)
+            assert programs >= 2 * 132 or cfg.block_k <= 8, cfg
+
+
 def test_gpu_configs_are_runnable(monkeypatch):
     """The GPU's candidate list (built here with the interpreter switch off): rows a power of two
     no larger than the output's rows rounded up, 1-8 warps, at most eight, the default among valid ones."""

@@ -142,3 +142,119 @@ def depthwise_kernel(
         y_off = (p * s_yp)[:, None, None] + (q * s_yq)[None, :, None] + (k * s_yk)[None, None, :]
     out_ok = p_ok[:, None, None] & q_ok[None, :, None] & k_ok
     tl.store(y_img + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)
+
+
+# ---------------------------------------------------------------- rows kernel: inputs reused from registers
+# The kernel above re-reads every input from L1 once per tap (R*S times), and L1 is what bounds it.
+# This one walks a column strip of the image downwards: each input row is loaded once per filter
+# column (S loads), and each loaded tile is multiplied into the R output rows it contributes to,
+# whose accumulators stay in registers until the last tap has passed. An output row is stored as
+# soon as it is complete, and its accumulator is recycled for the next row entering the window.
+@triton.jit
+def depthwise_rows_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    H,
+    W,
+    P,
+    Q,
+    K,
+    MULT,  # output channels per input channel
+    ROWS,  # output rows per program (the strip's height; a runtime loop bound)
+    s_xn,
+    s_xh,
+    s_xw,
+    s_xc,
+    s_wt,  # tap stride of the packed [R*S, K] weight (channels contiguous)
+    s_yn,
+    s_yk,
+    s_yp,
+    s_yq,
+    stride_w,
+    pad_h,
+    pad_w,
+    dil_w,
+    R: tl.constexpr,
+    S: tl.constexpr,
+    STRIDE_H: tl.constexpr,  # the vertical stride (dilation 1 vertically)
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACC_F64: tl.constexpr,
+    INT64: tl.constexpr,
+):
+    # Step u takes the STRIDE_H input rows (p0 + u) * STRIDE_H - pad_h + i. Accumulator slot m
+    # holds output row p0 + u - m, to which input row i of the step contributes through filter
+    # row r = m * STRIDE_H + i; M = ceil(R / STRIDE_H) slots cover every filter row, so after
+    # step u, output row p0 + u - (M - 1) has had all its taps.
+    M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
+    pid = tl.program_id(0)
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    q_blocks = tl.cdiv(Q, BLOCK_Q)
+    row_blocks = tl.cdiv(P, ROWS)
+    kb = pid % k_blocks
+    rest = pid // k_blocks
+    qb = rest % q_blocks
+    rest = rest // q_blocks
+    n = rest // row_blocks
+    p0 = (rest - n * row_blocks) * ROWS
+    q = qb * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    iw0 = q * stride_w - pad_w
+    q_ok = q < Q
+    k_ok = (k < K)[None, :]
+    if INT64:
+        x_cols = (x_ptr + n.to(tl.int64) * s_xn + ((k // MULT).to(tl.int64) * s_xc)[None, :]
+                  + (iw0.to(tl.int64) * s_xw)[:, None])  # fmt: skip
+    else:
+        x_cols = x_ptr + n.to(tl.int64) * s_xn + ((k // MULT) * s_xc)[None, :] + (iw0 * s_xw)[:, None]
+    w_row = w_ptr + k[None, :]
+    if INT64:
+        y_cols = y_ptr + n.to(tl.int64) * s_yn + (k.to(tl.int64) * s_yk)[None, :] + (q.to(tl.int64) * s_yq)[:, None]
+    else:
+        y_cols = y_ptr + n.to(tl.int64) * s_yn + (k * s_yk)[None, :] + (q * s_yq)[:, None]
+    out_cols_ok = q_ok[:, None] & k_ok
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + k[None, :], mask=k_ok, other=0.0).to(acc_t)
+    else:
+        bias = tl.zeros((1, BLOCK_K), dtype=acc_t)
+    zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
+    accs = (zero,) * M
+    ih_base = p0 * STRIDE_H - pad_h
+    for u in range(0, ROWS + M - 1):
+        for i in tl.static_range(STRIDE_H):
+            ih = ih_base + u * STRIDE_H + i
+            row_ok = (ih >= 0) & (ih < H)
+            if INT64:
+                x_row = x_cols + ih.to(tl.int64) * s_xh
+            else:
+                x_row = x_cols + ih * s_xh
+            for s in tl.static_range(S):
+                iw = iw0 + s * dil_w
+                ok = (row_ok & (iw >= 0) & (iw < W))[:, None] & k_ok
+                if INT64:
+                    xv = tl.load(x_row + (s * dil_w).to(tl.int64) * s_xw, mask=ok, other=0.0).to(acc_t)
+                else:
+                    xv = tl.load(x_row + s * dil_w * s_xw, mask=ok, other=0.0).to(acc_t)
+                for m in tl.static_range(M):
+                    if m * STRIDE_H + i < R:
+                        wv = tl.load(w_row + ((m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok, other=0.0)
+                        accs = _set(accs, m, accs[m] + xv * wv.to(acc_t))
+        j = u - (M - 1)  # the output row (from p0) that step u completed
+        if (j >= 0) & (p0 + j < P):
+            out = accs[M - 1] + bias
+            if INT64:
+                dst = y_cols + (p0 + j).to(tl.int64) * s_yp
+            else:
+                dst = y_cols + (p0 + j) * s_yp
+            tl.store(dst, out.to(y_ptr.dtype.element_ty), mask=out_cols_ok)
+        accs = (zero,) + accs[: M - 1]
+
+
+@triton.jit
+def _set(t, m: tl.constexpr, v):
+    """The tuple ``t`` with entry ``m`` replaced by ``v``."""
+    return t[:m] + (v,) + t[m + 1 :]

@@ -23,7 +23,15 @@ from .cache import TuneCache, cache_path
 _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 _lock = threading.Lock()
 #: preference order when nothing is timed: the most specialised kernel that applies
-_HEURISTIC_ORDER = ("gemm_1x1", "implicit_gemm_tma", "depthwise", "grouped", "small_k", "implicit_gemm")
+_HEURISTIC_ORDER = (
+    "gemm_1x1",
+    "implicit_gemm_tma",
+    "depthwise",
+    "depthwise_rows",
+    "grouped",
+    "small_k",
+    "implicit_gemm",
+)
 
 
 #: algorithm -> algorithms that beat it wherever they apply: it is then tuned with its default only
