@@ -117,7 +117,7 @@ def test_rows_gpu_configs(monkeypatch):
         wt = torch.empty(c, 1, k, k)
         prob = ConvProblem.from_tensors(x, wt, stride=stride, padding=k // 2, groups=c)
         cfgs = algo.configs(prob) + [algo.default_config(prob)]
-        assert 1 <= len(cfgs) <= 9
+        assert 1 <= len(cfgs) <= 5
         for cfg in cfgs:
             assert 1 <= cfg.num_warps <= 8, cfg
             per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
@@ -172,3 +172,26 @@ def test_stale_cache_entry_is_ignored(monkeypatch, tmp_path):
     at.disk_cache().put(key, "depthwise", Config(16, 64, 2, 4, 1), 5.0)
     algo, cfg = at._from_disk(prob, key)
     assert algo is ALGORITHMS["depthwise"] and cfg == Config(16, 64, 2, 4, 1)
+
+
+def test_heuristic_sends_one_row_depthwise_to_the_rows_kernel(monkeypatch):
+    """Untuned, a causal depthwise conv1d (a 1-row image) runs depthwise_rows, a 2-D depthwise
+    layer the tap kernel, and a 1-channel input with a channel multiplier (not grouped) never the
+    rows kernel."""
+    from convgemm.problem import ConvProblem
+    from convgemm.tune import autotune
+
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    cases = [((2, 64, 1, 40), (64, 1, 1, 4), (0, 3), 64, "depthwise_rows"),
+             ((2, 64, 12, 12), (64, 1, 3, 3), 1, 64, "depthwise"),
+             ((2, 1, 1, 400), (32, 1, 1, 10), 0, 1, None)]  # fmt: skip
+    for xs, ws, pad, groups, want in cases:
+        x = torch.empty(xs).to(memory_format=torch.channels_last)
+        prob = ConvProblem.from_tensors(x, torch.empty(ws), padding=pad, groups=groups)
+        clear_memo()
+        algo, _ = autotune.choose(prob, x, None, None, None)
+        if want is None:
+            assert algo.name != "depthwise_rows", algo
+        else:
+            assert algo.name == want, (xs, algo)
+    clear_memo()
