@@ -225,9 +225,8 @@ def test_eager_autograd_skips_the_op_and_matches_it(monkeypatch):
 
 
 def test_torch_func_transforms():
-    """torch.func's grad, vmap (per-example, through PyTorch's per-example fallback: the
-    operators have no batching rule yet), vmap of grad (per-sample gradients), jacrev and jvp
-    (forward mode) match the same transforms of F.conv2d in float64."""
+    """torch.func's grad, vmap, vmap of grad (per-sample gradients), jacrev and jvp (forward
+    mode) match the same transforms of F.conv2d in float64."""
     import warnings
 
     from torch import func
@@ -327,8 +326,7 @@ def test_double_backward_through_conv_transpose2d_and_a_gradient_penalty():
 
 def test_torch_func_transpose_and_3d():
     """conv_transpose2d and conv3d under grad, vmap, jvp and per-sample gradients match
-    PyTorch's; higher-order transforms are refused, with a message that says what works
-    instead where convgemm raises it."""
+    PyTorch's; higher-order transforms are refused with a message that says what works instead."""
     import warnings
 
     from torch import func
@@ -363,8 +361,9 @@ def test_torch_func_transpose_and_3d():
                                        msg=name)  # fmt: skip
         for name, fn in cases3.items():
             torch.testing.assert_close(fn(convgemm.conv3d), fn(F.conv3d), rtol=1e-10, atol=1e-10, msg=name)
-    with pytest.raises(Exception):  # noqa: B017, PT011 - PyTorch's vmap of jvp fails before convgemm's message
-        func.hessian(lambda w: convgemm.conv3d(x3, w, padding=1).square().sum())(w3)
+    for f in (func.hessian, lambda g: func.jacrev(func.jacrev(g))):
+        with pytest.raises(NotImplementedError, match="higher-order torch.func transforms|second derivatives"):
+            f(lambda w: convgemm.conv3d(x3, w, padding=1).square().sum())(w3)
     w2 = torch.randn(2, 4, 2, 2, dtype=torch.float64, device=DEVICE)
     with pytest.raises(NotImplementedError, match="higher-order torch.func transforms"):
         func.hessian(lambda w: convgemm.conv2d(x, w).square().sum())(w2)
@@ -460,6 +459,42 @@ def test_gradient_operators_batching_rules(dims):
     ref_dw = torch.stack([torch.nn.grad.conv2d_weight(pick(x, dims[0], i), (6, 2, 3, 3), pick(dy, dims[1], i), **kw)
                           for i in range(nb)])  # fmt: skip
     ref_ps = func.vmap(func.grad(lambda w, xi: F.conv2d(xi, w, **kw).square().sum()), in_dims=(None, 0))(w[0], x)
+    torch.testing.assert_close(dx, ref_dx, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(dw, ref_dw, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(per_sample, ref_ps, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dims", [(0, None), (None, 0), (0, 0)], ids=["first", "second", "both"])
+def test_conv3d_gradient_operators_batching_rules(dims):
+    """conv3d_input and conv3d_weight have batching rules too (``ops.grad_input_vmap_rule``,
+    ``grad_weight_vmap_rule``): no per-example fallback, results equal to the per-entry ones, and
+    per-sample gradients of conv3d run without a fallback anywhere."""
+    import warnings
+
+    from torch import func
+
+    nb, kw = 2, dict(stride=(1, 2, 1), padding=1, groups=2)
+    x = torch.randn(nb, 1, 4, 3, 5, 4, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(nb, 4, 2, 3, 3, 3, dtype=torch.float64, device=DEVICE)
+    dy = torch.randn(nb, 1, 4, 3, 3, 4, dtype=torch.float64, device=DEVICE)
+    g = ([1, 2, 1], [1, 1, 1, 1, 1, 1], [1, 1, 1], 2)
+
+    def pick(t, d, i):
+        return t[i] if d is not None else t[0]
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*performance drop.*")
+        dx = func.vmap(lambda w, d: torch.ops.convgemm.conv3d_input([1, 4, 3, 5, 4], w, d, *g), in_dims=dims)(
+            w if dims[0] is not None else w[0], dy if dims[1] is not None else dy[0])  # fmt: skip
+        dw = func.vmap(lambda x, d: torch.ops.convgemm.conv3d_weight(x, [4, 2, 3, 3, 3], d, *g), in_dims=dims)(
+            x if dims[0] is not None else x[0], dy if dims[1] is not None else dy[0])  # fmt: skip
+        per_sample = func.vmap(func.grad(lambda w, xi: convgemm.conv3d(xi, w, **kw).square().sum()),
+                               in_dims=(None, 0))(w[0], x)  # fmt: skip
+    ref_dx = torch.stack([torch.nn.grad.conv3d_input((1, 4, 3, 5, 4), pick(w, dims[0], i), pick(dy, dims[1], i), **kw)
+                          for i in range(nb)])  # fmt: skip
+    ref_dw = torch.stack([torch.nn.grad.conv3d_weight(pick(x, dims[0], i), (4, 2, 3, 3, 3), pick(dy, dims[1], i),
+                                                      **kw) for i in range(nb)])  # fmt: skip
+    ref_ps = func.vmap(func.grad(lambda w, xi: F.conv3d(xi, w, **kw).square().sum()), in_dims=(None, 0))(w[0], x)
     torch.testing.assert_close(dx, ref_dx, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(dw, ref_dw, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(per_sample, ref_ps, rtol=1e-10, atol=1e-10)

@@ -20,7 +20,14 @@ from ._runtime import check_device, empty, transforming
 from .conv import conv3d as k3
 from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
 from .matmul.launch import Launch
-from .ops import conv_vmap_rule, func_function, gradient_op_autograd
+from .ops import (
+    _first_order_only,
+    conv_vmap_rule,
+    func_function,
+    grad_input_vmap_rule,
+    grad_weight_vmap_rule,
+    gradient_op_autograd,
+)
 from .problem3d import ConvProblem3d
 
 __all__ = ["conv3d", "conv3d_input", "conv3d_weight", "conv_transpose3d"]
@@ -368,6 +375,8 @@ def _backward(ctx, grad):
     input, weight = ctx.saved_tensors
     stride, padding, dilation, groups = ctx.conv
     dx = dw = db = None
+    if transforming():  # a hessian: refuse here, before PyTorch's vmap of the Functions below fails obscurely
+        _first_order_only("conv3d", gradient_op=True)
     if ctx.needs_input_grad[0]:
         # under a torch.func transform the conv3d_input operator's autograd kernel cannot run:
         # its transform-aware Function instead (as ops._backward_transpose does for conv2d)
@@ -384,6 +393,9 @@ def _backward(ctx, grad):
 _conv3d_op.register_autograd(_backward, setup_context=_setup)
 _FuncConv3d = func_function("_FuncConv3d", torch.ops.convgemm.conv3d, _setup, _backward)
 _conv3d_op.register_vmap(conv_vmap_rule(torch.ops.convgemm.conv3d, 3))
+# one launch per vmap (per-sample gradients: one grouped wgrad), as conv2d's gradient operators
+_conv3d_input_op.register_vmap(grad_input_vmap_rule(torch.ops.convgemm.conv3d_input))
+_conv3d_weight_op.register_vmap(grad_weight_vmap_rule(torch.ops.convgemm.conv3d_weight))
 
 
 _setup_input, _backward_input, _, _ = gradient_op_autograd(
@@ -396,9 +408,10 @@ def _first_order(name: str, op, setup_context, backward) -> type:
     """``op`` (a conv3d gradient operator) inside conv3d's backward under a torch.func transform:
     functorch runs this Function's forward a level down, where the operator records nothing
     (custom_op's own autograd kernels cannot run inside functorch). First order only: no
-    forward mode, and the batching rule is generated (vmap runs the operator once per entry)."""
+    forward mode; the generated batching rule runs the operator's own (one launch per vmap)."""
 
     def forward(*args):
+        _first_order_only(name, gradient_op=True)  # a hessian's outer level, before PyTorch's pytree error
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args)
 

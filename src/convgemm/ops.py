@@ -305,9 +305,7 @@ def func_function(name: str, op, setup_context, backward) -> type:
     functorch runs ``forward`` (the operator below autograd) a level down and ``backward`` (the
     gradients' operators) as the transform needs. ``vmap`` (``generate_vmap_rule``) batches
     through the operators' batching rules (``conv_vmap_rule`` for conv2d, conv_transpose2d
-    and conv3d, and conv2d's two gradient operators: one launch each; conv3d's gradient
-    operators have none yet, and PyTorch's per-example fallback runs them once per batch entry,
-    correct, slow, and it warns). ``jvp`` (forward mode) uses that a
+    and conv3d, and the conv2d and conv3d gradient operators: one launch each). ``jvp`` (forward mode) uses that a
     convolution is linear in its input and in its weight: ``op(dx, w) + op(x, dw) + db``.
 
     ``op``'s arguments are ``(input, weight, bias, *rest)``; ``setup_context`` and ``backward``
@@ -386,39 +384,51 @@ def _batch_first(t, dim, nb):
 torch.library.register_vmap("convgemm::conv2d", conv_vmap_rule(torch.ops.convgemm.conv2d, 3), lib=_LIB)
 
 
-def _conv2d_input_vmap(info, in_dims, input_size, weight, grad_output, stride, padding, dilation, groups):
-    """``conv2d_input``'s batching rule: a batched grad_output alone folds into the images; a
-    batched weight makes the B problems one grouped dgrad (``groups * B``, channels ``B*C``)."""
-    _, wd, dd = in_dims[:3]
-    nb = info.batch_size
-    op = torch.ops.convgemm.conv2d_input
-    if wd is None:
-        dy = grad_output.movedim(dd, 0)
-        n = dy.shape[1]
-        dx = op([nb * n, *input_size[1:]], weight, dy.flatten(0, 1), stride, padding, dilation, groups)
-        return dx.unflatten(0, (nb, n)), 0
-    dy = _batch_first(grad_output, dd, nb).transpose(0, 1).flatten(1, 2)
-    n, c = input_size[0], input_size[1]
-    w = _batch_first(weight, wd, nb).flatten(0, 1)
-    dx = op([n, nb * c, *input_size[2:]], w, dy, stride, padding, dilation, groups * nb)
-    return dx.unflatten(1, (nb, c)), 1
+def grad_input_vmap_rule(op):
+    """The batching rule of a dgrad operator ``op(input_size, weight, grad_output, stride,
+    padding, dilation, groups)`` (conv2d_input, conv3d_input): a batched grad_output alone folds
+    into the images; a batched weight makes the B problems one grouped dgrad (``groups * B``,
+    channels ``B*C``)."""
+
+    def rule(info, in_dims, input_size, weight, grad_output, stride, padding, dilation, groups):
+        _, wd, dd = in_dims[:3]
+        nb = info.batch_size
+        if wd is None:
+            dy = grad_output.movedim(dd, 0)
+            n = dy.shape[1]
+            dx = op([nb * n, *input_size[1:]], weight, dy.flatten(0, 1), stride, padding, dilation, groups)
+            return dx.unflatten(0, (nb, n)), 0
+        dy = _batch_first(grad_output, dd, nb).transpose(0, 1).flatten(1, 2)
+        n, c = input_size[0], input_size[1]
+        w = _batch_first(weight, wd, nb).flatten(0, 1)
+        dx = op([n, nb * c, *input_size[2:]], w, dy, stride, padding, dilation, groups * nb)
+        return dx.unflatten(1, (nb, c)), 1
+
+    return rule
 
 
-def _conv2d_weight_vmap(info, in_dims, input, weight_size, grad_output, stride, padding, dilation, groups):
-    """``conv2d_weight``'s batching rule (per-sample gradients): the B problems as one grouped
-    wgrad, the images' channels ``[N, B*C, H, W]`` and dy's ``[N, B*K, P, Q]`` with ``groups *
-    B``, giving ``[B*K, C/g, R, S]``."""
-    xd, _, dd = in_dims[:3]
-    nb = info.batch_size
-    x = _batch_first(input, xd, nb).transpose(0, 1).flatten(1, 2)
-    dy = _batch_first(grad_output, dd, nb).transpose(0, 1).flatten(1, 2)
-    k = weight_size[0]
-    dw = torch.ops.convgemm.conv2d_weight(x, [nb * k, *weight_size[1:]], dy, stride, padding, dilation, groups * nb)
-    return dw.unflatten(0, (nb, k)), 0
+def grad_weight_vmap_rule(op):
+    """The batching rule of a wgrad operator ``op(input, weight_size, grad_output, stride,
+    padding, dilation, groups)`` (conv2d_weight, conv3d_weight; per-sample gradients): the B
+    problems as one grouped wgrad, the images' channels ``[N, B*C, ...]`` and dy's
+    ``[N, B*K, ...]`` with ``groups * B``, giving ``[B*K, C/g, ...]``."""
+
+    def rule(info, in_dims, input, weight_size, grad_output, stride, padding, dilation, groups):
+        xd, _, dd = in_dims[:3]
+        nb = info.batch_size
+        x = _batch_first(input, xd, nb).transpose(0, 1).flatten(1, 2)
+        dy = _batch_first(grad_output, dd, nb).transpose(0, 1).flatten(1, 2)
+        k = weight_size[0]
+        dw = op(x, [nb * k, *weight_size[1:]], dy, stride, padding, dilation, groups * nb)
+        return dw.unflatten(0, (nb, k)), 0
+
+    return rule
 
 
-torch.library.register_vmap("convgemm::conv2d_input", _conv2d_input_vmap, lib=_LIB)
-torch.library.register_vmap("convgemm::conv2d_weight", _conv2d_weight_vmap, lib=_LIB)
+torch.library.register_vmap("convgemm::conv2d_input", grad_input_vmap_rule(torch.ops.convgemm.conv2d_input), lib=_LIB)
+torch.library.register_vmap(
+    "convgemm::conv2d_weight", grad_weight_vmap_rule(torch.ops.convgemm.conv2d_weight), lib=_LIB
+)
 
 
 def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm) -> Tensor:
