@@ -2,6 +2,12 @@
 
     PYTHONPATH=src python3 tools/depthwise_sweep.py            # the grouped suite's depthwise shapes
     PYTHONPATH=src python3 tools/depthwise_sweep.py --quick    # three shapes, for ncu runs too
+    PYTHONPATH=src python3 tools/depthwise_sweep.py --algorithm both --ab 5   # tap vs rows kernel
+
+``--algorithm`` picks ``depthwise`` (the tap kernel, default), ``depthwise_rows`` or ``both``;
+``--ab N`` then re-times each algorithm's fastest config and cuDNN in N alternating rounds and
+prints each side's median, so a difference between the two kernels can be told from the machine's
+drift (session 9 saw the same config differ 2.4x between two calls).
 
 Forces each config of ``Depthwise.configs`` (and a few more) through ``default_config`` with
 tuning off, times it with CUDA-event medians against cuDNN on the same tensors, and prints the
@@ -23,7 +29,6 @@ import triton.testing
 import convgemm
 from convgemm.conv.fprop import ALGORITHMS, Config
 from convgemm.problem import ConvProblem
-from convgemm.tune.autotune import clear_memo
 
 # (N, C, H, W, R, S, stride, pad_h, pad_w)
 SHAPES = [
@@ -42,10 +47,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
+    ap.add_argument("--algorithm", choices=["depthwise", "depthwise_rows", "both"], default="depthwise")
+    ap.add_argument("--ab", type=int, default=0, metavar="N", help="alternating rounds of the best configs")
     a = ap.parse_args()
-    algo = ALGORITHMS["depthwise"]
-    cls = type(algo)
-    default = cls.default_config
+    names = ["depthwise", "depthwise_rows"] if a.algorithm == "both" else [a.algorithm]
     shapes = [SHAPES[i] for i in a.only] if a.only else SHAPES[:3] if a.quick else SHAPES
     for n, c, h, w, r, s, st, ph, pw in shapes:
         x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
@@ -56,24 +61,57 @@ def main() -> None:
         nbytes = (x.numel() + ref.numel()) * x.element_size()
         cudnn = triton.testing.do_bench(lambda x=x, wt=wt, kw=kw: F.conv2d(x, wt, **kw), return_mode="median") * 1e3
         print(f"== {n}x{c}x{h}x{w} {r}x{s} s{st}: cuDNN {cudnn:.1f} us ({nbytes / cudnn / 1e6:.2f} TB/s)")
-        seen = set()
-        for cfg in algo.configs(prob) + [default(algo, prob)] + EXTRA:
-            key = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps)
-            if key in seen:
+        best = {}
+        for name in names:
+            algo = ALGORITHMS[name]
+            if algo.supports(prob) is not None:
+                print(f"  {name}: {algo.supports(prob)}")
                 continue
-            seen.add(key)
-            cls.default_config = lambda self, prob, cfg=cfg: cfg
-            clear_memo()
-            try:
-                fn = lambda x=x, wt=wt, kw=kw: convgemm.conv2d(x, wt, algorithm="depthwise", **kw)  # noqa: E731
+            seen = set()
+            extra = EXTRA if name == "depthwise" else []
+            for cfg in algo.configs(prob) + [algo.default_config(prob)] + extra:
+                key = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps)
+                if key in seen:
+                    continue
+                seen.add(key)
+                fn = _forced(name, cfg, x, wt, kw)
                 y = fn()
                 err = (y.float() - ref.float()).abs().max().item()
                 us = triton.testing.do_bench(fn, return_mode="median") * 1e3
-                print(f"  q{cfg.block_m:<3d} k{cfg.block_n:<4d} rows{cfg.block_k:<2d} w{cfg.num_warps}: {us:8.1f} us "
-                      f"{nbytes / us / 1e6:5.2f} TB/s  {cudnn / us:5.2f}x cuDNN  max err {err:.3g}")  # fmt: skip
-            finally:
-                cls.default_config = default
-                clear_memo()
+                if name not in best or us < best[name][1]:
+                    best[name] = (cfg, us)
+                print(f"  {name} q{cfg.block_m:<3d} k{cfg.block_n:<4d} rows{cfg.block_k:<2d} w{cfg.num_warps}: "
+                      f"{us:8.1f} us {nbytes / us / 1e6:5.2f} TB/s  {cudnn / us:5.2f}x cuDNN  max err {err:.3g}")  # fmt: skip
+        if a.ab and best:
+            fns = {name: _forced(name, cfg, x, wt, kw) for name, (cfg, _) in best.items()}
+            fns["cuDNN"] = lambda x=x, wt=wt, kw=kw: F.conv2d(x, wt, **kw)
+            times = {k: [] for k in fns}
+            for _ in range(a.ab):
+                for k, fn in fns.items():
+                    times[k].append(triton.testing.do_bench(fn, return_mode="median") * 1e3)
+            med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+            print("  A/B medians over", a.ab, "rounds:", ", ".join(f"{k} {v:.1f} us" for k, v in med.items()),
+                  "| configs:", ", ".join(f"{k} {c.describe()}" for k, (c, _) in best.items()))  # fmt: skip
+
+
+def _forced(name: str, cfg: Config, x, wt, kw):
+    """A call of ``name`` that runs exactly ``cfg`` through conv2d's plan (as a warm call does):
+    the algorithm's ``default_config`` is swapped in while this algorithm's plan is rebuilt (a
+    forced algorithm runs its default config with tuning off), then the timed calls hit the plan
+    and only launch. Other algorithms' plans are kept, so two can be timed in turn."""
+    from convgemm import functional
+
+    cls = type(ALGORITHMS[name])
+    default = cls.default_config
+    cls.default_config = lambda self, prob: cfg
+    try:
+        with functional._plans_lock:
+            for key in [k for k in functional._plans if name in k]:
+                del functional._plans[key]
+        convgemm.conv2d(x, wt, algorithm=name, **kw)
+    finally:
+        cls.default_config = default
+    return lambda: convgemm.conv2d(x, wt, algorithm=name, **kw)
 
 
 if __name__ == "__main__":
