@@ -223,6 +223,14 @@ def depthwise_rows_kernel(
         bias = tl.zeros((1, BLOCK_K), dtype=acc_t)
     zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
     accs = (zero,) * M
+    # Up to 3x3 the weights stay in registers for the whole strip (9 vectors per thread): each
+    # step then loads only its S input tiles. Larger filters load each tap's weights per step
+    # (49 vectors per thread for 7x7 would spill).
+    PRELOAD: tl.constexpr = R * S <= 9
+    ws = ()
+    if PRELOAD:
+        for t in tl.static_range(R * S):
+            ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
     ih_base = p0 * STRIDE_H - pad_h
     for u in range(0, ROWS + M - 1):
         for i in tl.static_range(STRIDE_H):
@@ -241,8 +249,11 @@ def depthwise_rows_kernel(
                     xv = tl.load(x_row + s * dil_w * s_xw, mask=ok, other=0.0).to(acc_t)
                 for m in tl.static_range(M):
                     if m * STRIDE_H + i < R:
-                        wv = tl.load(w_row + ((m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok, other=0.0)
-                        accs = _set(accs, m, accs[m] + xv * wv.to(acc_t))
+                        if PRELOAD:
+                            wv = ws[(m * STRIDE_H + i) * S + s]
+                        else:
+                            wv = tl.load(w_row + ((m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok, other=0.0).to(acc_t)
+                        accs = _set(accs, m, accs[m] + xv * wv)
         j = u - (M - 1)  # the output row (from p0) that step u completed
         if (j >= 0) & (p0 + j < P):
             out = accs[M - 1] + bias
