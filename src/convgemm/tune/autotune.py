@@ -178,6 +178,26 @@ def _compile_all(prob, pairs, x, w, bias, scratch) -> None:
             COMPILE_ONLY.reset(token)
 
 
+def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[Algorithm, Config]]:
+    """The (algorithm, config) pairs the tuner compiles and times for ``prob``, pruned by what
+    the H200 measured (benchmarks/NOTES.md)."""
+    if prob.cg == 1 and prob.kg == 1 and prob.groups > 1:
+        # depthwise (no channel multiplier): on all 14 depthwise layers of the grouped suite the
+        # GEMM kernels ran 6-50x slower than the depthwise kernels (session 9's tuner log), and
+        # their compiles and runs were most of the first call's tuning time (up to 21.6 s)
+        kept = [a for a in candidates if a.name not in ("small_k", "implicit_gemm")]
+        candidates = kept or candidates
+    pairs = []
+    for algo in candidates:
+        cfgs = algo.configs(prob)
+        if algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
+            # measured on the H200 (benchmarks/NOTES.md): on problems the TMA kernels take, the
+            # pointer-gather kernel's best config is 1.4-2x slower; one config keeps it a fallback
+            cfgs = [algo.default_config(prob)]
+        pairs += [(algo, cfg) for cfg in cfgs]
+    return pairs
+
+
 def _time_ms(fn, budget_ms: float = 2.0) -> float:
     """Median time of ``fn`` in ms, over about ``budget_ms`` of back-to-back runs (3 to 50).
 
@@ -211,14 +231,7 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
     from ..matmul.launch import Launch
 
     scratch = torch.empty_like(y)
-    pairs = []
-    for algo in candidates:
-        cfgs = algo.configs(prob)
-        if algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
-            # measured on the H200 (benchmarks/NOTES.md): on problems the TMA kernels take, the
-            # pointer-gather kernel's best config is 1.4-2x slower; one config keeps it a fallback
-            cfgs = [algo.default_config(prob)]
-        pairs += [(algo, cfg) for cfg in cfgs]
+    pairs = tuning_pairs(prob, candidates)
     if len(pairs) > 1:
         _compile_all(prob, pairs, x, w, bias, scratch)
     ready = []
