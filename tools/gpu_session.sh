@@ -21,6 +21,8 @@
 #   changed    pytest on $TESTS (default: the files this session changed), on GPU $TEST_GPU (default
 #              0; on a two-GPU machine give 1 and run benchmarks on GPU 0 at the same time)
 #   ddp        tests/test_ddp.py (the NCCL test needs two GPUs)
+#   dwab       tools/depthwise_sweep.py --algorithm both --ab 5: the tap and rows depthwise kernels'
+#              configs, then the best of each against cuDNN in alternating rounds -> dwab.log
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
@@ -99,6 +101,10 @@ for step in "$@"; do
     ddp)
         timeout 150 python3 -m pytest -v tests/test_ddp.py -p no:cacheprovider --tb=short -W ignore 2>&1 |
             grep -E "PASSED|FAILED|SKIPPED|passed|failed|Error" | tee "$OUT/ddp.log" ;;
+    dwab)
+        CONVGEMM_AUTOTUNE=0 timeout "${DWAB_TIMEOUT:-400}" python3 tools/depthwise_sweep.py --algorithm both --ab 5 \
+            ${DWAB_ARGS:-} > "$OUT/dwab.log" 2>&1
+        echo "dwab: rc=$?"; grep -E "==|A/B" "$OUT/dwab.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
