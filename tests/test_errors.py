@@ -40,10 +40,11 @@ def test_the_guard_catches_kernel_launches():
             reached.append(algorithm)
     assert "auto" in reached and "implicit_gemm" in reached
     if DEVICE == "cpu":  # the interpreter has TMA: every dense algorithm applies to this 1x1 problem
-        dense = {a for a in convgemm.algorithms() if a not in ("depthwise", "grouped")}
+        dense = {a for a in convgemm.algorithms() if a not in ("depthwise", "depthwise_rows", "grouped")}
         assert set(reached) == {"auto", *dense}
-    # the grouped and depthwise algorithms (the latter not a GEMM) go through the same guard
-    for algorithm, groups, wd in (("grouped", 2, t(8, 4, 3, 3)), ("depthwise", 8, t(8, 1, 3, 3))):
+    # the grouped and depthwise algorithms (the latter not GEMMs) go through the same guard
+    for algorithm, groups, wd in (("grouped", 2, t(8, 4, 3, 3)), ("depthwise", 8, t(8, 1, 3, 3)),
+                                  ("depthwise_rows", 8, t(8, 1, 3, 3))):  # fmt: skip
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 8, 5, 5), wd, groups=groups, algorithm=algorithm)
 
