@@ -64,9 +64,14 @@ ROWS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("cfg", ROWS_CONFIGS, ids=lambda c: "q{}k{}r{}w{}".format(*c))
+# every strip shape on NHWC; NCHW (the same kernel with other strides) on one
+ROWS_RUNS = [(c, "nhwc") for c in ROWS_CONFIGS] + [(ROWS_CONFIGS[1], "nchw")]
+
+
+@pytest.mark.parametrize(
+    "cfg,layout", ROWS_RUNS, ids=lambda v: "q{}k{}r{}w{}".format(*v) if isinstance(v, tuple) else v
+)
 @pytest.mark.parametrize("case", ROWS_CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7][0]}{c[7][1]}")
-@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
 def test_rows_kernel_every_strip(case, cfg, layout, monkeypatch):
     """``depthwise_rows`` (inputs reused from registers down a column strip) against float64."""
     n, c, h, w, mult, r, s, stride, pad, dil = case
