@@ -165,6 +165,7 @@ def test_cli_bench_defaults():
         None, [], "bf16", None, None, None, False
     )  # fmt: skip
     assert (args.direction, args.layout, args.baseline, args.rounds) == ("fwd", "channels_last", "cudnn", 3)
+    assert args.timer == "gpu"
     assert [label for label, _ in _shapes(args)] == ["seed"] * 14  # no suite, no shape: the seed suite
     only_shape = build_parser().parse_args(["bench", "--shape", "1,8,5,5,8,3,3"])
     assert [label for label, _ in _shapes(only_shape)] == ["custom"]  # a shape alone: no default suite
@@ -204,9 +205,12 @@ def test_bench_rounds_alternate_and_keep_each_sides_fastest(monkeypatch):
     calls = []
     fake = {"a": iter([30.0, 10.0, 20.0]), "b": iter([5.0, 50.0, 7.0])}
 
-    def timed(fn, rep_ms=100):
+    def timed(fn, rep_ms=100, timer=None):
         calls.append((fn(), rep_ms))
+        timers.append(timer)
         return next(fake[fn()])
+
+    timers = []
 
     monkeypatch.setattr(runner, "_bench", timed)
     got = runner.bench_rounds({"a": lambda: "a", "b": lambda: "b"}, rep_ms=150, rounds=3)
@@ -215,8 +219,30 @@ def test_bench_rounds_alternate_and_keep_each_sides_fastest(monkeypatch):
     monkeypatch.setattr(runner, "ROUNDS", 1)
     fake = {"a": iter([3.0]), "b": iter([4.0])}
     calls.clear()
-    assert runner.bench_rounds({"a": lambda: "a", "b": lambda: "b"}) == {"a": 3.0, "b": 4.0}
+    assert runner.bench_rounds({"a": lambda: "a", "b": lambda: "b"}, timer="do_bench") == {"a": 3.0, "b": 4.0}
     assert calls == [("a", 100), ("b", 100)]
+    assert timers == [None] * 6 + ["do_bench"] * 2  # None: the module's TIMER (--timer)
+
+
+@pytest.mark.gpu
+def test_gpu_timer_keeps_the_host_off_the_clock():
+    """The default layer timer counts GPU time only: a call with 300 us of host work before a
+    tiny kernel times at the kernel's few microseconds, where do_bench counts the host work
+    beyond its L2 flush."""
+    import time
+
+    from convgemm.bench import runner
+
+    x = torch.randn(1024, device="cuda")
+
+    def fn():
+        t = time.perf_counter()
+        while time.perf_counter() - t < 300e-6:
+            pass
+        x.add_(1.0)
+
+    assert runner._bench(fn, 20, "gpu") < 60
+    assert runner._bench(fn, 20, "do_bench") > 150
 
 
 def test_cli_info(capsys):
@@ -383,7 +409,9 @@ def test_write_json_round_trip(data, tmp_path):
     res = Result(data["gpu"], data["versions"], data["ceilings"], data["date"], [Row(**r) for r in data["rows"]])
     path = tmp_path / "result.json"
     report.write_json(res, str(path))
-    assert report.load(str(path)) == data
+    loaded = report.load(str(path))
+    assert loaded.pop("method") == {"timer": "gpu", "rounds": 3}  # how the layer timings were taken
+    assert loaded == data
 
 
 def test_plot(data, tmp_path):

@@ -205,3 +205,21 @@ def test_tuner_drops_gemm_kernels_for_depthwise_only():
     assert {"small_k", "implicit_gemm"} <= names((2, 1, 1, 400), (32, 1, 1, 10), 1)
     assert {"grouped", "implicit_gemm"} <= names((2, 32, 9, 9), (32, 4, 3, 3), 8)
     assert {"small_k", "implicit_gemm"} <= names((2, 8, 9, 9), (32, 1, 3, 3), 8)  # multiplier 4
+
+
+@pytest.mark.gpu
+def test_tuner_times_kernels_not_the_host():
+    """``_time_ms`` measures GPU time: a call whose host side takes 300 us and whose kernel takes
+    a few is timed at the kernel's few (the GPU sleeps while the host queues the runs). Timed the
+    old way, every run measured the 300 us of host."""
+    import time
+
+    x = torch.randn(1024, device=DEVICE)
+
+    def fn():
+        t = time.perf_counter()
+        while time.perf_counter() - t < 300e-6:
+            pass
+        x.add_(1.0)
+
+    assert autotune._time_ms(fn) < 0.1

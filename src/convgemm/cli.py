@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="timing rounds, convgemm and its baselines in turn; each side's fastest round is reported (default 3)",
     )
+    b.add_argument(
+        "--timer",
+        choices=["gpu", "do_bench"],
+        default="gpu",
+        help="layer timings: GPU time with the host's launch path off the clock (default), or "
+        "triton.testing.do_bench (before session 9: host time beyond ~80 us per call counted); "
+        "--model always includes host time",
+    )
 
     t = sub.add_parser("tune", help="tune every shape of a suite now and store the choices in the tuning cache")
     t.add_argument("--suite", default="seed", help="comma-separated suites (as for bench)")
@@ -148,6 +156,7 @@ def cmd_bench(args) -> int:
         console.print(f"[red]--rounds {args.rounds}: give at least 1[/red]")
         return 2
     runner.ROUNDS = args.rounds
+    runner.TIMER = args.timer
     if args.model is not None:
         return _bench_model(args, dtypes, console)
     try:
