@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from .._runtime import gpu_head_start
 from ..problem import dtype_name
 from .suites import Shape, Shape3d
 
@@ -109,7 +110,6 @@ def versions() -> dict:
 #: how layer timings are taken (``convgemm bench --timer``): ``"gpu"`` (``_gpu_bench``) or
 #: ``"do_bench"`` (``triton.testing.do_bench``, the method before session 9)
 TIMER = "gpu"
-_CYCLES_PER_US = 2000  # the H200's SM clock is up to 1.98 GHz; a slower one only sleeps longer
 _flush: dict = {}
 
 
@@ -154,7 +154,7 @@ def _gpu_bench(fn, rep_ms: int = 100, chunk: int = 100) -> float:
     for lo in range(0, n, chunk):
         m = min(chunk, n - lo)
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(m)]
-        torch.cuda._sleep(int((2 * host_us * m + 200) * _CYCLES_PER_US))
+        gpu_head_start(2 * host_us * m + 200)
         for s, e in events:
             buf.zero_()
             s.record()

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from .._runtime import interpreting
+from .._runtime import gpu_head_start, interpreting
 from ..conv.fprop import ALGORITHMS, COMPILE_ONLY, Algorithm, Config
 from ..problem import ConvProblem
 from .cache import TuneCache, cache_path
@@ -199,12 +199,6 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
     return pairs
 
 
-#: GPU clock cycles per microsecond for ``torch.cuda._sleep`` (the H200 runs its SMs at up to
-#: 1.98 GHz; a slower clock only makes the sleep longer, which is harmless)
-_CYCLES_PER_US = 2000
-_MAX_SLEEP_US = 20000
-
-
 def _time_ms(fn, budget_ms: float = 2.0) -> float:
     """Median GPU time of ``fn`` in ms, over about ``budget_ms`` of back-to-back runs (3 to 50).
 
@@ -228,7 +222,7 @@ def _time_ms(fn, budget_ms: float = 2.0) -> float:
     end.synchronize()
     n = max(3, min(50, int(budget_ms / max(start.elapsed_time(end) / 3, 1e-3))))
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    torch.cuda._sleep(int(min(_MAX_SLEEP_US, 2 * host_us * n + 100) * _CYCLES_PER_US))
+    gpu_head_start(2 * host_us * n + 100)
     for s, e in events:
         s.record()
         fn()
