@@ -21,6 +21,8 @@
 #   changed    pytest on $TESTS (default: the files this session changed), on GPU $TEST_GPU (default
 #              0; on a two-GPU machine give 1 and run benchmarks on GPU 0 at the same time)
 #   ddp        tests/test_ddp.py (the NCCL test needs two GPUs)
+#   timers     the GPU tests of the tuner's and the benchmark's timers, then the grouped suite under
+#              --timer gpu and --timer do_bench -> timer-gpu.json, timer-do_bench.json
 #   dwab       tools/depthwise_sweep.py --algorithm both --ab 5: the tap and rows depthwise kernels'
 #              configs, then the best of each against cuDNN in alternating rounds -> dwab.log
 set -uo pipefail
@@ -101,6 +103,11 @@ for step in "$@"; do
     ddp)
         timeout 150 python3 -m pytest -v tests/test_ddp.py -p no:cacheprovider --tb=short -W ignore 2>&1 |
             grep -E "PASSED|FAILED|SKIPPED|passed|failed|Error" | tee "$OUT/ddp.log" ;;
+    timers)
+        timeout 120 python3 -m pytest -v -m gpu tests/test_bench.py tests/test_tune_cache.py -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E --line-buffered "PASSED|FAILED|^E |passed|failed" | tail -20
+        bench timer-gpu "${TIMER_TIMEOUT:-200}" --suite grouped --timer gpu
+        bench timer-do_bench "${TIMER_TIMEOUT:-200}" --suite grouped --timer do_bench ;;
     dwab)
         CONVGEMM_AUTOTUNE=0 timeout "${DWAB_TIMEOUT:-400}" python3 tools/depthwise_sweep.py --algorithm both --ab 5 \
             ${DWAB_ARGS:-} > "$OUT/dwab.log" 2>&1
