@@ -32,18 +32,23 @@ CONFIGS = [(4, 16, 1, 1), (8, 16, 2, 2), (4, 32, 4, 2), (8, 16, 8, 4), (16, 16, 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7]}d{c[9]}")
 @pytest.mark.parametrize("layout", ["nhwc", "nchw"])
 def test_every_tile_shape(case, cfg, layout, monkeypatch):
+    _check_forced("depthwise", case, cfg, layout, monkeypatch)
+
+
+def _check_forced(algorithm, case, cfg, layout, monkeypatch, seed=0):
+    """``algorithm`` run with exactly ``cfg`` (through ``default_config``) against float64."""
     n, c, h, w, mult, r, s, stride, pad, dil = case
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, c, h, w, generator=g).to(DEVICE)
     wt = torch.randn(c * mult, 1, r, s, generator=g).to(DEVICE)
     b = torch.randn(c * mult, generator=g).to(DEVICE)
     if layout == "nhwc":
         x = x.to(memory_format=torch.channels_last)
-    algo = ALGORITHMS["depthwise"]
+    algo = ALGORITHMS[algorithm]
     monkeypatch.setattr(type(algo), "default_config", lambda self, prob: Config(cfg[0], cfg[1], cfg[2], cfg[3], 1))
     clear_memo()
     try:
-        y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, groups=c, algorithm="depthwise")
+        y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, groups=c, algorithm=algorithm)
     finally:
         clear_memo()
     ref = F.conv2d(x.double(), wt.double(), b.double(), stride=stride, padding=pad, dilation=dil, groups=c)
@@ -74,22 +79,7 @@ ROWS_RUNS = [(c, "nhwc") for c in ROWS_CONFIGS] + [(ROWS_CONFIGS[1], "nchw")]
 @pytest.mark.parametrize("case", ROWS_CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7][0]}{c[7][1]}")
 def test_rows_kernel_every_strip(case, cfg, layout, monkeypatch):
     """``depthwise_rows`` (inputs reused from registers down a column strip) against float64."""
-    n, c, h, w, mult, r, s, stride, pad, dil = case
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(n, c, h, w, generator=g).to(DEVICE)
-    wt = torch.randn(c * mult, 1, r, s, generator=g).to(DEVICE)
-    b = torch.randn(c * mult, generator=g).to(DEVICE)
-    if layout == "nhwc":
-        x = x.to(memory_format=torch.channels_last)
-    algo = ALGORITHMS["depthwise_rows"]
-    monkeypatch.setattr(type(algo), "default_config", lambda self, prob: Config(cfg[0], cfg[1], cfg[2], cfg[3], 1))
-    clear_memo()
-    try:
-        y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, groups=c, algorithm="depthwise_rows")
-    finally:
-        clear_memo()
-    ref = F.conv2d(x.double(), wt.double(), b.double(), stride=stride, padding=pad, dilation=dil, groups=c)
-    torch.testing.assert_close(y.double().cpu(), ref.cpu(), rtol=1e-5, atol=1e-5)
+    _check_forced("depthwise_rows", case, cfg, layout, monkeypatch, seed=1)
 
 
 @pytest.mark.parametrize(

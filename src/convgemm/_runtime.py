@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
 import torch
 
@@ -125,8 +126,42 @@ def empty(shape, dtype: torch.dtype, device, memory_format=torch.contiguous_form
 _CYCLES_PER_US = 2000
 
 
-def gpu_head_start(host_us: float, max_us: float = 20000.0) -> None:
-    """Keep the current stream's GPU busy for about ``host_us`` microseconds (at most ``max_us``),
-    so that launches the host queues meanwhile then run back to back: events around each of them
-    time GPU work only, not the host's launch path (the tuner's and the benchmark's timers)."""
-    torch.cuda._sleep(int(min(max_us, host_us) * _CYCLES_PER_US))
+def gpu_times(fn, budget_ms: float, min_runs: int, max_runs: int, before=None, chunk: int = 100) -> list[float]:
+    """GPU times in ms of about ``budget_ms`` of runs of ``fn`` (``min_runs`` to ``max_runs``),
+    each preceded by ``before()`` (untimed; e.g. an L2 flush), by CUDA events around each run.
+
+    The GPU is kept busy (``torch.cuda._sleep``) for twice the time the host takes to queue
+    each chunk of runs, so the runs start back to back and the events time GPU work only, not
+    the host's launch path: a small layer's kernel takes less than convgemm's host overhead per
+    call (tens of microseconds), and timed without the sleep it measured the host (session 9:
+    small layers read ~30-35 us in one call's tuner and bench whatever their kernel, 15 us in
+    another). The tuner's timer and the layer benchmark's both use this."""
+
+    def one():
+        if before is not None:
+            before()
+        fn()
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(3):
+        one()
+    end.record()
+    host_us = (time.perf_counter() - t0) / 3 * 1e6  # the host's time to queue one run
+    end.synchronize()
+    n = max(min_runs, min(max_runs, int(budget_ms / max(start.elapsed_time(end) / 3, 1e-3))))
+    times: list[float] = []
+    for lo in range(0, n, chunk):
+        m = min(chunk, n - lo)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(m)]
+        torch.cuda._sleep(int(min(20000.0, 2 * host_us * m + 200) * _CYCLES_PER_US))
+        for s, e in events:
+            if before is not None:
+                before()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        times += [s.elapsed_time(e) for s, e in events]
+    return times

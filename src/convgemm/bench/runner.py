@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .._runtime import gpu_head_start
+from .._runtime import gpu_times
 from ..problem import dtype_name
 from .suites import Shape, Shape3d
 
@@ -122,12 +122,12 @@ def _bench(fn, rep_ms: int = 100, timer: str | None = None) -> float:
     return do_bench(fn, warmup=25, rep=rep_ms, return_mode="median") * 1e3
 
 
-def _gpu_bench(fn, rep_ms: int = 100, chunk: int = 100) -> float:
+def _gpu_bench(fn, rep_ms: int = 100) -> float:
     """Median GPU time of ``fn`` in microseconds, the L2 cache flushed before every run.
 
     As ``triton.testing.do_bench`` (a 256 MB memset before each run, CUDA events around it), but
-    the GPU also sleeps (``torch.cuda._sleep``) for longer than the host takes to queue each
-    chunk of runs, so the runs start back to back and the events time the GPU's work only. With
+    the GPU also sleeps for longer than the host takes to queue each chunk of runs
+    (``_runtime.gpu_times``), so the events time the GPU's work only. With
     do_bench the memset hides up to ~80 us of host time per call; a call whose host side takes
     longer (convgemm's Python path on a slow or busy host) had the rest counted as GPU time, and
     on the H200 machine of session 9 small layers then read ~35 us whatever their kernel took.
@@ -139,30 +139,7 @@ def _gpu_bench(fn, rep_ms: int = 100, chunk: int = 100) -> float:
         buf = _flush["buf"] = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     fn()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter()
-    start.record()
-    for _ in range(5):
-        buf.zero_()
-        fn()
-    end.record()
-    host_us = (time.perf_counter() - t0) / 5 * 1e6
-    end.synchronize()
-    est_ms = max(start.elapsed_time(end) / 5, 1e-3)  # one flush and run (host gaps included)
-    n = max(5, min(1000, int(rep_ms / est_ms)))
-    times = []
-    for lo in range(0, n, chunk):
-        m = min(chunk, n - lo)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(m)]
-        gpu_head_start(2 * host_us * m + 200)
-        for s, e in events:
-            buf.zero_()
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        times += [s.elapsed_time(e) for s, e in events]
-    times.sort()
+    times = sorted(gpu_times(fn, rep_ms, 5, 1000, before=buf.zero_))
     return times[len(times) // 2] * 1e3
 
 

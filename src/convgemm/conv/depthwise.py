@@ -31,6 +31,22 @@ def _tap_offset(r, s, dil_h, dil_w, s_xh, s_xw, INT64: tl.constexpr):
 
 
 @triton.jit
+def _program_block(P, Q, K, ROWS, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
+    """This program's block of a 1-D grid over (image, row block, column block, channel block),
+    channel blocks fastest: ``(n, first output row, column block, channel block)``."""
+    pid = tl.program_id(0)
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    q_blocks = tl.cdiv(Q, BLOCK_Q)
+    row_blocks = tl.cdiv(P, ROWS)
+    kb = pid % k_blocks
+    rest = pid // k_blocks
+    qb = rest % q_blocks
+    rest = rest // q_blocks
+    n = rest // row_blocks
+    return n, (rest - n * row_blocks) * ROWS, qb, kb
+
+
+@triton.jit
 def depthwise_kernel(
     x_ptr,
     w_ptr,
@@ -73,16 +89,7 @@ def depthwise_kernel(
     # A 1-D grid with the channel blocks fastest: the programs that read the same pixels' other
     # channels run side by side, so the DRAM sectors and pages a pixel's channels share are
     # fetched once (with channel blocks slowest they were fetched again a whole pass later).
-    pid = tl.program_id(0)
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    q_blocks = tl.cdiv(Q, BLOCK_Q)
-    row_blocks = tl.cdiv(P, ROWS)
-    kb = pid % k_blocks
-    rest = pid // k_blocks
-    qb = rest % q_blocks
-    rest = rest // q_blocks
-    n = rest // row_blocks
-    p0 = (rest - n * row_blocks) * ROWS
+    n, p0, qb, kb = _program_block(P, Q, K, ROWS, BLOCK_Q, BLOCK_K)
     q0 = qb * BLOCK_Q
     p = p0 + tl.arange(0, ROWS)
     q = q0 + tl.arange(0, BLOCK_Q)
@@ -190,16 +197,7 @@ def depthwise_rows_kernel(
     # row r = m * STRIDE_H + i; M = ceil(R / STRIDE_H) slots cover every filter row, so after
     # step u, output row p0 + u - (M - 1) has had all its taps.
     M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
-    pid = tl.program_id(0)
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    q_blocks = tl.cdiv(Q, BLOCK_Q)
-    row_blocks = tl.cdiv(P, ROWS)
-    kb = pid % k_blocks
-    rest = pid // k_blocks
-    qb = rest % q_blocks
-    rest = rest // q_blocks
-    n = rest // row_blocks
-    p0 = (rest - n * row_blocks) * ROWS
+    n, p0, qb, kb = _program_block(P, Q, K, ROWS, BLOCK_Q, BLOCK_K)
     q = qb * BLOCK_Q + tl.arange(0, BLOCK_Q)
     k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
     acc_t = tl.float64 if ACC_F64 else tl.float32

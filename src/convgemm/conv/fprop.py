@@ -772,7 +772,7 @@ class Depthwise(Algorithm):
     def heuristic_ok(self, prob: ConvProblem) -> bool:
         # 1-row images (conv1d) go to depthwise_rows, which timed faster there
         rows = ALGORITHMS["depthwise_rows"]
-        return type(self) is not Depthwise or not rows.heuristic_ok(prob) or rows.supports(prob) is not None
+        return not rows.heuristic_ok(prob) or rows.supports(prob) is not None
 
     # Config fields in this algorithm's view: block_m = output columns (BLOCK_Q), block_n =
     # output channels (BLOCK_K), block_k = output rows per program (ROWS).
@@ -841,6 +841,14 @@ class Depthwise(Algorithm):
         if launch is not None and launch.fast_ready:
             launch.fast((x, wt, y if bias is None else bias, y))
             return
+        kernel, grid, args, consts = self._launch_spec(prob, x, wt, bias, y, cfg)
+        constexprs = lambda: dict(R=prob.r, S=prob.s, BLOCK_Q=cfg.block_m, BLOCK_K=cfg.block_n,  # noqa: E731
+                                  HAS_BIAS=bias is not None, ACC_F64=prob.dtype == torch.float64,
+                                  INT64=max(self.image_span(x), self.image_span(y)) >= 2**31, **consts)  # fmt: skip
+        _run_kernel(launch, kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": 1})
+
+    def _launch_spec(self, prob, x, wt, bias, y, cfg):
+        """(kernel, grid, runtime arguments, constexprs beyond ``run``'s common ones)."""
         from .depthwise import depthwise_kernel
 
         grid = (prob.n * cdiv(prob.p, cfg.block_k) * cdiv(prob.q, cfg.block_m) * cdiv(prob.k, cfg.block_n),)
@@ -848,10 +856,7 @@ class Depthwise(Algorithm):
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), wt.stride(0),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],
                 prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1])  # fmt: skip
-        constexprs = lambda: dict(R=prob.r, S=prob.s, BLOCK_Q=cfg.block_m, BLOCK_K=cfg.block_n,  # noqa: E731
-                                  ROWS=cfg.block_k, HAS_BIAS=bias is not None, ACC_F64=prob.dtype == torch.float64,
-                                  INT64=max(self.image_span(x), self.image_span(y)) >= 2**31)  # fmt: skip
-        _run_kernel(launch, depthwise_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": 1})
+        return depthwise_kernel, grid, args, {"ROWS": cfg.block_k}
 
 
 class DepthwiseRows(Depthwise):
@@ -919,13 +924,7 @@ class DepthwiseRows(Depthwise):
             warps *= 2
         return Config(bq, bk, self._rows(prob, bq, bk), warps, 1)
 
-    def run(self, prob, x, w, bias, y, cfg, launch=None):
-        from ..functional import _derived_weight
-
-        wt = _derived_weight(w, ("taps_by_channel",), lambda v: v.reshape(prob.k, prob.r * prob.s).t().contiguous())
-        if launch is not None and launch.fast_ready:
-            launch.fast((x, wt, y if bias is None else bias, y))
-            return
+    def _launch_spec(self, prob, x, wt, bias, y, cfg):
         from .depthwise import depthwise_rows_kernel
 
         rows = max(1, cfg.block_k)
@@ -934,12 +933,7 @@ class DepthwiseRows(Depthwise):
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), wt.stride(0),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[1],
                 prob.pad_h[0], prob.pad_w[0], prob.dilation[1])  # fmt: skip
-        constexprs = lambda: dict(R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], BLOCK_Q=cfg.block_m,  # noqa: E731
-                                  BLOCK_K=cfg.block_n, HAS_BIAS=bias is not None, ACC_F64=prob.dtype == torch.float64,
-                                  INT64=max(self.image_span(x), self.image_span(y)) >= 2**31)  # fmt: skip
-        _run_kernel(
-            launch, depthwise_rows_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": 1}
-        )
+        return depthwise_rows_kernel, grid, args, {"STRIDE_H": prob.stride[0]}
 
 
 ALGORITHMS: dict[str, Algorithm] = {

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 
 import torch
 
-from .._runtime import gpu_head_start, interpreting
+from .._runtime import gpu_times, interpreting
 from ..conv.fprop import ALGORITHMS, COMPILE_ONLY, Algorithm, Config
 from ..problem import ConvProblem
 from .cache import TuneCache, cache_path
@@ -200,36 +199,14 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
 
 
 def _time_ms(fn, budget_ms: float = 2.0) -> float:
-    """Median GPU time of ``fn`` in ms, over about ``budget_ms`` of back-to-back runs (3 to 50).
+    """Median GPU time of ``fn`` in ms, over about ``budget_ms`` of back-to-back runs (3 to 50;
+    ``_runtime.gpu_times``: the host's launch path off the clock).
 
     Lighter than ``triton.testing.do_bench`` (no L2 flush, no fixed 10 ms windows): tuning only
     ranks candidates of one problem against each other, and must stay within a few seconds.
-
-    The GPU is put to sleep (``torch.cuda._sleep``) for longer than the host takes to queue the
-    timed runs, so they execute back to back and each event pair times the kernels, not the
-    host's launch path. A small layer's kernel is faster than convgemm's host overhead per call
-    (tens of microseconds), and without the sleep the tuner timed the host: its noise then chose
-    the config (session 9 saw the same layer's tuned candidates all near 30 us on one machine
-    where the warm bench measured 15.5 us).
     """
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter()
-    start.record()
-    for _ in range(3):
-        fn()
-    end.record()
-    host_us = (time.perf_counter() - t0) / 3 * 1e6  # the host's time to queue one run
-    end.synchronize()
-    n = max(3, min(50, int(budget_ms / max(start.elapsed_time(end) / 3, 1e-3))))
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    gpu_head_start(2 * host_us * n + 100)
-    for s, e in events:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in events)
-    return times[n // 2]
+    times = sorted(gpu_times(fn, budget_ms, 3, 50))
+    return times[len(times) // 2]
 
 
 def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | None]:
