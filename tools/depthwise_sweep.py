@@ -39,6 +39,7 @@ SHAPES = [
     (64, 384, 14, 14, 7, 7, 1, 3, 3),
     (64, 768, 7, 7, 7, 7, 1, 3, 3),
     (8, 4096, 1, 4096, 1, 4, 1, 0, 3),  # the causal depthwise conv1d (padded both sides here)
+    (64, 144, 56, 56, 3, 3, 2, 1, 1),  # stride 2
 ]
 EXTRA = [Config(8, 64, 4, 4, 1), Config(16, 128, 1, 8, 1), Config(16, 64, 1, 4, 1), Config(32, 64, 1, 8, 1)]
 
@@ -68,9 +69,12 @@ def main() -> None:
                 print(f"  {name}: {algo.supports(prob)}")
                 continue
             seen = set()
-            extra = EXTRA if name == "depthwise" else []
-            for cfg in algo.configs(prob) + [algo.default_config(prob)] + extra:
-                key = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps)
+            if name == "depthwise":
+                cfgs = algo.configs(prob) + [algo.default_config(prob)] + EXTRA
+            else:  # every column-group width that fits the registers
+                cfgs = algo.candidates(prob, wide=True) + [algo.default_config(prob)]
+            for cfg in cfgs:
+                key = cfg.describe()
                 if key in seen:
                     continue
                 seen.add(key)
@@ -80,7 +84,7 @@ def main() -> None:
                 us = triton.testing.do_bench(fn, return_mode="median") * 1e3
                 if name not in best or us < best[name][1]:
                     best[name] = (cfg, us)
-                print(f"  {name} q{cfg.block_m:<3d} k{cfg.block_n:<4d} rows{cfg.block_k:<2d} w{cfg.num_warps}: "
+                print(f"  {name} {cfg.describe():24s}: "
                       f"{us:8.1f} us {nbytes / us / 1e6:5.2f} TB/s  {cudnn / us:5.2f}x cuDNN  max err {err:.3g}")  # fmt: skip
         if a.ab and best:
             fns = {name: _forced(name, cfg, x, wt, kw) for name, (cfg, _) in best.items()}

@@ -153,10 +153,12 @@ def depthwise_kernel(
 
 # ---------------------------------------------------------------- rows kernel: inputs reused from registers
 # The kernel above re-reads every input from L1 once per tap (R*S times), and L1 is what bounds it.
-# This one walks a column strip of the image downwards: each input row is loaded once per filter
-# column (S loads), and each loaded tile is multiplied into the R output rows it contributes to,
-# whose accumulators stay in registers until the last tap has passed. An output row is stored as
-# soon as it is complete, and its accumulator is recycled for the next row entering the window.
+# This one walks a column strip of the image downwards: each input row is loaded once, and each
+# loaded input vector is multiplied into every output it contributes to, whose accumulators stay
+# in registers until the last tap has passed: down the strip, the R output rows in flight (an
+# output row is stored as soon as it is complete, and its accumulator recycled for the next row
+# entering the window); across, COLS neighbouring output columns per thread, which share S - 1 of
+# their S input columns, so a row of COLS outputs loads COLS + S - 1 input vectors, not COLS * S.
 @triton.jit
 def depthwise_rows_kernel(
     x_ptr,
@@ -179,15 +181,18 @@ def depthwise_rows_kernel(
     s_yk,
     s_yp,
     s_yq,
-    stride_w,
     pad_h,
     pad_w,
-    dil_w,
     R: tl.constexpr,
     S: tl.constexpr,
     STRIDE_H: tl.constexpr,  # the vertical stride (dilation 1 vertically)
-    BLOCK_Q: tl.constexpr,
+    STRIDE_W: tl.constexpr,  # constexpr across: which input column feeds which output is static
+    DIL_W: tl.constexpr,
+    BLOCK_Q: tl.constexpr,  # column groups per program
+    COLS: tl.constexpr,  # neighbouring output columns per group (any count, not only powers of 2)
     BLOCK_K: tl.constexpr,
+    VEC: tl.constexpr,  # channels per thread's load (0: as wide as Triton makes it, 16 bytes)
+    PRELOAD: tl.constexpr,  # every tap's weights in registers for the whole strip
     HAS_BIAS: tl.constexpr,
     ACC_F64: tl.constexpr,
     INT64: tl.constexpr,
@@ -195,36 +200,36 @@ def depthwise_rows_kernel(
     # Step u takes the STRIDE_H input rows (p0 + u) * STRIDE_H - pad_h + i. Accumulator slot m
     # holds output row p0 + u - m, to which input row i of the step contributes through filter
     # row r = m * STRIDE_H + i; M = ceil(R / STRIDE_H) slots cover every filter row, so after
-    # step u, output row p0 + u - (M - 1) has had all its taps.
+    # step u, output row p0 + u - (M - 1) has had all its taps. Column group g holds the output
+    # columns q0 + g * COLS + c (c < COLS), whose tap s reads input column offset
+    # j = c * STRIDE_W + s * DIL_W from the group's first: NJ distinct offsets, each loaded once.
     M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
-    n, p0, qb, kb = _program_block(P, Q, K, ROWS, BLOCK_Q, BLOCK_K)
-    q = qb * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    NJ: tl.constexpr = (COLS - 1) * STRIDE_W + (S - 1) * DIL_W + 1
+    n, p0, qb, kb = _program_block(P, Q, K, ROWS, BLOCK_Q * COLS, BLOCK_K)
+    qg = qb * BLOCK_Q * COLS + tl.arange(0, BLOCK_Q) * COLS  # each group's first output column
+    kr = tl.arange(0, BLOCK_K)
+    if VEC > 0:
+        # contiguous runs of only VEC channels: Triton then gives each thread VEC channels, so a
+        # thread holds fewer channels and more columns, which the weights in registers need
+        kr = (kr // VEC) * VEC + kr % VEC
+    k = kb * BLOCK_K + kr
     acc_t = tl.float64 if ACC_F64 else tl.float32
-    iw0 = q * stride_w - pad_w
-    q_ok = q < Q
+    iw0 = qg * STRIDE_W - pad_w
     k_ok = (k < K)[None, :]
     if INT64:
         x_cols = (x_ptr + n.to(tl.int64) * s_xn + ((k // MULT).to(tl.int64) * s_xc)[None, :]
                   + (iw0.to(tl.int64) * s_xw)[:, None])  # fmt: skip
+        y_cols = y_ptr + n.to(tl.int64) * s_yn + (k.to(tl.int64) * s_yk)[None, :] + (qg.to(tl.int64) * s_yq)[:, None]
     else:
         x_cols = x_ptr + n.to(tl.int64) * s_xn + ((k // MULT) * s_xc)[None, :] + (iw0 * s_xw)[:, None]
+        y_cols = y_ptr + n.to(tl.int64) * s_yn + (k * s_yk)[None, :] + (qg * s_yq)[:, None]
     w_row = w_ptr + k[None, :]
-    if INT64:
-        y_cols = y_ptr + n.to(tl.int64) * s_yn + (k.to(tl.int64) * s_yk)[None, :] + (q.to(tl.int64) * s_yq)[:, None]
-    else:
-        y_cols = y_ptr + n.to(tl.int64) * s_yn + (k * s_yk)[None, :] + (q * s_yq)[:, None]
-    out_cols_ok = q_ok[:, None] & k_ok
     if HAS_BIAS:
         bias = tl.load(b_ptr + k[None, :], mask=k_ok, other=0.0).to(acc_t)
     else:
         bias = tl.zeros((1, BLOCK_K), dtype=acc_t)
     zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
-    accs = (zero,) * M
-    # Up to 3x3 the weights stay in registers for the whole strip (9 vectors per thread): each
-    # step then loads only its S input tiles. Larger filters load each tap's weights per step
-    # (49 vectors per thread for 7x7 would spill).
-    PRELOAD: tl.constexpr = R * S <= 9
+    accs = (zero,) * (M * COLS)  # slot m, column c at m * COLS + c
     ws = ()
     if PRELOAD:
         for t in tl.static_range(R * S):
@@ -238,29 +243,37 @@ def depthwise_rows_kernel(
                 x_row = x_cols + ih.to(tl.int64) * s_xh
             else:
                 x_row = x_cols + ih * s_xh
-            for s in tl.static_range(S):
-                iw = iw0 + s * dil_w
+            for j in tl.static_range(NJ):
+                iw = iw0 + j
                 ok = (row_ok & (iw >= 0) & (iw < W))[:, None] & k_ok
                 if INT64:
-                    xv = tl.load(x_row + (s * dil_w).to(tl.int64) * s_xw, mask=ok, other=0.0).to(acc_t)
+                    xv = tl.load(x_row + tl.full((), j, tl.int64) * s_xw, mask=ok, other=0.0).to(acc_t)
                 else:
-                    xv = tl.load(x_row + s * dil_w * s_xw, mask=ok, other=0.0).to(acc_t)
-                for m in tl.static_range(M):
-                    if m * STRIDE_H + i < R:
-                        if PRELOAD:
-                            wv = ws[(m * STRIDE_H + i) * S + s]
-                        else:
-                            wv = tl.load(w_row + ((m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok, other=0.0).to(acc_t)
-                        accs = _set(accs, m, accs[m] + xv * wv)
-        j = u - (M - 1)  # the output row (from p0) that step u completed
-        if (j >= 0) & (p0 + j < P):
-            out = accs[M - 1] + bias
+                    xv = tl.load(x_row + j * s_xw, mask=ok, other=0.0).to(acc_t)
+                # every (column, tap) pair that reads offset j (offsets no pair reads are loads
+                # whose value is unused, which the compiler drops)
+                for c in tl.static_range(COLS):
+                    for s in tl.static_range(S):
+                        if c * STRIDE_W + s * DIL_W == j:
+                            for m in tl.static_range(M):
+                                if m * STRIDE_H + i < R:
+                                    if PRELOAD:
+                                        wv = ws[(m * STRIDE_H + i) * S + s]
+                                    else:
+                                        wv = tl.load(w_row + ((m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok,
+                                                     other=0.0).to(acc_t)  # fmt: skip
+                                    accs = _set(accs, m * COLS + c, accs[m * COLS + c] + xv * wv)
+        jr = u - (M - 1)  # the output row (from p0) that step u completed
+        if (jr >= 0) & (p0 + jr < P):
             if INT64:
-                dst = y_cols + (p0 + j).to(tl.int64) * s_yp
+                dst = y_cols + (p0 + jr).to(tl.int64) * s_yp
             else:
-                dst = y_cols + (p0 + j) * s_yp
-            tl.store(dst, out.to(y_ptr.dtype.element_ty), mask=out_cols_ok)
-        accs = (zero,) + accs[: M - 1]
+                dst = y_cols + (p0 + jr) * s_yp
+            for c in tl.static_range(COLS):
+                out = accs[(M - 1) * COLS + c] + bias
+                out_ok = (qg + c < Q)[:, None] & k_ok
+                tl.store(dst + c * s_yq, out.to(y_ptr.dtype.element_ty), mask=out_ok)
+        accs = (zero,) * COLS + accs[: (M - 1) * COLS]
 
 
 @triton.jit

@@ -56,6 +56,8 @@ class Config:
     split_k: int = 1
     persistent: int = 0  # > 0: persistent_gemm_kernel with this many programs per SM
     taps: int = 0  # > 1: wgrad_tma with this many filter columns per program (conv/wgrad_taps.py)
+    cols: int = 0  # > 1: depthwise_rows with this many neighbouring output columns per thread
+    vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -67,6 +69,10 @@ class Config:
             s += f" p{self.persistent}"
         if self.taps:
             s += f" taps{self.taps}"
+        if self.cols:
+            s += f" c{self.cols}"
+        if self.vec:
+            s += f" v{self.vec}"
         return s
 
 
@@ -900,17 +906,31 @@ class DepthwiseRows(Depthwise):
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
             return [self.default_config(prob), Config(4, 16, 3, 2, 1)]
+        # four: every candidate costs first-call tuning time
+        return self.candidates(prob)[:4] or [self.default_config(prob)]
+
+    #: estimated registers (accumulators + weights held) a candidate may use: the compiler adds
+    #: 50-100 for addresses and loads (tools/sass_mix.py, 7x7: 154 estimated -> 254 used, and
+    #: 210 -> the 255 limit)
+    REG_BUDGET = 160
+
+    def candidates(self, prob: ConvProblem, wide: bool = False) -> list[Config]:
+        """Tiles of 4 warps, best first: each thread holds ``per`` channels (2-channel loads, or
+        16-byte vectors) of ``cols`` neighbouring output columns, for every output row in
+        flight. ``wide`` lists every column count that fits, for tools/depthwise_sweep.py."""
         slots = cdiv(prob.r, prob.stride[0])
         out = []
-        for bk in self._fits(prob.k, (128, 64, 32, 16), 0.35)[:2]:
-            for bq in self._fits(prob.q, (8, 16, 32, 4), 0.15)[:3]:
-                for per in (8, 16):  # elements of one [BLOCK_Q, BLOCK_K] tile per thread
-                    warps = bq * bk // (32 * per)
-                    if 1 <= warps <= 8 and bk < 32 * warps and per * slots <= self.MAX_ACC_REGS:
-                        out.append(Config(bq, bk, self._rows(prob, bq, bk), warps, 1))
-        out.sort(key=lambda c: (-c.block_m * c.block_n, c.num_warps))
-        # four: every candidate costs first-call tuning time, and the tap kernel's are timed too
-        return out[:4] or [self.default_config(prob)]
+        for vec, per in ((2, 2), (0, 8)):
+            bk = self._fits(prob.k, (64, 32) if vec else (64, 32, 16), 0.35)[0]
+            bq = 128 * per // bk
+            held = prob.r * prob.s * per if self.preload(prob, Config(bq, bk, 1, vec=vec)) else 0
+            fit = [c for c in range(1, 9) if slots * c * per + held <= self.REG_BUDGET]
+            if not fit:
+                continue
+            cols = fit if wide else sorted({fit[-1], min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))})
+            for c in sorted(cols, reverse=True):
+                out.append(Config(bq, bk, self._rows(prob, bq * c, bk), 4, 1, cols=c, vec=vec))
+        return out
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
@@ -928,12 +948,20 @@ class DepthwiseRows(Depthwise):
         from .depthwise import depthwise_rows_kernel
 
         rows = max(1, cfg.block_k)
-        grid = (prob.n * cdiv(prob.p, rows) * cdiv(prob.q, cfg.block_m) * cdiv(prob.k, cfg.block_n),)
+        cols = max(1, cfg.cols)
+        grid = (prob.n * cdiv(prob.p, rows) * cdiv(prob.q, cfg.block_m * cols) * cdiv(prob.k, cfg.block_n),)
         args = (x, wt, bias if bias is not None else y, y, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, rows,
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), wt.stride(0),
-                y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[1],
-                prob.pad_h[0], prob.pad_w[0], prob.dilation[1])  # fmt: skip
-        return depthwise_rows_kernel, grid, args, {"STRIDE_H": prob.stride[0]}
+                y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
+        consts = {"STRIDE_H": prob.stride[0], "STRIDE_W": prob.stride[1], "DIL_W": prob.dilation[1],
+                  "COLS": cols, "VEC": cfg.vec, "PRELOAD": self.preload(prob, cfg)}  # fmt: skip
+        return depthwise_rows_kernel, grid, args, consts
+
+    @staticmethod
+    def preload(prob: ConvProblem, cfg: Config) -> bool:
+        """Whether every tap's weights stay in registers for the whole strip: up to 3x3 always
+        (9 vectors per thread), larger filters when a thread holds few channels (``vec``)."""
+        return prob.r * prob.s <= 9 or 0 < cfg.vec <= 2
 
 
 ALGORITHMS: dict[str, Algorithm] = {
