@@ -45,8 +45,8 @@ def _check_forced(algorithm, case, cfg, layout, monkeypatch, seed=0):
     if layout == "nhwc":
         x = x.to(memory_format=torch.channels_last)
     algo = ALGORITHMS[algorithm]
-    extra = dict(zip(("cols", "vec"), cfg[4:], strict=False))
-    monkeypatch.setattr(type(algo), "default_config", lambda self, prob: Config(*cfg[:4], 1, **extra))
+    extra = dict(zip(("cols", "vec", "num_stages"), cfg[4:], strict=False))
+    monkeypatch.setattr(type(algo), "default_config", lambda self, prob: Config(*cfg[:4], **{"num_stages": 1, **extra}))
     clear_memo()
     try:
         y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, groups=c, algorithm=algorithm)
@@ -56,11 +56,12 @@ def _check_forced(algorithm, case, cfg, layout, monkeypatch, seed=0):
     torch.testing.assert_close(y.double().cpu(), ref.cpu(), rtol=1e-5, atol=1e-5)
 
 
-# (BLOCK_Q, BLOCK_K, strip rows, warps[, columns per group, channels per thread]): strips of one
-# row, of fewer rows than the image (the last strip partial) and taller than the image; groups of
-# 2, 3 and 4 neighbouring columns (the last group partial on most cases), with 2-channel loads
+# (BLOCK_Q, BLOCK_K, strip rows, warps[, columns per group, channels per thread, stages]): strips
+# of one row, of fewer rows than the image (the last strip partial) and taller than the image;
+# groups of 2, 3 and 4 neighbouring columns (the last group partial on most cases), with 2-channel
+# loads; stages 2 loads the next step's input rows before the current step's multiply-adds
 ROWS_CONFIGS = [(4, 16, 1, 1), (8, 16, 3, 2), (4, 32, 5, 2), (16, 16, 64, 4), (4, 16, 4, 1, 3, 2),
-                (2, 32, 3, 2, 4, 2), (4, 16, 64, 2, 2, 0)]  # fmt: skip
+                (2, 32, 3, 2, 4, 2, 2), (4, 16, 64, 2, 2, 0)]  # fmt: skip
 # (N, C, H, W, multiplier, R, S, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
 ROWS_CASES = [
     (2, 16, 9, 11, 1, 3, 3, (1, 1), (1, 1), (1, 1)),

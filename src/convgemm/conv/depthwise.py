@@ -193,6 +193,7 @@ def depthwise_rows_kernel(
     BLOCK_K: tl.constexpr,
     VEC: tl.constexpr,  # channels per thread's load (0: as wide as Triton makes it, 16 bytes)
     PRELOAD: tl.constexpr,  # every tap's weights in registers for the whole strip
+    PREFETCH: tl.constexpr,  # load the next step's input rows before this step's multiply-adds
     HAS_BIAS: tl.constexpr,
     ACC_F64: tl.constexpr,
     INT64: tl.constexpr,
@@ -235,26 +236,23 @@ def depthwise_rows_kernel(
         for t in tl.static_range(R * S):
             ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
     ih_base = p0 * STRIDE_H - pad_h
+    if PREFETCH:  # step 0's input rows; each step then loads the next step's while it computes
+        nxt = _step_loads(x_cols, ih_base, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64)
     for u in range(0, ROWS + M - 1):
+        if PREFETCH:
+            cur = nxt
+            nxt = _step_loads(x_cols, ih_base + (u + 1) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS,
+                              S, STRIDE_W, DIL_W, INT64)  # fmt: skip
+        else:
+            cur = _step_loads(x_cols, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S,
+                              STRIDE_W, DIL_W, INT64)  # fmt: skip
         for i in tl.static_range(STRIDE_H):
-            ih = ih_base + u * STRIDE_H + i
-            row_ok = (ih >= 0) & (ih < H)
-            if INT64:
-                x_row = x_cols + ih.to(tl.int64) * s_xh
-            else:
-                x_row = x_cols + ih * s_xh
             for j in tl.static_range(NJ):
-                iw = iw0 + j
-                ok = (row_ok & (iw >= 0) & (iw < W))[:, None] & k_ok
-                if INT64:
-                    xv = tl.load(x_row + tl.full((), j, tl.int64) * s_xw, mask=ok, other=0.0).to(acc_t)
-                else:
-                    xv = tl.load(x_row + j * s_xw, mask=ok, other=0.0).to(acc_t)
-                # every (column, tap) pair that reads offset j (offsets no pair reads are loads
-                # whose value is unused, which the compiler drops)
+                # every (column, tap) pair that reads offset j
                 for c in tl.static_range(COLS):
                     for s in tl.static_range(S):
                         if c * STRIDE_W + s * DIL_W == j:
+                            xv = cur[i * NJ + j].to(acc_t)
                             for m in tl.static_range(M):
                                 if m * STRIDE_H + i < R:
                                     if PRELOAD:
@@ -274,6 +272,40 @@ def depthwise_rows_kernel(
                 out_ok = (qg + c < Q)[:, None] & k_ok
                 tl.store(dst + c * s_yq, out.to(y_ptr.dtype.element_ty), mask=out_ok)
         accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+
+
+@triton.constexpr_function
+def _read(j, cols, s, stride_w, dil_w):
+    """Whether some output column c < cols reads input column offset j through some tap t < s."""
+    return any(c * stride_w + t * dil_w == j for c in range(cols) for t in range(s))
+
+
+@triton.jit
+def _step_loads(x_cols, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H: tl.constexpr, NJ: tl.constexpr,
+                COLS: tl.constexpr, S: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
+                INT64: tl.constexpr):  # fmt: skip
+    """One step's inputs in the input's dtype: rows ih0 .. ih0 + STRIDE_H - 1, each at the NJ
+    column offsets, entry i * NJ + j (zeros outside the image, and at offsets no tap reads)."""
+    vals = ()
+    for i in tl.static_range(STRIDE_H):
+        ih = ih0 + i
+        row_ok = (ih >= 0) & (ih < H)
+        if INT64:
+            x_row = x_cols + ih.to(tl.int64) * s_xh
+        else:
+            x_row = x_cols + ih * s_xh
+        for j in tl.static_range(NJ):
+            iw = iw0 + j
+            ok = (row_ok & (iw >= 0) & (iw < W))[:, None] & k_ok
+            if _read(j, COLS, S, STRIDE_W, DIL_W):
+                if INT64:
+                    v = tl.load(x_row + tl.full((), j, tl.int64) * s_xw, mask=ok, other=0.0)
+                else:
+                    v = tl.load(x_row + j * s_xw, mask=ok, other=0.0)
+            else:
+                v = tl.zeros(ok.shape, x_cols.dtype.element_ty)
+            vals = vals + (v,)
+    return vals
 
 
 @triton.jit

@@ -921,15 +921,16 @@ class DepthwiseRows(Depthwise):
         slots = cdiv(prob.r, prob.stride[0])
         out = []
         for vec, per in ((2, 2), (0, 8)):
-            bk = self._fits(prob.k, (64, 32) if vec else (64, 32, 16), 0.35)[0]
-            bq = 128 * per // bk
-            held = prob.r * prob.s * per if self.preload(prob, Config(bq, bk, 1, vec=vec)) else 0
-            fit = [c for c in range(1, 9) if slots * c * per + held <= self.REG_BUDGET]
-            if not fit:
-                continue
-            cols = fit if wide else sorted({fit[-1], min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))})
-            for c in sorted(cols, reverse=True):
-                out.append(Config(bq, bk, self._rows(prob, bq * c, bk), 4, 1, cols=c, vec=vec))
+            for bk in self._fits(prob.k, (64, 32) if vec else (64, 32, 16), 0.35)[: 2 if wide else 1]:
+                bq = 128 * per // bk
+                held = prob.r * prob.s * per if self.preload(prob, Config(bq, bk, 1, vec=vec)) else 0
+                fit = [c for c in range(1, 9) if slots * c * per + held <= self.REG_BUDGET]
+                if not fit:
+                    continue
+                best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))  # fewest masked columns
+                for c in sorted(fit if wide else {fit[-1], best}, reverse=True):
+                    for stages in (1, 2) if wide and vec else (1,):  # 2: the next step's rows prefetched
+                        out.append(Config(bq, bk, self._rows(prob, bq * c, bk), 4, stages, cols=c, vec=vec))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
@@ -954,7 +955,8 @@ class DepthwiseRows(Depthwise):
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), wt.stride(0),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
         consts = {"STRIDE_H": prob.stride[0], "STRIDE_W": prob.stride[1], "DIL_W": prob.dilation[1],
-                  "COLS": cols, "VEC": cfg.vec, "PRELOAD": self.preload(prob, cfg)}  # fmt: skip
+                  "COLS": cols, "VEC": cfg.vec, "PRELOAD": self.preload(prob, cfg),
+                  "PREFETCH": cfg.num_stages >= 2}  # fmt: skip
         return depthwise_rows_kernel, grid, args, consts
 
     @staticmethod
