@@ -49,6 +49,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     ap.add_argument("--algorithm", choices=["depthwise", "depthwise_rows", "both"], default="depthwise")
+    ap.add_argument("--vec", type=int, nargs="*", help="depthwise_rows: only candidates of these vec values")
+    ap.add_argument("--stages", type=int, nargs="*", help="depthwise_rows: only candidates of these stage counts")
+    ap.add_argument("--cols", type=int, nargs="*", help="depthwise_rows: only candidates of these column counts")
     ap.add_argument("--ab", type=int, default=0, metavar="N", help="alternating rounds of the best configs")
     a = ap.parse_args()
     names = ["depthwise", "depthwise_rows"] if a.algorithm == "both" else [a.algorithm]
@@ -72,7 +75,13 @@ def main() -> None:
             if name == "depthwise":
                 cfgs = algo.configs(prob) + [algo.default_config(prob)] + EXTRA
             else:  # every column-group width that fits the registers
-                cfgs = algo.candidates(prob, wide=True) + [algo.default_config(prob)]
+                cfgs = [
+                    c
+                    for c in algo.candidates(prob, wide=True) + [algo.default_config(prob)]
+                    if (a.vec is None or c.vec in a.vec)
+                    and (a.stages is None or c.num_stages in a.stages)
+                    and (a.cols is None or c.cols in a.cols)
+                ]
             for cfg in cfgs:
                 key = cfg.describe()
                 if key in seen:

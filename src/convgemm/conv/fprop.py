@@ -920,7 +920,7 @@ class DepthwiseRows(Depthwise):
         flight. ``wide`` lists every column count that fits, for tools/depthwise_sweep.py."""
         slots = cdiv(prob.r, prob.stride[0])
         out = []
-        for vec, per in ((2, 2), (0, 8)):
+        for vec, per in ((2, 2), (0, 8)) + (((1, 1), (4, 4)) if wide else ()):
             for bk in self._fits(prob.k, (64, 32) if vec else (64, 32, 16), 0.35)[: 2 if wide else 1]:
                 bq = 128 * per // bk
                 held = prob.r * prob.s * per if self.preload(prob, Config(bq, bk, 1, vec=vec)) else 0
