@@ -105,9 +105,10 @@ def test_rows_kernel_refuses(kw, reason):
 
 
 def test_rows_gpu_configs(monkeypatch):
-    """The rows kernel's GPU candidates: 1-8 warps, at most 16 elements of a tile per thread, the
-    accumulators of every output row in flight within the register cap, strips no taller than the
-    image and enough programs for two per SM unless the strip is already short."""
+    """The rows kernel's GPU candidates: 4 warps, 2 channels of a tile per thread, the accumulators
+    of every output row and column in flight plus the weights held within the register estimate,
+    strips no taller than the image and enough programs for two per SM unless the strip is
+    already short."""
     import convgemm.conv.fprop as fp
     from convgemm.problem import ConvProblem
 
@@ -122,12 +123,16 @@ def test_rows_gpu_configs(monkeypatch):
         cfgs = algo.configs(prob) + [algo.default_config(prob)]
         assert 1 <= len(cfgs) <= 5
         for cfg in cfgs:
-            assert 1 <= cfg.num_warps <= 8, cfg
+            assert cfg.num_warps == 4 and cfg.vec == 2 and cfg.num_stages == 2, cfg
             per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
-            assert 1 <= per_thread <= 16, cfg
-            assert per_thread * -(-k // stride) <= algo.MAX_ACC_REGS, cfg
+            assert per_thread == 2, cfg
+            held = k * k * per_thread if algo.preload(prob, cfg) else 0
+            assert (per_thread * -(-k // stride) * cfg.cols + held) <= algo.REG_BUDGET, cfg
+            assert 1 <= cfg.cols <= 8, cfg
             assert 1 <= cfg.block_k <= prob.p, cfg
-            programs = nn_ * -(-prob.p // cfg.block_k) * -(-prob.q // cfg.block_m) * -(-prob.k // cfg.block_n)
+            programs = (
+                nn_ * -(-prob.p // cfg.block_k) * -(-prob.q // (cfg.block_m * cfg.cols)) * -(-prob.k // cfg.block_n)
+            )
             assert programs >= 2 * 132 or cfg.block_k <= 8, cfg
 
 
@@ -177,20 +182,21 @@ def test_stale_cache_entry_is_ignored(monkeypatch, tmp_path):
     assert algo is ALGORITHMS["depthwise"] and cfg == Config(16, 64, 2, 4, 1)
 
 
-def test_heuristic_sends_one_row_depthwise_to_the_rows_kernel(monkeypatch):
-    """Untuned, a causal depthwise conv1d (a 1-row image) runs depthwise_rows, a 2-D depthwise
-    layer the tap kernel, and a 1-channel input with a channel multiplier (not grouped) never the
-    rows kernel."""
+def test_heuristic_sends_depthwise_to_the_rows_kernel(monkeypatch):
+    """Untuned, a causal depthwise conv1d (a 1-row image) and a 2-D depthwise layer run
+    depthwise_rows, a depthwise layer it does not take (vertical stride 3) the tap kernel, and a
+    1-channel input with a channel multiplier (not grouped) never the rows kernel."""
     from convgemm.problem import ConvProblem
     from convgemm.tune import autotune
 
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
-    cases = [((2, 64, 1, 40), (64, 1, 1, 4), (0, 3), 64, "depthwise_rows"),
-             ((2, 64, 12, 12), (64, 1, 3, 3), 1, 64, "depthwise"),
-             ((2, 1, 1, 400), (32, 1, 1, 10), 0, 1, None)]  # fmt: skip
-    for xs, ws, pad, groups, want in cases:
+    cases = [((2, 64, 1, 40), (64, 1, 1, 4), (0, 3), 64, "depthwise_rows", 1),
+             ((2, 64, 12, 12), (64, 1, 3, 3), 1, 64, "depthwise_rows", 1),
+             ((2, 64, 12, 12), (64, 1, 3, 3), 1, 64, "depthwise", (3, 1)),
+             ((2, 1, 1, 400), (32, 1, 1, 10), 0, 1, None, 1)]  # fmt: skip
+    for xs, ws, pad, groups, want, stride in cases:
         x = torch.empty(xs).to(memory_format=torch.channels_last)
-        prob = ConvProblem.from_tensors(x, torch.empty(ws), padding=pad, groups=groups)
+        prob = ConvProblem.from_tensors(x, torch.empty(ws), padding=pad, groups=groups, stride=stride)
         clear_memo()
         algo, _ = autotune.choose(prob, x, None, None, None)
         if want is None:

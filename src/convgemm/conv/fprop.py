@@ -872,8 +872,6 @@ class DepthwiseRows(Depthwise):
     each input R*S times from L1, which bounds it on the H200 (ncu: L1 91% busy, DRAM 24%)."""
 
     name = "depthwise_rows"
-    #: accumulators per thread (one per output row in flight) stay below this many registers
-    MAX_ACC_REGS = 128
 
     def supports(self, prob: ConvProblem) -> str | None:
         reason = super().supports(prob)
@@ -888,12 +886,11 @@ class DepthwiseRows(Depthwise):
         return None
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
-        # H200, session 9 (tuner timings, bf16, batch 64): faster than the tap kernel on 1-row
-        # images (causal conv1d k4: 165 against 200 us at 4096 @4096, 76% of copy bandwidth) and
-        # on ConvNeXt's 7x7 96 @56 (292 against 385 us); level on 3x3 layers, slower on 7x7
-        # images of 28 rows or fewer. The heuristic takes it for 1-row depthwise images only (one
-        # input channel and a 512-wide multiplier, wav2vec2's conv0, timed slower: 283 against 218 us).
-        return prob.p == 1 and prob.groups > 1
+        # H200, session 10 (tools/depthwise_sweep.py, bf16, batch 64): with column groups and the
+        # prefetch, faster than the tap kernel's best config on all eight layers of the sweep
+        # (3x3: 1.3-1.4x; 7x7: 2.3-3.7x; causal conv1d: 1.4x). A depthwise problem it supports
+        # takes it; wav2vec2's conv0 (one input channel, no groups) stays a GEMM.
+        return prob.groups > 1
 
     def _rows(self, prob: ConvProblem, bq: int, bk: int) -> int:
         """Strip height: the tallest (whole columns first) that still gives 2 programs per SM."""
@@ -915,35 +912,45 @@ class DepthwiseRows(Depthwise):
     REG_BUDGET = 160
 
     def candidates(self, prob: ConvProblem, wide: bool = False) -> list[Config]:
-        """Tiles of 4 warps, best first: each thread holds ``per`` channels (2-channel loads, or
-        16-byte vectors) of ``cols`` neighbouring output columns, for every output row in
-        flight. ``wide`` lists every column count that fits, for tools/depthwise_sweep.py."""
+        """Tiles of 4 warps, the likeliest first: each thread holds 2 channels (``vec``) of
+        ``cols`` neighbouring output columns for every output row in flight, and loads the next
+        step's input rows while it computes (2 stages).
+
+        Measured on the H200 (session 10, ``tools/depthwise_sweep.py``, bf16, batch 64): 2-channel
+        loads with the prefetch were the fastest family on every layer of the sweep (the 7x7 tap
+        weights then fit in registers; 1-, 4- and 8-channel loads were 5-60% slower); 7x7 layers
+        ran fastest at 2 columns (3-4 columns: 15-40% slower), 3x3 layers at 4-8 columns with the
+        fewest masked columns, and a channel block that divides the channels mattered (96 channels:
+        91.5 us at 32 against 122 us at 64). ``wide`` lists every family, column count and
+        stage count that fits, for the sweep.
+        """
         slots = cdiv(prob.r, prob.stride[0])
+        scale = 2 if prob.dtype == torch.float64 else 1  # registers per accumulator or weight
         out = []
-        for vec, per in ((2, 2), (0, 8)) + (((1, 1), (4, 4)) if wide else ()):
-            for bk in self._fits(prob.k, (64, 32) if vec else (64, 32, 16), 0.35)[: 2 if wide else 1]:
+        for vec, per in ((2, 2), (0, 8), (1, 1), (4, 4)) if wide else ((2, 2),):
+            bks = self._fits(prob.k, (64, 32) if vec else (64, 32, 16), 0.35)[:2]
+            for bk in sorted(bks, key=lambda b: cdiv(prob.k, b) * b):  # fewest masked channels first
                 bq = 128 * per // bk
                 held = prob.r * prob.s * per if self.preload(prob, Config(bq, bk, 1, vec=vec)) else 0
-                fit = [c for c in range(1, 9) if slots * c * per + held <= self.REG_BUDGET]
+                fit = [c for c in range(1, 9) if (slots * c * per + held) * scale <= self.REG_BUDGET]
                 if not fit:
                     continue
                 best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))  # fewest masked columns
-                for c in sorted(fit if wide else {fit[-1], best}, reverse=True):
-                    for stages in (1, 2) if wide and vec else (1,):  # 2: the next step's rows prefetched
+                if wide:
+                    cols = sorted(fit, reverse=True)
+                elif prob.r * prob.s > 9:
+                    cols = sorted({min(2, fit[-1]), best}, key=lambda c: c != min(2, fit[-1]))
+                else:
+                    cols = sorted({fit[-1], best}, key=lambda c: c != best)
+                for c in cols:
+                    for stages in (2, 1) if wide and vec else (2,) if vec else (1,):
                         out.append(Config(bq, bk, self._rows(prob, bq * c, bk), 4, stages, cols=c, vec=vec))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
             return Config(8, min(32, _small(prob.k, 16)), 4, 4, 1)
-        if prob.p == 1:  # the tuner's pick on every causal conv1d of the conv1d suite
-            return Config(32, 64 if prob.k >= 64 else _small(prob.k, 16), 1, 4, 1)
-        bk = self._fits(prob.k, (64, 32, 16), 0.35)[0]
-        bq = self._fits(prob.q, (16, 8, 4), 0.15)[0]
-        warps = max(1, min(8, bq * bk // 256))
-        while bk >= 32 * warps and warps < 8:
-            warps *= 2
-        return Config(bq, bk, self._rows(prob, bq, bk), warps, 1)
+        return self.candidates(prob)[0]
 
     def _launch_spec(self, prob, x, wt, bias, y, cfg):
         from .depthwise import depthwise_rows_kernel
