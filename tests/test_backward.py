@@ -340,8 +340,9 @@ DW_WGRAD = [
 )
 def test_depthwise_wgrad_every_config(case, dtype):
     """Every config ``configs`` offers, each forced (the tuner may take any), and a few beyond it
-    (2 filter rows per program, 2 columns per step, one split per output row), against float64; each
-    the first twice, bit-identical, into a NaN-filled dw with non-contiguous strides."""
+    (2 filter rows per program, 2 columns per step, one split per output row; the rows kernel's
+    strip, column-group and split shapes where it applies), against float64; each the first twice,
+    bit-identical, into a NaN-filled dw with non-contiguous strides."""
     from convgemm.conv.backward import DWGRAD
 
     x, w, dy, kw = make((*case, False), dtype)
@@ -349,6 +350,11 @@ def test_depthwise_wgrad_every_config(case, dtype):
     prob = ConvProblem.from_tensors(x, w, None, **kw)
     npr = prob.n * prob.p
     extra = [Config(4, 4, 2, 4, 1, split_k=npr), Config(2, 8, 2, 4, 1, split_k=2)]
+    if DWGRAD.rows_ok(prob) is None:
+        # the rows kernel: strips of 2 rows (the last partial), 3 columns per group, no prefetch;
+        # one column per group and one split; strips taller than the image, more splits than pairs
+        extra += [Config(4, 8, 2, 2, 1, split_k=3, cols=3, vec=0), Config(2, 16, 3, 1, 2, split_k=1, cols=1, vec=2),
+                  Config(8, 4, 100, 4, 2, split_k=50, cols=2, vec=2)]  # fmt: skip
     cfgs = DWGRAD.configs(prob)
     assert DWGRAD.default_config(prob) in cfgs
     for i, cfg in enumerate(cfgs + extra):

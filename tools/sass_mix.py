@@ -41,9 +41,13 @@ def main() -> None:
     path, name = a.target.rsplit(":", 1)
     src_root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     sys.path.insert(0, os.path.abspath(src_root))
-    spec = importlib.util.spec_from_file_location("_kernel_module", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(src_root))
+    if not rel.startswith(".."):  # a module of the package: imported as one (relative imports work)
+        mod = importlib.import_module(rel[: -len(".py")].replace(os.sep, "."))
+    else:
+        spec = importlib.util.spec_from_file_location("_kernel_module", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
     fn = getattr(mod, name)
     while not isinstance(fn, triton.runtime.jit.JITFunction) and hasattr(fn, "fn"):
         fn = fn.fn

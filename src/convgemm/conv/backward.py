@@ -29,7 +29,7 @@ from dataclasses import replace
 import torch
 
 from .._runtime import cdiv, has_tma, interpreting, may_cache, sm_count
-from ..matmul.launch import descriptor
+from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .fprop import (
@@ -521,12 +521,57 @@ class DepthwiseWgrad:
         longer row chunks."""
         if interpreting():
             d = self.default_config(prob)
-            return [d, Config(4, 8, 1, 4, 1, split_k=2), Config(8, 4, prob.r, 4, 1, split_k=1)]
+            return [d, Config(4, 8, 1, 4, 1, split_k=2), Config(8, 4, prob.r, 4, 1, split_k=1)] + self.rows_configs(
+                prob
+            )
         rows = self._rows(prob)
         # (two filter rows per program for 7x7 spilled: 255 registers, 156 spill loads/stores in
         # tools/sm90_check.py; the kernel still takes it, the tuner no longer offers it)
         out = [self._config(prob, 4, rows, 8), self._config(prob, 8, rows, 4), self._config(prob, 4, rows, 3)]
+        return list(dict.fromkeys(out)) + self.rows_configs(prob)
+
+    #: estimated registers of the rows kernel's per-tap accumulators and dy window (2 channels
+    #: per thread); the compiler adds about 60-100 (tools/sass_mix.py)
+    ROWS_REG_BUDGET = 160
+
+    def rows_ok(self, prob: ConvProblem) -> str | None:
+        """None if the rows kernel (``depthwise_wgrad_rows_kernel``) takes ``prob``, else why not."""
+        if prob.cg != 1:
+            return f"{prob.cg} input channels per group: the rows kernel needs 1"
+        if prob.dilation[0] != 1 or prob.stride[0] > 2:
+            return "the rows kernel needs vertical dilation 1 and vertical stride 1 or 2"
+        scale = 2 if prob.dtype == torch.float64 else 1
+        if (prob.r * prob.s + cdiv(prob.r, prob.stride[0])) * 2 * scale > self.ROWS_REG_BUDGET:
+            return f"{prob.r}x{prob.s} taps: the rows kernel's accumulators would not fit in registers"
+        return None
+
+    def rows_configs(self, prob: ConvProblem) -> list[Config]:
+        """The rows kernel's candidates: 4 warps, 2 channels per thread, the next step prefetched,
+        whole images per strip, the (image, strip) pairs split for about ``per_sm`` programs per
+        SM; 2 columns per group for filters above 3x3 (as the forward's measurements), else the
+        most that fit and the fewest masked columns."""
+        if self.rows_ok(prob) is not None:
+            return []
+        if interpreting():
+            return [Config(4, 8, max(1, prob.p // 2), 2, 2, split_k=2, cols=2, vec=2)]
+        scale = 2 if prob.dtype == torch.float64 else 1
+        slots = cdiv(prob.r, prob.stride[0])
+        bk = min(self._fits_k(prob.k), key=lambda b: cdiv(prob.k, b) * b)
+        bq = 256 // bk
+        fit = [c for c in range(1, 9) if (prob.r * prob.s + slots * c) * 2 * scale <= self.ROWS_REG_BUDGET]
+        best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))
+        cols = [min(2, fit[-1])] if prob.r * prob.s > 9 else sorted({best, fit[-1]})
+        out = []
+        for c in cols:
+            tiles = cdiv(prob.k, bk) * cdiv(prob.q, bq * c)
+            for per_sm in (4, 2):
+                groups = max(1, min(prob.n, cdiv(per_sm * sm_count(), tiles)))
+                out.append(Config(bq, bk, prob.p, 4, 2, split_k=groups, cols=c, vec=2))
         return list(dict.fromkeys(out))
+
+    @staticmethod
+    def _fits_k(k: int) -> list[int]:
+        return [b for b in (64, 32) if cdiv(k, b) * b <= 1.35 * k] or [32]
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None, launch=None):
         """``dw [K, C/g, R, S]`` (any strides) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any
@@ -535,6 +580,9 @@ class DepthwiseWgrad:
         from .fprop import _run_kernel
 
         cfg = cfg or self.default_config(prob)
+        if cfg.cols:
+            self._run_rows(prob, x, dy, dw, cfg, launch)
+            return
         bq, bk, rows, split = cfg.block_m, cfg.block_n, min(cfg.block_k, prob.r), cfg.split_k
         np_ = prob.n * prob.p
         rows_per_split = cdiv(np_, split)
@@ -554,6 +602,48 @@ class DepthwiseWgrad:
 
         _run_kernel(launch, depthwise_wgrad_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps,
                                                                               "num_stages": cfg.num_stages})  # fmt: skip
+
+    def _run_rows(self, prob, x, dy, dw, cfg, launch) -> None:
+        """The rows kernel into a workspace of per-program partial sums, then
+        ``wgrad_reduce_kernel`` (``launch.extra``: its own launch handle) sums them in order."""
+        from .depthwise_wgrad import depthwise_wgrad_rows_kernel, wgrad_reduce_kernel
+        from .fprop import _run_kernel
+
+        reason = self.rows_ok(prob)
+        if reason is not None:
+            raise ValueError(f"depthwise wgrad config {cfg.describe()}: {reason}; use a config without cols")
+        bq, bk, cols = cfg.block_m, cfg.block_n, cfg.cols
+        rows = max(1, min(cfg.block_k, prob.p))
+        strips = cdiv(prob.p, rows)
+        pairs = prob.n * strips
+        per_split = cdiv(pairs, max(1, cfg.split_k))
+        q_blocks = cdiv(prob.q, bq * cols)
+        n_split = q_blocks * cdiv(pairs, per_split)
+        k_blocks = cdiv(prob.k, bk)
+        acc_t = torch.float64 if prob.dtype == torch.float64 else torch.float32
+        row_len = k_blocks * prob.r * prob.s * bk
+        ws = torch.empty(n_split * row_len, dtype=acc_t, device=x.device)
+        args = (x, dy, ws, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, rows, strips, pairs, per_split, q_blocks,
+                x.stride(0), x.stride(2), x.stride(3), x.stride(1), dy.stride(0), dy.stride(1), dy.stride(2),
+                dy.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
+
+        def constexprs():
+            return dict(R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], STRIDE_W=prob.stride[1], DIL_W=prob.dilation[1],
+                        BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=cfg.num_stages >= 2,
+                        ACC_F64=acc_t == torch.float64)  # fmt: skip
+
+        _run_kernel(launch, depthwise_wgrad_rows_kernel, (k_blocks, n_split), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
+        if launch is not None and launch.extra is None:
+            launch.extra = Launch()
+        block = 128
+        red_args = (ws, dw, n_split, prob.k, dw.stride(0), dw.stride(2), dw.stride(3))
+
+        def red_constexprs():
+            return dict(TAPS=prob.r * prob.s, S=prob.s, BLOCK_K=bk, BLOCK=block, SPLITS=32)
+
+        _run_kernel(None if launch is None else launch.extra, wgrad_reduce_kernel, (cdiv(row_len, block),), red_args,
+                    red_constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 
 class _AsForward:

@@ -36,6 +36,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .depthwise import _set, _step_loads
+
 
 def tap_chunks(taps: int) -> tuple[int, int, int]:
     """``taps`` as up to three power-of-two chunks, largest first (0: no chunk). Two exact
@@ -270,3 +272,167 @@ def depthwise_wgrad_kernel(
                 BLOCK_K, ACC_F64,
             )  # fmt: skip
         tl.store(lock_ptr + tile, 0)
+
+
+# ---------------------------------------------------------------- rows kernel: x and dy reused from registers
+# The kernel above loads the x tile once per tap (R*S loads of every x element, from L1). This one
+# is the forward's depthwise_rows_kernel turned around: a program walks a strip of output rows of
+# one image down a block of columns; each step loads one x row (COLS + S - 1 vectors per column
+# group, once) and one new dy row into a window of the M = ceil(R / STRIDE_H) dy rows it still
+# meets, and adds x * dy into the R*S per-tap accumulators, which stay in registers for all of
+# the program's strips. The accumulators are reduced over columns once at the end; the partial
+# sums of all programs are added by a second, small launch (wgrad_reduce_kernel) in a fixed order.
+@triton.jit
+def depthwise_wgrad_rows_kernel(
+    x_ptr,
+    dy_ptr,
+    ws_ptr,  # [n_split, k_blocks, R*S, BLOCK_K] partial sums in the accumulator's dtype
+    H,
+    W,
+    P,
+    Q,
+    K,
+    KG,  # output channels per input channel (the channel multiplier)
+    ROWS,  # dy rows per strip
+    strips,  # strips per image: cdiv(P, ROWS)
+    pairs,  # N * strips
+    pairs_per_split,
+    q_blocks,
+    s_xn,
+    s_xh,
+    s_xw,
+    s_xc,
+    s_yn,
+    s_yk,
+    s_yp,
+    s_yq,
+    pad_h,
+    pad_w,
+    R: tl.constexpr,
+    S: tl.constexpr,
+    STRIDE_H: tl.constexpr,
+    STRIDE_W: tl.constexpr,
+    DIL_W: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    COLS: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    VEC: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    ACC_F64: tl.constexpr,
+):
+    """Grid: (channel blocks, splits); split ``i`` takes column block ``i % q_blocks`` of the
+    (image, strip) pairs ``[(i // q_blocks) * pairs_per_split, ...)``. Step u of a strip starting at
+    dy row p0 takes x rows (p0 + u) * STRIDE_H - pad_h + i (i < STRIDE_H) and dy row p0 + u; dy
+    slot m holds dy row p0 + u - m, which meets x row i of the step through filter row
+    m * STRIDE_H + i (the forward's indexing: there the slot is an output accumulator)."""
+    M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
+    NJ: tl.constexpr = (COLS - 1) * STRIDE_W + (S - 1) * DIL_W + 1
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    kb = tl.program_id(0)
+    split = tl.program_id(1)
+    qb = split % q_blocks
+    grp = split // q_blocks
+    qg = qb * BLOCK_Q * COLS + tl.arange(0, BLOCK_Q) * COLS
+    kr = tl.arange(0, BLOCK_K)
+    if VEC > 0:
+        kr = (kr // VEC) * VEC + kr % VEC
+    k = kb * BLOCK_K + kr
+    k_ok = (k < K)[None, :]
+    iw0 = qg * STRIDE_W - pad_w
+    # 64-bit offsets: an NCHW tensor's channel stride is H*W, and C*H*W may pass 2**31
+    x_cols = x_ptr + ((k // KG).to(tl.int64) * s_xc)[None, :] + (iw0.to(tl.int64) * s_xw)[:, None]
+    y_cols = dy_ptr + (k.to(tl.int64) * s_yk)[None, :] + (qg.to(tl.int64) * s_yq)[:, None]
+    zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
+    accs = (zero,) * (R * S)
+    for pair in range(grp * pairs_per_split, tl.minimum((grp + 1) * pairs_per_split, pairs)):
+        n = pair // strips
+        p0 = (pair - n * strips) * ROWS
+        x_img = x_cols + n.to(tl.int64) * s_xn
+        y_img = y_cols + n.to(tl.int64) * s_yn
+        ih_base = p0 * STRIDE_H - pad_h
+        dys = (zero,) * (M * COLS)
+        if PREFETCH:
+            nxt_x = _step_loads(x_img, ih_base, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                                True)  # fmt: skip
+            nxt_y = _dy_loads(y_img, p0, 0, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)
+        for u in range(0, ROWS + M - 1):
+            if PREFETCH:
+                xs = nxt_x
+                ys = nxt_y
+                nxt_x = _step_loads(x_img, ih_base + (u + 1) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ,
+                                    COLS, S, STRIDE_W, DIL_W, True)  # fmt: skip
+                nxt_y = _dy_loads(y_img, p0, u + 1, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)
+            else:
+                xs = _step_loads(x_img, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S,
+                                 STRIDE_W, DIL_W, True)  # fmt: skip
+                ys = _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)
+            new = ()
+            for c in tl.static_range(COLS):
+                new = new + (ys[c].to(acc_t),)
+            dys = new + dys[: (M - 1) * COLS]
+            for i in tl.static_range(STRIDE_H):
+                for j in tl.static_range(NJ):
+                    for c in tl.static_range(COLS):
+                        for s in tl.static_range(S):
+                            if c * STRIDE_W + s * DIL_W == j:
+                                xv = xs[i * NJ + j].to(acc_t)
+                                for m in tl.static_range(M):
+                                    if m * STRIDE_H + i < R:
+                                        accs = _set(
+                                            accs,
+                                            (m * STRIDE_H + i) * S + s,
+                                            accs[(m * STRIDE_H + i) * S + s] + xv * dys[m * COLS + c],
+                                        )
+    # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
+    kl = tl.arange(0, BLOCK_K)
+    ws = ws_ptr + ((split * tl.num_programs(0) + kb) * (R * S * BLOCK_K)).to(tl.int64)
+    for t in tl.static_range(R * S):
+        tl.store(ws + t * BLOCK_K + kl, tl.sum(accs[t], axis=0))
+
+
+@triton.jit
+def _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS: tl.constexpr):
+    """dy row p0 + u at the COLS columns of each group (zeros past the strip or the image)."""
+    p = p0 + u
+    row_ok = (u < ROWS) & (p < P)
+    y_row = y_img + p.to(tl.int64) * s_yp
+    vals = ()
+    for c in tl.static_range(COLS):
+        ok = (row_ok & (qg + c < Q))[:, None] & k_ok
+        vals = vals + (tl.load(y_row + c * s_yq, mask=ok, other=0.0),)
+    return vals
+
+
+@triton.jit
+def wgrad_reduce_kernel(
+    ws_ptr,  # [n_split, k_blocks * TAPS * BLOCK_K]
+    dw_ptr,
+    n_split,
+    K,
+    s_wk,
+    s_wr,
+    s_ws,
+    TAPS: tl.constexpr,
+    S: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # the main kernel's channel block
+    BLOCK: tl.constexpr,  # flat partial-sum entries per program
+    SPLITS: tl.constexpr,  # splits summed per iteration (a tree within, in order across)
+):
+    """``dw[k, 0, r, s]`` = the sum over splits of the partial sums, in a fixed order."""
+    e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    row_len = tl.cdiv(K, BLOCK_K) * TAPS * BLOCK_K
+    e_ok = e < row_len
+    sp = tl.arange(0, SPLITS)
+    total = tl.zeros((BLOCK,), dtype=ws_ptr.dtype.element_ty)
+    for i0 in range(0, n_split, SPLITS):
+        ok = ((i0 + sp) < n_split)[:, None] & e_ok[None, :]
+        part = tl.load(ws_ptr + ((i0 + sp).to(tl.int64) * row_len)[:, None] + e[None, :], mask=ok, other=0.0)
+        total += tl.sum(part, axis=0)
+    kb = e // (TAPS * BLOCK_K)
+    rest = e - kb * (TAPS * BLOCK_K)
+    t = rest // BLOCK_K
+    k = kb * BLOCK_K + (rest - t * BLOCK_K)
+    r = t // S
+    s = t - r * S
+    ok = e_ok & (k < K)
+    tl.store(dw_ptr + k.to(tl.int64) * s_wk + r * s_wr + s * s_ws, total.to(dw_ptr.dtype.element_ty), mask=ok)
