@@ -391,7 +391,10 @@ def test_narrow_group_wgrad_every_config(case, dtype):
     prob = ConvProblem.from_tensors(x, w, None, **kw)
     assert prob.cg > 1 and choose_wgrad(prob, x, dy)[0] is DWGRAD
     k, cg, r, s = w.shape
-    for i, cfg in enumerate(DWGRAD.configs(prob) + [Config(4, 4, 1, 4, 1, split_k=prob.n * prob.p)]):
+    extra = [Config(4, 4, 1, 4, 1, split_k=prob.n * prob.p)]
+    if DWGRAD.rows_ok(prob) is None:  # the rows kernel, its input channel of the group a grid axis
+        extra.append(Config(4, 8, 3, 2, 1, split_k=2, cols=3, vec=0))
+    for i, cfg in enumerate(DWGRAD.configs(prob) + extra):
         outs = []
         for _ in range(2 if i == 0 else 1):
             dw = torch.full((k, r, s, cg, 2), float("nan"), dtype=dtype, device=DEVICE)

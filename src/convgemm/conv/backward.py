@@ -536,8 +536,6 @@ class DepthwiseWgrad:
 
     def rows_ok(self, prob: ConvProblem) -> str | None:
         """None if the rows kernel (``depthwise_wgrad_rows_kernel``) takes ``prob``, else why not."""
-        if prob.cg != 1:
-            return f"{prob.cg} input channels per group: the rows kernel needs 1"
         if prob.dilation[0] != 1 or prob.stride[0] > 2:
             return "the rows kernel needs vertical dilation 1 and vertical stride 1 or 2"
         scale = 2 if prob.dtype == torch.float64 else 1
@@ -563,7 +561,7 @@ class DepthwiseWgrad:
         cols = [min(2, fit[-1])] if prob.r * prob.s > 9 else sorted({best, fit[-1]})
         out = []
         for c in cols:
-            tiles = cdiv(prob.k, bk) * cdiv(prob.q, bq * c)
+            tiles = cdiv(prob.k, bk) * prob.cg * cdiv(prob.q, bq * c)
             for per_sm in (4, 2):
                 groups = max(1, min(prob.n, cdiv(per_sm * sm_count(), tiles)))
                 out.append(Config(bq, bk, prob.p, 4, 2, split_k=groups, cols=c, vec=2))
@@ -621,9 +619,10 @@ class DepthwiseWgrad:
         n_split = q_blocks * cdiv(pairs, per_split)
         k_blocks = cdiv(prob.k, bk)
         acc_t = torch.float64 if prob.dtype == torch.float64 else torch.float32
-        row_len = k_blocks * prob.r * prob.s * bk
+        row_len = k_blocks * prob.cg * prob.r * prob.s * bk
         ws = torch.empty(n_split * row_len, dtype=acc_t, device=x.device)
-        args = (x, dy, ws, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, rows, strips, pairs, per_split, q_blocks,
+        args = (x, dy, ws, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, prob.cg, rows, strips, pairs, per_split,
+                q_blocks,
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), dy.stride(0), dy.stride(1), dy.stride(2),
                 dy.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
 
@@ -632,12 +631,12 @@ class DepthwiseWgrad:
                         BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=cfg.num_stages >= 2,
                         ACC_F64=acc_t == torch.float64)  # fmt: skip
 
-        _run_kernel(launch, depthwise_wgrad_rows_kernel, (k_blocks, n_split), args, constexprs,
+        _run_kernel(launch, depthwise_wgrad_rows_kernel, (k_blocks * prob.cg, n_split), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
         if launch is not None and launch.extra is None:
             launch.extra = Launch()
         block = 128
-        red_args = (ws, dw, n_split, prob.k, dw.stride(0), dw.stride(2), dw.stride(3))
+        red_args = (ws, dw, n_split, prob.k, prob.cg, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3))
 
         def red_constexprs():
             return dict(TAPS=prob.r * prob.s, S=prob.s, BLOCK_K=bk, BLOCK=block, SPLITS=32)

@@ -286,13 +286,14 @@ def depthwise_wgrad_kernel(
 def depthwise_wgrad_rows_kernel(
     x_ptr,
     dy_ptr,
-    ws_ptr,  # [n_split, k_blocks, R*S, BLOCK_K] partial sums in the accumulator's dtype
+    ws_ptr,  # [n_split, k_blocks * CG, R*S, BLOCK_K] partial sums in the accumulator's dtype
     H,
     W,
     P,
     Q,
     K,
-    KG,  # output channels per input channel (the channel multiplier)
+    KG,  # output channels per group (depthwise: the channel multiplier)
+    CG,  # input channels per group (depthwise: 1); a grid axis
     ROWS,  # dy rows per strip
     strips,  # strips per image: cdiv(P, ROWS)
     pairs,  # N * strips
@@ -320,7 +321,8 @@ def depthwise_wgrad_rows_kernel(
     PREFETCH: tl.constexpr,
     ACC_F64: tl.constexpr,
 ):
-    """Grid: (channel blocks, splits); split ``i`` takes column block ``i % q_blocks`` of the
+    """Grid: (channel blocks * CG, splits), the input channel c' of the groups fastest; program
+    (kb, c') reads x channel (k // KG) * CG + c' for output channel k. Split ``i`` takes column block ``i % q_blocks`` of the
     (image, strip) pairs ``[(i // q_blocks) * pairs_per_split, ...)``. Step u of a strip starting at
     dy row p0 takes x rows (p0 + u) * STRIDE_H - pad_h + i (i < STRIDE_H) and dy row p0 + u; dy
     slot m holds dy row p0 + u - m, which meets x row i of the step through filter row
@@ -328,7 +330,9 @@ def depthwise_wgrad_rows_kernel(
     M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
     NJ: tl.constexpr = (COLS - 1) * STRIDE_W + (S - 1) * DIL_W + 1
     acc_t = tl.float64 if ACC_F64 else tl.float32
-    kb = tl.program_id(0)
+    pid0 = tl.program_id(0)
+    cc = pid0 % CG
+    kb = pid0 // CG
     split = tl.program_id(1)
     qb = split % q_blocks
     grp = split // q_blocks
@@ -340,7 +344,7 @@ def depthwise_wgrad_rows_kernel(
     k_ok = (k < K)[None, :]
     iw0 = qg * STRIDE_W - pad_w
     # 64-bit offsets: an NCHW tensor's channel stride is H*W, and C*H*W may pass 2**31
-    x_cols = x_ptr + ((k // KG).to(tl.int64) * s_xc)[None, :] + (iw0.to(tl.int64) * s_xw)[:, None]
+    x_cols = x_ptr + (((k // KG) * CG + cc).to(tl.int64) * s_xc)[None, :] + (iw0.to(tl.int64) * s_xw)[:, None]
     y_cols = dy_ptr + (k.to(tl.int64) * s_yk)[None, :] + (qg.to(tl.int64) * s_yq)[:, None]
     zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
     accs = (zero,) * (R * S)
@@ -385,7 +389,7 @@ def depthwise_wgrad_rows_kernel(
                                         )
     # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
     kl = tl.arange(0, BLOCK_K)
-    ws = ws_ptr + ((split * tl.num_programs(0) + kb) * (R * S * BLOCK_K)).to(tl.int64)
+    ws = ws_ptr + ((split * tl.num_programs(0) + pid0) * (R * S * BLOCK_K)).to(tl.int64)
     for t in tl.static_range(R * S):
         tl.store(ws + t * BLOCK_K + kl, tl.sum(accs[t], axis=0))
 
@@ -405,11 +409,13 @@ def _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS: tl.constexpr
 
 @triton.jit
 def wgrad_reduce_kernel(
-    ws_ptr,  # [n_split, k_blocks * TAPS * BLOCK_K]
+    ws_ptr,  # [n_split, k_blocks * CG * TAPS * BLOCK_K]
     dw_ptr,
     n_split,
     K,
+    CG,
     s_wk,
+    s_wc,
     s_wr,
     s_ws,
     TAPS: tl.constexpr,
@@ -418,9 +424,9 @@ def wgrad_reduce_kernel(
     BLOCK: tl.constexpr,  # flat partial-sum entries per program
     SPLITS: tl.constexpr,  # splits summed per iteration (a tree within, in order across)
 ):
-    """``dw[k, 0, r, s]`` = the sum over splits of the partial sums, in a fixed order."""
+    """``dw[k, c', r, s]`` = the sum over splits of the partial sums, in a fixed order."""
     e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    row_len = tl.cdiv(K, BLOCK_K) * TAPS * BLOCK_K
+    row_len = tl.cdiv(K, BLOCK_K) * CG * TAPS * BLOCK_K
     e_ok = e < row_len
     sp = tl.arange(0, SPLITS)
     total = tl.zeros((BLOCK,), dtype=ws_ptr.dtype.element_ty)
@@ -428,11 +434,14 @@ def wgrad_reduce_kernel(
         ok = ((i0 + sp) < n_split)[:, None] & e_ok[None, :]
         part = tl.load(ws_ptr + ((i0 + sp).to(tl.int64) * row_len)[:, None] + e[None, :], mask=ok, other=0.0)
         total += tl.sum(part, axis=0)
-    kb = e // (TAPS * BLOCK_K)
-    rest = e - kb * (TAPS * BLOCK_K)
+    kbc = e // (TAPS * BLOCK_K)
+    rest = e - kbc * (TAPS * BLOCK_K)
+    kb = kbc // CG
+    cc = kbc - kb * CG
     t = rest // BLOCK_K
     k = kb * BLOCK_K + (rest - t * BLOCK_K)
     r = t // S
     s = t - r * S
     ok = e_ok & (k < K)
-    tl.store(dw_ptr + k.to(tl.int64) * s_wk + r * s_wr + s * s_ws, total.to(dw_ptr.dtype.element_ty), mask=ok)
+    out = dw_ptr + k.to(tl.int64) * s_wk + cc * s_wc + r * s_wr + s * s_ws
+    tl.store(out, total.to(dw_ptr.dtype.element_ty), mask=ok)
