@@ -90,6 +90,35 @@ def test_rows_kernel_every_strip(case, cfg, layout, monkeypatch):
     _check_forced("depthwise_rows", case, cfg, layout, monkeypatch, seed=1)
 
 
+# narrow groups: (N, C, H, W, groups, K, R, S, stride, pad); the rows kernel sums each output
+# channel over the C/groups input channels of its group
+NARROW_CASES = [
+    (2, 8, 9, 11, 2, 8, 3, 3, (1, 1), (1, 1)),  # 4 in, 4 out per group
+    (1, 12, 7, 10, 4, 8, 3, 3, (2, 2), (1, 1)),  # 3 in, 2 out per group, stride 2
+    (1, 16, 6, 9, 2, 4, 3, 1, (1, 1), (1, 0)),  # 8 in, 2 out per group, 3x1
+]
+
+
+@pytest.mark.parametrize("cfg", [(4, 16, 3, 2, 3, 2, 2), (2, 32, 64, 2, 2, 0)], ids=str)
+@pytest.mark.parametrize("case", NARROW_CASES, ids=str)
+def test_rows_kernel_narrow_groups(case, cfg, monkeypatch):
+    n, c, h, w, groups, k, r, s, stride, pad = case
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(n, c, h, w, generator=g).to(DEVICE).to(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // groups, r, s, generator=g).to(DEVICE)
+    b = torch.randn(k, generator=g).to(DEVICE)
+    extra = dict(zip(("cols", "vec", "num_stages"), cfg[4:], strict=False))
+    algo = ALGORITHMS["depthwise_rows"]
+    monkeypatch.setattr(type(algo), "default_config", lambda self, prob: Config(*cfg[:4], **{"num_stages": 1, **extra}))
+    clear_memo()
+    try:
+        y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, groups=groups, algorithm="depthwise_rows")
+    finally:
+        clear_memo()
+    ref = F.conv2d(x.double(), wt.double(), b.double(), stride=stride, padding=pad, groups=groups)
+    torch.testing.assert_close(y.double().cpu(), ref.cpu(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "kw, reason",
     [

@@ -468,7 +468,11 @@ class DepthwiseWgrad:
     Its ``Config``: ``block_m`` = BLOCK_Q (output columns per step), ``block_n`` = BLOCK_K
     (channels, 8 x 16-bit per thread), ``block_k`` = filter rows per program (R: all taps, for
     filters of at most 9 taps; 1 or 2 above, bounding the per-tap accumulators' registers),
-    ``split_k`` = chunks of the N*P output rows.
+    ``split_k`` = chunks of the N*P output rows. Configs with ``cols > 0`` run the rows kernel
+    (``depthwise_wgrad_rows_kernel``, x and dy reused from registers down column strips): there
+    ``block_m`` = column groups, ``block_k`` = strip height, ``split_k`` = groups of (image,
+    strip) pairs, ``cols`` = columns per group, ``vec`` = channels per load, ``num_stages`` 2 =
+    the next step prefetched.
     """
 
     name = "depthwise_wgrad"

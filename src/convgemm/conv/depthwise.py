@@ -170,19 +170,20 @@ def depthwise_rows_kernel(
     P,
     Q,
     K,
-    MULT,  # output channels per input channel
+    MULT,  # output channels per group (depthwise: the channel multiplier)
     ROWS,  # output rows per program (the strip's height; a runtime loop bound)
     s_xn,
     s_xh,
     s_xw,
     s_xc,
-    s_wt,  # tap stride of the packed [R*S, K] weight (channels contiguous)
+    s_wt,  # tap stride of the packed [CG*R*S, K] weight (channels contiguous)
     s_yn,
     s_yk,
     s_yp,
     s_yq,
     pad_h,
     pad_w,
+    CG: tl.constexpr,  # input channels per group (depthwise: 1; narrow groups: a few)
     R: tl.constexpr,
     S: tl.constexpr,
     STRIDE_H: tl.constexpr,  # the vertical stride (dilation 1 vertically)
@@ -204,6 +205,9 @@ def depthwise_rows_kernel(
     # step u, output row p0 + u - (M - 1) has had all its taps. Column group g holds the output
     # columns q0 + g * COLS + c (c < COLS), whose tap s reads input column offset
     # j = c * STRIDE_W + s * DIL_W from the group's first: NJ distinct offsets, each loaded once.
+    # With CG > 1 input channels per group, output channel k sums over the group's input
+    # channels (k // MULT) * CG + cc, each a step's loads of its own; tap (cc, r, s) is row
+    # (cc * R + r) * S + s of the packed weight.
     M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
     NJ: tl.constexpr = (COLS - 1) * STRIDE_W + (S - 1) * DIL_W + 1
     n, p0, qb, kb = _program_block(P, Q, K, ROWS, BLOCK_Q * COLS, BLOCK_K)
@@ -218,11 +222,11 @@ def depthwise_rows_kernel(
     iw0 = qg * STRIDE_W - pad_w
     k_ok = (k < K)[None, :]
     if INT64:
-        x_cols = (x_ptr + n.to(tl.int64) * s_xn + ((k // MULT).to(tl.int64) * s_xc)[None, :]
+        x_cols = (x_ptr + n.to(tl.int64) * s_xn + ((k // MULT * CG).to(tl.int64) * s_xc)[None, :]
                   + (iw0.to(tl.int64) * s_xw)[:, None])  # fmt: skip
         y_cols = y_ptr + n.to(tl.int64) * s_yn + (k.to(tl.int64) * s_yk)[None, :] + (qg.to(tl.int64) * s_yq)[:, None]
     else:
-        x_cols = x_ptr + n.to(tl.int64) * s_xn + ((k // MULT) * s_xc)[None, :] + (iw0 * s_xw)[:, None]
+        x_cols = x_ptr + n.to(tl.int64) * s_xn + ((k // MULT * CG) * s_xc)[None, :] + (iw0 * s_xw)[:, None]
         y_cols = y_ptr + n.to(tl.int64) * s_yn + (k * s_yk)[None, :] + (qg * s_yq)[:, None]
     w_row = w_ptr + k[None, :]
     if HAS_BIAS:
@@ -233,34 +237,36 @@ def depthwise_rows_kernel(
     accs = (zero,) * (M * COLS)  # slot m, column c at m * COLS + c
     ws = ()
     if PRELOAD:
-        for t in tl.static_range(R * S):
+        for t in tl.static_range(CG * R * S):
             ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
     ih_base = p0 * STRIDE_H - pad_h
     if PREFETCH:  # step 0's input rows; each step then loads the next step's while it computes
-        nxt = _step_loads(x_cols, ih_base, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64)
+        nxt = _group_loads(x_cols, s_xc, ih_base, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W,
+                           DIL_W, INT64)  # fmt: skip
     for u in range(0, ROWS + M - 1):
         if PREFETCH:
             cur = nxt
-            nxt = _step_loads(x_cols, ih_base + (u + 1) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS,
-                              S, STRIDE_W, DIL_W, INT64)  # fmt: skip
+            nxt = _group_loads(x_cols, s_xc, ih_base + (u + 1) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H,
+                               NJ, COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
         else:
-            cur = _step_loads(x_cols, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S,
-                              STRIDE_W, DIL_W, INT64)  # fmt: skip
-        for i in tl.static_range(STRIDE_H):
-            for j in tl.static_range(NJ):
-                # every (column, tap) pair that reads offset j
-                for c in tl.static_range(COLS):
-                    for s in tl.static_range(S):
-                        if c * STRIDE_W + s * DIL_W == j:
-                            xv = cur[i * NJ + j].to(acc_t)
-                            for m in tl.static_range(M):
-                                if m * STRIDE_H + i < R:
-                                    if PRELOAD:
-                                        wv = ws[(m * STRIDE_H + i) * S + s]
-                                    else:
-                                        wv = tl.load(w_row + ((m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok,
-                                                     other=0.0).to(acc_t)  # fmt: skip
-                                    accs = _set(accs, m * COLS + c, accs[m * COLS + c] + xv * wv)
+            cur = _group_loads(x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ,
+                               COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
+        for cc in tl.static_range(CG):
+            for i in tl.static_range(STRIDE_H):
+                for j in tl.static_range(NJ):
+                    # every (column, tap) pair that reads offset j
+                    for c in tl.static_range(COLS):
+                        for s in tl.static_range(S):
+                            if c * STRIDE_W + s * DIL_W == j:
+                                xv = cur[(cc * STRIDE_H + i) * NJ + j].to(acc_t)
+                                for m in tl.static_range(M):
+                                    if m * STRIDE_H + i < R:
+                                        if PRELOAD:
+                                            wv = ws[(cc * R + m * STRIDE_H + i) * S + s]
+                                        else:
+                                            wv = tl.load(w_row + ((cc * R + m * STRIDE_H + i) * S + s) * s_wt,
+                                                         mask=k_ok, other=0.0).to(acc_t)  # fmt: skip
+                                        accs = _set(accs, m * COLS + c, accs[m * COLS + c] + xv * wv)
         jr = u - (M - 1)  # the output row (from p0) that step u completed
         if (jr >= 0) & (p0 + jr < P):
             if INT64:
@@ -305,6 +311,22 @@ def _step_loads(x_cols, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H: tl.constexpr
             else:
                 v = tl.zeros(ok.shape, x_cols.dtype.element_ty)
             vals = vals + (v,)
+    return vals
+
+
+@triton.jit
+def _group_loads(x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.constexpr, STRIDE_H: tl.constexpr,
+                 NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
+                 INT64: tl.constexpr):  # fmt: skip
+    """``_step_loads`` for each of the group's CG input channels: entry (cc * STRIDE_H + i) * NJ + j."""
+    vals = ()
+    for cc in tl.static_range(CG):
+        if INT64:
+            base = x_cols + tl.full((), cc, tl.int64) * s_xc
+        else:
+            base = x_cols + cc * s_xc
+        vals = vals + _step_loads(base, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                                  INT64)  # fmt: skip
     return vals
 
 

@@ -843,7 +843,9 @@ class Depthwise(Algorithm):
         # were timed slower on the H200, 207-217 against 189 us on the causal conv1d and 83-87
         # against 76-84 us on a 3x3 layer (tools/depthwise_sweep.py): the kernel is bound by L1
         # traffic more than by the conversions.
-        wt = _derived_weight(w, ("taps_by_channel",), lambda v: v.reshape(prob.k, prob.r * prob.s).t().contiguous())
+        wt = _derived_weight(
+            w, ("taps_by_channel",), lambda v: v.reshape(prob.k, prob.cg * prob.r * prob.s).t().contiguous()
+        )
         if launch is not None and launch.fast_ready:
             launch.fast((x, wt, y if bias is None else bias, y))
             return
@@ -866,31 +868,39 @@ class Depthwise(Algorithm):
 
 
 class DepthwiseRows(Depthwise):
-    """Depthwise with the inputs reused from registers (``depthwise.depthwise_rows_kernel``): a
-    program walks a strip of output columns down the image, loads each input row once per filter
-    column and adds it into every output row it touches. The tap kernel (``depthwise``) reads
-    each input R*S times from L1, which bounds it on the H200 (ncu: L1 91% busy, DRAM 24%)."""
+    """Depthwise (and narrow groups) with the inputs reused from registers
+    (``depthwise.depthwise_rows_kernel``): a program walks a strip of column groups down the
+    image, loads each input row once per column offset and adds it into every output (row in
+    flight, column of the group) it touches. The tap kernel (``depthwise``) reads each input R*S
+    times from L1, which bounds it on the H200 (ncu: L1 91% busy, DRAM 24%).
+
+    Config fields: ``block_m`` = column groups (BLOCK_Q), ``block_n`` = channels (BLOCK_K),
+    ``block_k`` = strip height (output rows), ``cols`` = output columns per group, ``vec`` =
+    channels per thread's load (0: 16-byte vectors), ``num_stages`` 2 = the next step's input
+    rows prefetched."""
 
     name = "depthwise_rows"
 
     def supports(self, prob: ConvProblem) -> str | None:
-        reason = super().supports(prob)
-        if reason is not None:
-            return reason
+        if prob.cg > 1 and (prob.groups == 1 or prob.cg > 8):
+            return f"{prob.cg} input channels per group: the rows kernel takes depthwise and groups of at most 8"
         if prob.dilation[0] != 1:
             return f"vertical dilation {prob.dilation[0]}: the rows kernel needs 1"
         if prob.stride[0] > 2:
             return f"vertical stride {prob.stride[0]}: the rows kernel takes 1 or 2"
         if cdiv(prob.r, prob.stride[0]) > 16:
             return f"{prob.r} filter rows: the rows kernel keeps at most 16 output rows in registers"
+        if not self.candidates(prob):
+            return f"a {prob.r}x{prob.s} filter with {prob.cg} channels per group: its tiles would not fit in registers"
         return None
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
         # H200, session 10 (tools/depthwise_sweep.py, bf16, batch 64): with column groups and the
         # prefetch, faster than the tap kernel's best config on all eight layers of the sweep
         # (3x3: 1.3-1.4x; 7x7: 2.3-3.7x; causal conv1d: 1.4x). A depthwise problem it supports
-        # takes it; wav2vec2's conv0 (one input channel, no groups) stays a GEMM.
-        return prob.groups > 1
+        # takes it; wav2vec2's conv0 (one input channel, no groups) stays a GEMM, and narrow
+        # groups (several input channels per group) are left to the tuner.
+        return prob.groups > 1 and prob.cg == 1
 
     def _rows(self, prob: ConvProblem, bq: int, bk: int) -> int:
         """Strip height: the tallest (whole columns first) that still gives 2 programs per SM."""
@@ -924,15 +934,19 @@ class DepthwiseRows(Depthwise):
         91.5 us at 32 against 122 us at 64). ``wide`` lists every family, column count and
         stage count that fits, for the sweep.
         """
-        slots = cdiv(prob.r, prob.stride[0])
-        scale = 2 if prob.dtype == torch.float64 else 1  # registers per accumulator or weight
         out = []
-        for vec, per in ((2, 2), (0, 8), (1, 1), (4, 4)) if wide else ((2, 2),):
+        # narrow groups gather x per element (a lane's channel is (k // K/g) * C/g + c'): 16-byte
+        # tiles (weights loaded per step) spilled there (tools/sass_mix.py), 1-channel ones fit
+        fallback = (1, 1) if prob.cg > 1 else (0, 8)
+        for vec, per in ((2, 2), (0, 8), (1, 1), (4, 4)) if wide else ((2, 2), fallback):
+            if out and not wide:  # 16-byte loads (weights loaded per step) only where 2-channel tiles do not fit
+                break
             bks = self._fits(prob.k, (64, 32) if vec else (64, 32, 16), 0.35)[:2]
             for bk in sorted(bks, key=lambda b: cdiv(prob.k, b) * b):  # fewest masked channels first
                 bq = 128 * per // bk
-                held = prob.r * prob.s * per if self.preload(prob, Config(bq, bk, 1, vec=vec)) else 0
-                fit = [c for c in range(1, 9) if (slots * c * per + held) * scale <= self.REG_BUDGET]
+                held = prob.cg * prob.r * prob.s * per if self.preload(prob, Config(bq, bk, 1, vec=vec)) else 0
+
+                fit = [c for c in range(1, 9) if self._regs(prob, c, per, held, vec > 0) <= self.REG_BUDGET]
                 if not fit:
                     continue
                 best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))  # fewest masked columns
@@ -952,6 +966,18 @@ class DepthwiseRows(Depthwise):
             return Config(8, min(32, _small(prob.k, 16)), 4, 4, 1)
         return self.candidates(prob)[0]
 
+    @staticmethod
+    def _regs(prob: ConvProblem, cols: int, per: int, held: int, prefetch: bool) -> int:
+        """Estimated registers of ``cols`` columns per group at ``per`` channels per thread with
+        ``held`` weight registers: accumulators, weights, and for narrow groups the prefetched
+        loads of each input channel of the group."""
+        slots = cdiv(prob.r, prob.stride[0])
+        ahead = prob.cg * prob.stride[0] * ((cols - 1) * prob.stride[1] + (prob.s - 1) * prob.dilation[1] + 1)
+        # (the prefetched loads of a narrow group are 16-bit gathers, a register each, and took
+        # more than their count: cg 4, 3x3, 2-5 columns: 168-255 registers in tools/sass_mix.py)
+        regs = slots * cols * per + held + (ahead * per * 3 // 2 if prob.cg > 1 and prefetch else 0)
+        return regs * (2 if prob.dtype == torch.float64 else 1)
+
     def _launch_spec(self, prob, x, wt, bias, y, cfg):
         from .depthwise import depthwise_rows_kernel
 
@@ -961,7 +987,7 @@ class DepthwiseRows(Depthwise):
         args = (x, wt, bias if bias is not None else y, y, prob.h, prob.w, prob.p, prob.q, prob.k, prob.kg, rows,
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), wt.stride(0),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
-        consts = {"STRIDE_H": prob.stride[0], "STRIDE_W": prob.stride[1], "DIL_W": prob.dilation[1],
+        consts = {"CG": prob.cg, "STRIDE_H": prob.stride[0], "STRIDE_W": prob.stride[1], "DIL_W": prob.dilation[1],
                   "COLS": cols, "VEC": cfg.vec, "PRELOAD": self.preload(prob, cfg),
                   "PREFETCH": cfg.num_stages >= 2}  # fmt: skip
         return depthwise_rows_kernel, grid, args, consts
@@ -970,7 +996,7 @@ class DepthwiseRows(Depthwise):
     def preload(prob: ConvProblem, cfg: Config) -> bool:
         """Whether every tap's weights stay in registers for the whole strip: up to 3x3 always
         (9 vectors per thread), larger filters when a thread holds few channels (``vec``)."""
-        return prob.r * prob.s <= 9 or 0 < cfg.vec <= 2
+        return prob.cg * prob.r * prob.s <= 9 or 0 < cfg.vec <= 2
 
 
 ALGORITHMS: dict[str, Algorithm] = {
