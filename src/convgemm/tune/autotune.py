@@ -35,7 +35,12 @@ _HEURISTIC_ORDER = (
 
 
 #: algorithm -> algorithms that beat it wherever they apply: it is then tuned with its default only
-_DOMINATED = {"implicit_gemm": ("implicit_gemm_tma", "gemm_1x1"), "depthwise": ("depthwise_rows",)}
+_DOMINATED = {
+    "implicit_gemm": ("implicit_gemm_tma", "gemm_1x1"),
+    "depthwise": ("depthwise_rows",),
+    # narrow groups (ResNeXt g32, session 10's tuner log): 1.3-3.7x slower than grouped
+    "depthwise_rows": ("grouped",),
+}
 
 
 def autotune_enabled() -> bool:
@@ -192,9 +197,9 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
         cfgs = algo.configs(prob)
         if algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
             # measured on the H200 (benchmarks/NOTES.md): on problems the TMA kernels take, the
-            # pointer-gather kernel's best config is 1.4-2x slower, and on problems the rows
-            # depthwise kernel takes, the tap kernel's is 1.3-3.7x slower; one config keeps it a
-            # fallback
+            # pointer-gather kernel's best config is 1.4-2x slower; on problems the rows
+            # depthwise kernel takes, the tap kernel's is 1.3-3.7x slower; on narrow groups the
+            # rows kernel is slower than grouped; one config keeps each a fallback
             cfgs = [algo.default_config(prob)]
         pairs += [(algo, cfg) for cfg in cfgs]
     return pairs
