@@ -233,3 +233,20 @@ def test_heuristic_sends_depthwise_to_the_rows_kernel(monkeypatch):
         else:
             assert algo.name == want, (xs, algo)
     clear_memo()
+
+
+def test_rows_trim_switch():
+    """The unrolled first and last steps (TRIM) are taken for 4 or more rows in flight on strips
+    of at least M - 1 rows: the 7x7 and 5x5 cases of ``test_rows_kernel_every_strip`` run them
+    on their tall strips, the 3x3 cases never."""
+    from convgemm.problem import ConvProblem
+
+    algo = ALGORITHMS["depthwise_rows"]
+
+    def prob(k, stride=1):
+        x = torch.empty(1, 8, 13, 10)
+        return ConvProblem.from_tensors(x, torch.empty(8, 1, k, k), padding=k // 2, stride=stride, groups=8)
+
+    assert algo.trim(prob(7), 64) and algo.trim(prob(7), 6) and not algo.trim(prob(7), 5)
+    assert algo.trim(prob(5), 5) and algo.trim(prob(7, 2), 3) and not algo.trim(prob(3), 64)
+    assert not algo.trim(prob(5, 2), 64)  # 3 rows in flight

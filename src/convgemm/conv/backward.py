@@ -34,6 +34,7 @@ from ..problem import ConvProblem
 from . import loaders as cl
 from .fprop import (
     Config,
+    DepthwiseRows,
     _launch,
     _small,
     input_descriptor,
@@ -640,6 +641,7 @@ class DepthwiseWgrad:
         def constexprs():
             return dict(R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], STRIDE_W=prob.stride[1], DIL_W=prob.dilation[1],
                         BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=cfg.num_stages >= 2,
+                        TRIM=DepthwiseRows.trim(prob, rows),
                         ACC_F64=acc_t == torch.float64)  # fmt: skip
 
         _run_kernel(launch, depthwise_wgrad_rows_kernel, (k_blocks * prob.cg, n_split), args, constexprs,

@@ -195,6 +195,7 @@ def depthwise_rows_kernel(
     VEC: tl.constexpr,  # channels per thread's load (0: as wide as Triton makes it, 16 bytes)
     PRELOAD: tl.constexpr,  # every tap's weights in registers for the whole strip
     PREFETCH: tl.constexpr,  # load the next step's input rows before this step's multiply-adds
+    TRIM: tl.constexpr,  # ROWS >= M - 1: the first and last M - 1 steps unrolled, dead slots skipped
     HAS_BIAS: tl.constexpr,
     ACC_F64: tl.constexpr,
     INT64: tl.constexpr,
@@ -240,44 +241,97 @@ def depthwise_rows_kernel(
         for t in tl.static_range(CG * R * S):
             ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
     ih_base = p0 * STRIDE_H - pad_h
+    nxt = ()
     if PREFETCH:  # step 0's input rows; each step then loads the next step's while it computes
         nxt = _group_loads(x_cols, s_xc, ih_base, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W,
                            DIL_W, INT64)  # fmt: skip
-    for u in range(0, ROWS + M - 1):
-        if PREFETCH:
-            cur = nxt
-            nxt = _group_loads(x_cols, s_xc, ih_base + (u + 1) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H,
-                               NJ, COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
+    if TRIM:
+        # Steps 0..M-2 only start rows of the strip and steps ROWS..ROWS+M-2 only finish them:
+        # unrolled, the slots holding rows outside the strip are skipped at compile time (7x7
+        # strips of 14 rows: 30% of the multiply-adds). The host sets TRIM when ROWS >= M - 1.
+        for u in tl.static_range(M - 1):  # slot m holds row p0 + u - m: valid for m <= u
+            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
+                                    STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
+            accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, u + 1, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ,
+                             COLS, PRELOAD, acc_t)  # fmt: skip
+            accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+        for u in range(M - 1, ROWS):
+            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
+                                    STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
+            accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS,
+                             PRELOAD, acc_t)  # fmt: skip
+            _rows_store(accs, bias, y_cols, p0, u - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
+            accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+        for v in tl.static_range(M - 1):  # step ROWS + v: slot m holds row p0 + ROWS + v - m, valid for m > v
+            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + (ROWS + v) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw,
+                                    CG, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
+            accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, v + 1, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ,
+                             COLS, PRELOAD, acc_t)  # fmt: skip
+            _rows_store(accs, bias, y_cols, p0, ROWS + v - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
+            accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+    else:
+        for u in range(0, ROWS + M - 1):
+            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
+                                    STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
+            accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS,
+                             PRELOAD, acc_t)  # fmt: skip
+            _rows_store(accs, bias, y_cols, p0, u - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
+            accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+
+
+@triton.jit
+def _rows_inputs(nxt, x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.constexpr, STRIDE_H: tl.constexpr,
+                 NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
+                 INT64: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
+    """(this step's inputs, the next step's): with PREFETCH, ``nxt`` already holds this step's
+    rows (from ``ih0``) and the next step's are loaded now; else this step's are loaded now."""
+    if PREFETCH:
+        cur = nxt
+        nxt = _group_loads(x_cols, s_xc, ih0 + STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S,
+                           STRIDE_W, DIL_W, INT64)  # fmt: skip
+    else:
+        cur = _group_loads(x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                           INT64)  # fmt: skip
+    return cur, nxt
+
+
+@triton.jit
+def _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, LO: tl.constexpr, HI: tl.constexpr, CG: tl.constexpr,
+              R: tl.constexpr, S: tl.constexpr, M: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
+              DIL_W: tl.constexpr, NJ: tl.constexpr, COLS: tl.constexpr, PRELOAD: tl.constexpr, acc_t: tl.constexpr):  # fmt: skip
+    """One step's multiply-adds into the accumulator slots LO <= m < HI."""
+    for cc in tl.static_range(CG):
+        for i in tl.static_range(STRIDE_H):
+            for j in tl.static_range(NJ):
+                # every (column, tap) pair that reads offset j
+                for c in tl.static_range(COLS):
+                    for s in tl.static_range(S):
+                        if c * STRIDE_W + s * DIL_W == j:
+                            xv = cur[(cc * STRIDE_H + i) * NJ + j].to(acc_t)
+                            for m in tl.static_range(LO, HI):
+                                if m * STRIDE_H + i < R:
+                                    if PRELOAD:
+                                        wv = ws[(cc * R + m * STRIDE_H + i) * S + s]
+                                    else:
+                                        wv = tl.load(w_row + ((cc * R + m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok,
+                                                     other=0.0).to(acc_t)  # fmt: skip
+                                    accs = _set(accs, m * COLS + c, accs[m * COLS + c] + xv * wv)
+    return accs
+
+
+@triton.jit
+def _rows_store(accs, bias, y_cols, p0, jr, P, qg, Q, k_ok, s_yp, s_yq, M: tl.constexpr, COLS: tl.constexpr,
+                INT64: tl.constexpr):  # fmt: skip
+    """Stores output row p0 + jr (complete in the last slot) if it is a row of the strip's image."""
+    if (jr >= 0) & (p0 + jr < P):
+        if INT64:
+            dst = y_cols + (p0 + jr).to(tl.int64) * s_yp
         else:
-            cur = _group_loads(x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ,
-                               COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
-        for cc in tl.static_range(CG):
-            for i in tl.static_range(STRIDE_H):
-                for j in tl.static_range(NJ):
-                    # every (column, tap) pair that reads offset j
-                    for c in tl.static_range(COLS):
-                        for s in tl.static_range(S):
-                            if c * STRIDE_W + s * DIL_W == j:
-                                xv = cur[(cc * STRIDE_H + i) * NJ + j].to(acc_t)
-                                for m in tl.static_range(M):
-                                    if m * STRIDE_H + i < R:
-                                        if PRELOAD:
-                                            wv = ws[(cc * R + m * STRIDE_H + i) * S + s]
-                                        else:
-                                            wv = tl.load(w_row + ((cc * R + m * STRIDE_H + i) * S + s) * s_wt,
-                                                         mask=k_ok, other=0.0).to(acc_t)  # fmt: skip
-                                        accs = _set(accs, m * COLS + c, accs[m * COLS + c] + xv * wv)
-        jr = u - (M - 1)  # the output row (from p0) that step u completed
-        if (jr >= 0) & (p0 + jr < P):
-            if INT64:
-                dst = y_cols + (p0 + jr).to(tl.int64) * s_yp
-            else:
-                dst = y_cols + (p0 + jr) * s_yp
-            for c in tl.static_range(COLS):
-                out = accs[(M - 1) * COLS + c] + bias
-                out_ok = (qg + c < Q)[:, None] & k_ok
-                tl.store(dst + c * s_yq, out.to(y_ptr.dtype.element_ty), mask=out_ok)
-        accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+            dst = y_cols + (p0 + jr) * s_yp
+        for c in tl.static_range(COLS):
+            out = accs[(M - 1) * COLS + c] + bias
+            out_ok = (qg + c < Q)[:, None] & k_ok
+            tl.store(dst + c * s_yq, out.to(dst.dtype.element_ty), mask=out_ok)
 
 
 @triton.constexpr_function

@@ -319,6 +319,7 @@ def depthwise_wgrad_rows_kernel(
     BLOCK_K: tl.constexpr,
     VEC: tl.constexpr,
     PREFETCH: tl.constexpr,
+    TRIM: tl.constexpr,  # ROWS >= M - 1 and the first and last M - 1 steps unrolled
     ACC_F64: tl.constexpr,
 ):
     """Grid: (channel blocks * CG, splits), the input channel c' of the groups fastest; program
@@ -355,43 +356,87 @@ def depthwise_wgrad_rows_kernel(
         y_img = y_cols + n.to(tl.int64) * s_yn
         ih_base = p0 * STRIDE_H - pad_h
         dys = (zero,) * (M * COLS)
+        nxt = ()
         if PREFETCH:
-            nxt_x = _step_loads(x_img, ih_base, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
-                                True)  # fmt: skip
-            nxt_y = _dy_loads(y_img, p0, 0, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)
-        for u in range(0, ROWS + M - 1):
-            if PREFETCH:
-                xs = nxt_x
-                ys = nxt_y
-                nxt_x = _step_loads(x_img, ih_base + (u + 1) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ,
-                                    COLS, S, STRIDE_W, DIL_W, True)  # fmt: skip
-                nxt_y = _dy_loads(y_img, p0, u + 1, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)
-            else:
-                xs = _step_loads(x_img, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S,
-                                 STRIDE_W, DIL_W, True)  # fmt: skip
-                ys = _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)
-            new = ()
-            for c in tl.static_range(COLS):
-                new = new + (ys[c].to(acc_t),)
-            dys = new + dys[: (M - 1) * COLS]
-            for i in tl.static_range(STRIDE_H):
-                for j in tl.static_range(NJ):
-                    for c in tl.static_range(COLS):
-                        for s in tl.static_range(S):
-                            if c * STRIDE_W + s * DIL_W == j:
-                                xv = xs[i * NJ + j].to(acc_t)
-                                for m in tl.static_range(M):
-                                    if m * STRIDE_H + i < R:
-                                        accs = _set(
-                                            accs,
-                                            (m * STRIDE_H + i) * S + s,
-                                            accs[(m * STRIDE_H + i) * S + s] + xv * dys[m * COLS + c],
-                                        )
+            nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base, p0, 0, ROWS, H, P, iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp,
+                                s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, False)[0]  # fmt: skip
+        if TRIM:
+            # as the forward's TRIM: the first and last M - 1 steps unrolled, the dy slots that
+            # hold no row of the strip (zeros) skipped at compile time
+            for u in tl.static_range(M - 1):  # slot m holds dy row p0 + u - m: valid for m <= u
+                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q,
+                                         k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                                         PREFETCH)  # fmt: skip
+                dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
+                accs = _wgrad_fma(accs, cur, dys, 0, u + 1, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
+            for u in range(M - 1, ROWS):
+                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q,
+                                         k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                                         PREFETCH)  # fmt: skip
+                dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
+                accs = _wgrad_fma(accs, cur, dys, 0, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
+            for v in tl.static_range(M - 1):  # step ROWS + v: slot m valid for m > v
+                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + (ROWS + v) * STRIDE_H, p0, ROWS + v, ROWS, H, P,
+                                         iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W,
+                                         DIL_W, PREFETCH)  # fmt: skip
+                dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
+                accs = _wgrad_fma(accs, cur, dys, v + 1, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
+        else:
+            for u in range(0, ROWS + M - 1):
+                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q,
+                                         k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                                         PREFETCH)  # fmt: skip
+                dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
+                accs = _wgrad_fma(accs, cur, dys, 0, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
     # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
     kl = tl.arange(0, BLOCK_K)
     ws = ws_ptr + ((split * tl.num_programs(0) + pid0) * (R * S * BLOCK_K)).to(tl.int64)
     for t in tl.static_range(R * S):
         tl.store(ws + t * BLOCK_K + kl, tl.sum(accs[t], axis=0))
+
+
+@triton.jit
+def _wgrad_inputs(nxt, x_img, y_img, ih0, p0, u, ROWS, H, P, iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq,
+                  STRIDE_H: tl.constexpr, NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr,
+                  STRIDE_W: tl.constexpr, DIL_W: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
+    """(step u's inputs, the next step's) as one tuple each: STRIDE_H * NJ x vectors, then COLS
+    dy vectors; with PREFETCH, ``nxt`` holds step u's and step u + 1's are loaded now."""
+    if PREFETCH:
+        cur = nxt
+        nxt = _step_loads(x_img, ih0 + STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                          True) + _dy_loads(y_img, p0, u + 1, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)  # fmt: skip
+    else:
+        cur = _step_loads(x_img, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+                          True) + _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)  # fmt: skip
+    return cur, nxt
+
+
+@triton.jit
+def _dy_window(dys, cur, XN: tl.constexpr, M: tl.constexpr, COLS: tl.constexpr, acc_t: tl.constexpr):
+    """The dy window after a step: the step's dy row (``cur``'s COLS entries after its XN x
+    vectors) enters slot 0, the oldest row leaves."""
+    new = ()
+    for c in tl.static_range(COLS):
+        new = new + (cur[XN + c].to(acc_t),)
+    return new + dys[: (M - 1) * COLS]
+
+
+@triton.jit
+def _wgrad_fma(accs, cur, dys, LO: tl.constexpr, HI: tl.constexpr, R: tl.constexpr, S: tl.constexpr,
+               M: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
+               NJ: tl.constexpr, COLS: tl.constexpr, acc_t: tl.constexpr):  # fmt: skip
+    """One step's x * dy into the per-tap accumulators, for the dy slots LO <= m < HI."""
+    for i in tl.static_range(STRIDE_H):
+        for j in tl.static_range(NJ):
+            for c in tl.static_range(COLS):
+                for s in tl.static_range(S):
+                    if c * STRIDE_W + s * DIL_W == j:
+                        xv = cur[i * NJ + j].to(acc_t)
+                        for m in tl.static_range(LO, HI):
+                            if m * STRIDE_H + i < R:
+                                accs = _set(accs, (m * STRIDE_H + i) * S + s,
+                                            accs[(m * STRIDE_H + i) * S + s] + xv * dys[m * COLS + c])  # fmt: skip
+    return accs
 
 
 @triton.jit
