@@ -25,6 +25,9 @@
 #              --timer gpu and --timer do_bench -> timer-gpu.json, timer-do_bench.json
 #   dwab       tools/depthwise_sweep.py --algorithm both --ab 5: the tap and rows depthwise kernels'
 #              configs, then the best of each against cuDNN in alternating rounds -> dwab.log
+#   dw7        the rows kernel's every column width on the three 7x7 sweep layers, then its best
+#              against cuDNN in alternating rounds -> dw7.log
+#   grouped    the grouped suite forward and wgrad (tuned) -> grouped.json, grouped-wgrad.json
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
@@ -112,6 +115,13 @@ for step in "$@"; do
         CONVGEMM_AUTOTUNE=0 timeout "${DWAB_TIMEOUT:-400}" python3 tools/depthwise_sweep.py --algorithm both --ab 5 \
             ${DWAB_ARGS:-} > "$OUT/dwab.log" 2>&1
         echo "dwab: rc=$?"; grep -E "==|A/B" "$OUT/dwab.log" ;;
+    dw7)
+        CONVGEMM_AUTOTUNE=0 timeout "${DW7_TIMEOUT:-300}" python3 tools/depthwise_sweep.py --algorithm depthwise_rows \
+            --only 3 4 5 --stages 2 --ab 5 > "$OUT/dw7.log" 2>&1
+        echo "dw7: rc=$?"; grep -E "==|A/B" "$OUT/dw7.log" ;;
+    grouped)
+        bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
+        bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
