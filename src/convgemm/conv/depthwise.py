@@ -1,7 +1,12 @@
-"""Depthwise convolution (one input channel per group) as a direct kernel on the CUDA cores.
+"""Depthwise convolution (one input channel per group) as direct kernels on the CUDA cores.
 
 There is no reduction over channels, so a GEMM would multiply 1-wide K tiles: tensor cores do
-nothing useful here. Each program computes a ``BLOCK_Q`` x ``BLOCK_K`` block (output columns x
+nothing useful here. Two kernels: ``depthwise_kernel`` (the tap kernel, below) takes every
+depthwise problem; ``depthwise_rows_kernel`` (further down) keeps inputs, weights and
+accumulators in registers and is the one chosen wherever it applies (session 10: 1.4-3.7x
+faster than the tap kernel on every layer measured; see its comment block).
+
+The tap kernel: each program computes a ``BLOCK_Q`` x ``BLOCK_K`` block (output columns x
 output channels) of ``ROWS`` consecutive output rows, walking the R x S taps unrolled at compile
 time; the loads are 16-byte vectors along NHWC's contiguous channel axis, and neighbouring taps
 and rows re-read the same input lines from L1/L2, so device memory sees each input row about
