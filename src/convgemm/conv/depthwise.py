@@ -3,7 +3,7 @@
 There is no reduction over channels, so a GEMM would multiply 1-wide K tiles: tensor cores do
 nothing useful here. Two kernels: ``depthwise_kernel`` (the tap kernel, below) takes every
 depthwise problem; ``depthwise_rows_kernel`` (further down) keeps inputs, weights and
-accumulators in registers and is the one chosen wherever it applies (session 10: 1.4-3.7x
+accumulators in registers and is the one chosen wherever it applies (session 10: 1.3-3.7x
 faster than the tap kernel on every layer measured; see its comment block).
 
 The tap kernel: each program computes a ``BLOCK_Q`` x ``BLOCK_K`` block (output columns x
