@@ -7,8 +7,8 @@ CUDA-event medians through triton.testing.do_bench) and checks that they agree:
 
 - grouped forward: exact NaN/Inf semantics (main kernel listing non-finite tiles + fix-up launch)
   vs the main kernel with no NaN handling; and the exact path with one NaN in the input vs none;
-- strided dgrad as per-phase forward convolutions vs the one-launch gather kernel, and the
-  one-launch TMA kernel over all phases (`DgradTma`) vs the gather kernel;
+- strided dgrad as per-phase forward convolutions vs the one-launch gather kernel (dense and
+  depthwise), and the one-launch TMA kernel over all phases (`DgradTma`) vs the gather kernel;
 - depthwise wgrad: the direct kernel vs the gather GEMM;
 - wgrad_tma vs the gather wgrad on a dense layer;
 - conv3d forward: the 5-D TMA kernel vs the gather kernel.
@@ -94,10 +94,10 @@ def main() -> int:
             convgemm.functional.clear_plans()
         rows.append((f"grouped fwd g32 {c}@{h}", "exact", t_on, "no NaN fix", t_off, _rel(y_on, y_off)))
 
-    def dgrad_row(n, c, h, k, r, st, pad):
+    def dgrad_row(n, c, h, k, r, st, pad, groups=1):
         """strided dgrad: phases vs gather"""
-        x, wt = tensors(n, c, h, h, k, r, r)
-        kw = dict(stride=st, padding=pad)
+        x, wt = tensors(n, c, h, h, k, r, r, groups)
+        kw = dict(stride=st, padding=pad, groups=groups)
         prob = ConvProblem.from_tensors(x, wt, None, **kw)
         dy = torch.randn(prob.output_shape, device=dev, dtype=dt).contiguous(memory_format=cl)
         dx1 = torch.empty_like(x)
@@ -108,7 +108,8 @@ def main() -> int:
         gather()
         cudnn = _time(lambda: torch.nn.grad.conv2d_input(x.shape, wt, dy, **kw))
         t_gather = _time(gather)
-        rows.append((f"dgrad {r}x{r} s{st} {c}->{k} @{h} (cuDNN {cudnn:.1f} us)", "phases", _time(phases), "gather",
+        g = f" g{groups}" if groups > 1 else ""
+        rows.append((f"dgrad {r}x{r} s{st} {c}->{k}{g} @{h} (cuDNN {cudnn:.1f} us)", "phases", _time(phases), "gather",
                      t_gather, _rel(dx1, dx2)))  # fmt: skip
         # the one-launch TMA kernel over all phases (experimental: CONVGEMM_STRIDED_TMA=1)
         os.environ["CONVGEMM_STRIDED_TMA"] = "1"
@@ -149,6 +150,10 @@ def main() -> int:
         grouped_row(*args)
     grouped_row(64, 256, 56, 1, with_nan=True)
     for args in [(64, 128, 56, 128, 3, 2, 1), (64, 256, 56, 512, 1, 2, 0)][:count]:
+        dgrad_row(*args)
+    # depthwise strided dgrad (MobileNetV2): the per-phase convolutions are depthwise forward
+    # problems (the rows kernel); conv2d_input takes the gather kernel for 3x3 stride 2 today
+    for args in [(64, 96, 112, 96, 3, 2, 1, 96), (64, 144, 56, 144, 3, 2, 1, 144)][:count]:
         dgrad_row(*args)
     for args in [(64, 144, 56, 3), (64, 384, 14, 7)][:count]:
         dw_row(*args)

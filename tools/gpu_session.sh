@@ -27,7 +27,8 @@
 #              configs, then the best of each against cuDNN in alternating rounds -> dwab.log
 #   dw7        the rows kernel's every column width on the three 7x7 sweep layers, then its best
 #              against cuDNN in alternating rounds -> dw7.log
-#   grouped    the grouped suite forward and wgrad (tuned) -> grouped.json, grouped-wgrad.json
+#   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
+#              grouped-dgrad.json
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
@@ -121,7 +122,8 @@ for step in "$@"; do
         echo "dw7: rc=$?"; grep -E "==|A/B" "$OUT/dw7.log" ;;
     grouped)
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
-        bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad ;;
+        bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad
+        bench grouped-dgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction dgrad ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
