@@ -899,8 +899,10 @@ class DepthwiseRows(Depthwise):
         # prefetch, faster than the tap kernel's best config on all eight layers of the sweep
         # (3x3: 1.3-1.4x; 7x7: 2.3-3.7x; causal conv1d: 1.4x). A depthwise problem it supports
         # takes it; wav2vec2's conv0 (one input channel, no groups) stays a GEMM, and narrow
-        # groups (several input channels per group) are left to the tuner.
-        return prob.groups > 1 and prob.cg == 1
+        # groups (several input channels per group) are left to the tuner. float64 (the checking
+        # dtype) stays on the tap kernel: a 7x7 rows tile of doubles spills (tools/sass_mix.py:
+        # 255 registers and 600 bytes of stack).
+        return prob.groups > 1 and prob.cg == 1 and prob.dtype != torch.float64
 
     def _rows(self, prob: ConvProblem, bq: int, bk: int) -> int:
         """Strip height: the tallest (whole columns first) that still gives 2 programs per SM."""
