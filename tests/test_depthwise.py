@@ -213,8 +213,8 @@ def test_stale_cache_entry_is_ignored(monkeypatch, tmp_path):
 
 def test_heuristic_sends_depthwise_to_the_rows_kernel(monkeypatch):
     """Untuned, a causal depthwise conv1d (a 1-row image) and a 2-D depthwise layer run
-    depthwise_rows, a depthwise layer it does not take (vertical stride 3) the tap kernel, and a
-    1-channel input with a channel multiplier (not grouped) never the rows kernel."""
+    depthwise_rows, a depthwise layer it does not take (vertical stride 3) and a float64 one the
+    tap kernel, and a 1-channel input with a channel multiplier (not grouped) never the rows kernel."""
     from convgemm.problem import ConvProblem
     from convgemm.tune import autotune
 
@@ -223,9 +223,11 @@ def test_heuristic_sends_depthwise_to_the_rows_kernel(monkeypatch):
              ((2, 64, 12, 12), (64, 1, 3, 3), 1, 64, "depthwise_rows", 1),
              ((2, 64, 12, 12), (64, 1, 3, 3), 1, 64, "depthwise", (3, 1)),
              ((2, 1, 1, 400), (32, 1, 1, 10), 0, 1, None, 1)]  # fmt: skip
-    for xs, ws, pad, groups, want, stride in cases:
-        x = torch.empty(xs).to(memory_format=torch.channels_last)
-        prob = ConvProblem.from_tensors(x, torch.empty(ws), padding=pad, groups=groups, stride=stride)
+    cases.append(((2, 64, 12, 12), (64, 1, 7, 7), 3, 64, "depthwise", 1, torch.float64))  # doubles: tap kernel
+    for xs, ws, pad, groups, want, stride, *dt in cases:
+        x = torch.empty(xs, dtype=(dt or [torch.float32])[0]).to(memory_format=torch.channels_last)
+        w = torch.empty(ws, dtype=x.dtype)
+        prob = ConvProblem.from_tensors(x, w, padding=pad, groups=groups, stride=stride)
         clear_memo()
         algo, _ = autotune.choose(prob, x, None, None, None)
         if want is None:
