@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from . import nn
 from . import ops as _ops  # noqa: E402, F401 - registers torch.ops.convgemm.*
