@@ -252,3 +252,13 @@ def test_rows_trim_switch():
     assert algo.trim(prob(7), 64) and algo.trim(prob(7), 6) and not algo.trim(prob(7), 5)
     assert algo.trim(prob(5), 5) and algo.trim(prob(7, 2), 3) and not algo.trim(prob(3), 64)
     assert not algo.trim(prob(5, 2), 64)  # 3 rows in flight
+
+
+@pytest.mark.parametrize("algorithm,cfg", [("depthwise", (4, 16, 2, 2)), ("depthwise_rows", (4, 16, 64, 2, 2, 2, 2)),
+                                           ("depthwise_rows", (2, 16, 3, 1, 3, 0, 1))], ids=str)  # fmt: skip
+def test_64_bit_offsets_path(algorithm, cfg, monkeypatch):
+    """The kernels' 64-bit addressing (taken for images of 2**31 elements or more, which only
+    the GPU's large tests allocate) forced on a small 7x7 problem: the same results. The rows
+    configs take the unrolled first and last steps with the prefetch, and the plain loop."""
+    monkeypatch.setattr(type(ALGORITHMS["depthwise"]), "image_span", staticmethod(lambda t: 2**31))
+    _check_forced(algorithm, (1, 8, 13, 10, 1, 7, 7, 1, 3, 1), cfg, "nhwc", monkeypatch, seed=3)
