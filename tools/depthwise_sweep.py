@@ -52,9 +52,15 @@ def main() -> None:
     ap.add_argument("--vec", type=int, nargs="*", help="depthwise_rows: only candidates of these vec values")
     ap.add_argument("--stages", type=int, nargs="*", help="depthwise_rows: only candidates of these stage counts")
     ap.add_argument("--cols", type=int, nargs="*", help="depthwise_rows: only candidates of these column counts")
+    ap.add_argument("--no-trim", action="store_true",
+                    help="depthwise_rows: never unroll the strip's first and last steps (DepthwiseRows.trim), for an A/B")  # fmt: skip
     ap.add_argument("--ab", type=int, default=0, metavar="N", help="alternating rounds of the best configs")
     a = ap.parse_args()
     names = ["depthwise", "depthwise_rows"] if a.algorithm == "both" else [a.algorithm]
+    if a.no_trim:
+        from convgemm.conv.fprop import DepthwiseRows
+
+        DepthwiseRows.trim = staticmethod(lambda prob, rows: False)
     shapes = [SHAPES[i] for i in a.only] if a.only else SHAPES[:3] if a.quick else SHAPES
     for n, c, h, w, r, s, st, ph, pw in shapes:
         x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)

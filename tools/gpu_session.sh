@@ -26,7 +26,7 @@
 #   dwab       tools/depthwise_sweep.py --algorithm both --ab 5: the tap and rows depthwise kernels'
 #              configs, then the best of each against cuDNN in alternating rounds -> dwab.log
 #   dw7        the rows kernel's every column width on the three 7x7 sweep layers, then its best
-#              against cuDNN in alternating rounds -> dw7.log
+#              against cuDNN in alternating rounds; with and without TRIM -> dw7.log, dw7--no-trim.log
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
 #              grouped-dgrad.json
 set -uo pipefail
@@ -117,9 +117,12 @@ for step in "$@"; do
             ${DWAB_ARGS:-} > "$OUT/dwab.log" 2>&1
         echo "dwab: rc=$?"; grep -E "==|A/B" "$OUT/dwab.log" ;;
     dw7)
-        CONVGEMM_AUTOTUNE=0 timeout "${DW7_TIMEOUT:-300}" python3 tools/depthwise_sweep.py --algorithm depthwise_rows \
-            --only 3 4 5 --stages 2 --ab 5 > "$OUT/dw7.log" 2>&1
-        echo "dw7: rc=$?"; grep -E "==|A/B" "$OUT/dw7.log" ;;
+        # with and without the trimmed first and last steps (DepthwiseRows.trim), one after the other
+        for trim in "" --no-trim; do
+            CONVGEMM_AUTOTUNE=0 timeout "${DW7_TIMEOUT:-200}" python3 tools/depthwise_sweep.py --algorithm depthwise_rows \
+                --only 3 4 5 --stages 2 --ab 5 $trim > "$OUT/dw7$trim.log" 2>&1
+            echo "dw7 $trim: rc=$?"; grep -E "==|A/B" "$OUT/dw7$trim.log"
+        done ;;
     grouped)
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
         bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad
