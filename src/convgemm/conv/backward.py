@@ -566,7 +566,7 @@ class DepthwiseWgrad:
             return [Config(4, 8, max(1, prob.p // 2), 2, 2, split_k=2, cols=2, vec=2)]
         scale = 2 if prob.dtype == torch.float64 else 1
         slots = cdiv(prob.r, prob.stride[0])
-        bk = min(self._fits_k(prob.k), key=lambda b: cdiv(prob.k, b) * b)
+        bk = min(DepthwiseRows._fits(prob.k, (64, 32), 0.35), key=lambda b: cdiv(prob.k, b) * b)
         bq = 256 // bk
         fit = [c for c in range(1, 9) if (prob.r * prob.s + slots * c) * 2 * scale <= self.ROWS_REG_BUDGET]
         best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))
@@ -578,10 +578,6 @@ class DepthwiseWgrad:
                 groups = max(1, min(prob.n, cdiv(per_sm * sm_count(), tiles)))
                 out.append(Config(bq, bk, prob.p, 4, 2, split_k=groups, cols=c, vec=2))
         return list(dict.fromkeys(out))
-
-    @staticmethod
-    def _fits_k(k: int) -> list[int]:
-        return [b for b in (64, 32) if cdiv(k, b) * b <= 1.35 * k] or [32]
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None, launch=None):
         """``dw [K, C/g, R, S]`` (any strides) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any

@@ -250,6 +250,8 @@ def depthwise_rows_kernel(
     if PREFETCH:  # step 0's input rows; each step then loads the next step's while it computes
         nxt = _group_loads(x_cols, s_xc, ih_base, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W,
                            DIL_W, INT64)  # fmt: skip
+    lo = 0
+    hi = ROWS + M - 1
     if TRIM:
         # Steps 0..M-2 only start rows of the strip and steps ROWS..ROWS+M-2 only finish them:
         # unrolled, the slots holding rows outside the strip are skipped at compile time (7x7
@@ -260,27 +262,22 @@ def depthwise_rows_kernel(
             accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, u + 1, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ,
                              COLS, PRELOAD, acc_t)  # fmt: skip
             accs = (zero,) * COLS + accs[: (M - 1) * COLS]
-        for u in range(M - 1, ROWS):
-            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
-                                    STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
-            accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS,
-                             PRELOAD, acc_t)  # fmt: skip
-            _rows_store(accs, bias, y_cols, p0, u - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
-            accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+        lo = M - 1
+        hi = ROWS
+    for u in range(lo, hi):  # every slot may hold a row of the strip
+        cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H,
+                                NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
+        accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS,
+                         PRELOAD, acc_t)  # fmt: skip
+        _rows_store(accs, bias, y_cols, p0, u - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
+        accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+    if TRIM:
         for v in tl.static_range(M - 1):  # step ROWS + v: slot m holds row p0 + ROWS + v - m, valid for m > v
             cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + (ROWS + v) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw,
                                     CG, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
             accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, v + 1, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ,
                              COLS, PRELOAD, acc_t)  # fmt: skip
             _rows_store(accs, bias, y_cols, p0, ROWS + v - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
-            accs = (zero,) * COLS + accs[: (M - 1) * COLS]
-    else:
-        for u in range(0, ROWS + M - 1):
-            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
-                                    STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
-            accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS,
-                             PRELOAD, acc_t)  # fmt: skip
-            _rows_store(accs, bias, y_cols, p0, u - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
             accs = (zero,) * COLS + accs[: (M - 1) * COLS]
 
 

@@ -360,6 +360,8 @@ def depthwise_wgrad_rows_kernel(
         if PREFETCH:
             nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base, p0, 0, ROWS, H, P, iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp,
                                 s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, False)[0]  # fmt: skip
+        lo = 0
+        hi = ROWS + M - 1
         if TRIM:
             # as the forward's TRIM: the first and last M - 1 steps unrolled, the dy slots that
             # hold no row of the strip (zeros) skipped at compile time
@@ -369,25 +371,20 @@ def depthwise_wgrad_rows_kernel(
                                          PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, 0, u + 1, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
-            for u in range(M - 1, ROWS):
-                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q,
-                                         k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
-                                         PREFETCH)  # fmt: skip
-                dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
-                accs = _wgrad_fma(accs, cur, dys, 0, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
+            lo = M - 1
+            hi = ROWS
+        for u in range(lo, hi):  # every slot may hold a dy row of the strip
+            cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q, k_ok,
+                                     s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, PREFETCH)  # fmt: skip
+            dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
+            accs = _wgrad_fma(accs, cur, dys, 0, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
+        if TRIM:
             for v in tl.static_range(M - 1):  # step ROWS + v: slot m valid for m > v
                 cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + (ROWS + v) * STRIDE_H, p0, ROWS + v, ROWS, H, P,
                                          iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W,
                                          DIL_W, PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, v + 1, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
-        else:
-            for u in range(0, ROWS + M - 1):
-                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q,
-                                         k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
-                                         PREFETCH)  # fmt: skip
-                dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
-                accs = _wgrad_fma(accs, cur, dys, 0, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
     # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
     kl = tl.arange(0, BLOCK_K)
     ws = ws_ptr + ((split * tl.num_programs(0) + pid0) * (R * S * BLOCK_K)).to(tl.int64)
