@@ -29,7 +29,8 @@ import triton.language as tl
 def _tap_offset(r, s, dil_h, dil_w, s_xh, s_xw, INT64: tl.constexpr):
     """Tap (r, s)'s element offset from the first tap's (64-bit for images of 2**31 elements)."""
     if INT64:
-        off = (r * dil_h).to(tl.int64) * s_xh + (s * dil_w).to(tl.int64) * s_xw
+        # tl.cast, not .to: with a constexpr dilation the products are Python ints
+        off = tl.cast(r * dil_h, tl.int64) * s_xh + tl.cast(s * dil_w, tl.int64) * s_xw
     else:
         off = r * dil_h * s_xh + s * dil_w * s_xw
     return off
