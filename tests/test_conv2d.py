@@ -51,7 +51,17 @@ def test_matrix(case, m, layout, tf32_mode):
 
 
 @pytest.mark.parametrize(
-    "algorithm", ["implicit_gemm", "implicit_gemm_tma", "gemm_1x1", "small_k", "depthwise", "depthwise_rows", "grouped"]
+    "algorithm",
+    [
+        "implicit_gemm",
+        "implicit_gemm_tma",
+        "gemm_1x1",
+        "small_k",
+        "width_unfold",
+        "depthwise",
+        "depthwise_rows",
+        "grouped",
+    ],
 )
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -84,6 +94,46 @@ def test_tma_algorithms_are_exercised():
         for name, algo in ALGORITHMS.items():
             counts[name] += algo.supports(prob) is None
     assert counts["gemm_1x1"] >= 1 and counts["implicit_gemm_tma"] >= 4, counts
+    assert counts["width_unfold"] >= 2, counts
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 3, 16, 18, 16, 7, 7, 2, 3, 1, 1, True),  # a ResNet stem: the stride-phase view of the unfolded rows
+        (1, 3, 19, 21, 24, 11, 11, 4, 2, 1, 1, True),  # AlexNet's: 19 rows rounded up to 20 (zeros)
+        (2, 1, 9, 12, 16, 5, 5, 1, 2, (2, 1), 1, False),  # one channel, dilated rows
+        (1, 4, 10, 9, 32, 3, 3, (1, 2), 1, (1, 2), 1, True),  # dilated columns, column stride 2
+        (1, 17, 6, 7, 16, 1, 3, 1, (0, 1), 1, 1, False),  # 17 channels: S*C = 51, padded to 64
+    ],
+    ids=case_id,
+)
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_width_unfold(case, layout):
+    """``width_unfold`` (first layers: each output column's S taps gathered into one wide pixel,
+    then an R x 1 convolution on the TMA kernel) against the float64 reference, forced."""
+    x, w, b, kw = make(case, torch.float16, layout == "channels_last")
+    y = convgemm.conv2d(x, w, b, **kw, algorithm="width_unfold")
+    assert_close(y, conv2d_ref(x, w, b, **kw), torch.float16, f"{case_id(case)} {layout}")
+
+
+def test_width_unfold_refuses():
+    """What the unfold does not take, each with its reason."""
+    from dataclasses import replace
+
+    algo = convgemm.conv.fprop.ALGORITHMS["width_unfold"]
+
+    def prob(c, k, r, s, groups=1, dtype=torch.float16, **kw):
+        x, w = torch.empty(1, c, 12, 12, dtype=dtype), torch.empty(k, c // groups, r, s, dtype=dtype)
+        return replace(ConvProblem.from_tensors(x, w, None, groups=groups, **kw), tma_ok=True)
+
+    assert algo.supports(prob(3, 16, 7, 7, stride=2)) is None
+    assert "groups" in algo.supports(prob(4, 16, 3, 3, groups=2))
+    assert "one column" in algo.supports(prob(3, 16, 3, 1))
+    assert "over 64" in algo.supports(prob(8, 16, 3, 9))
+    assert "fp16 or bf16" in algo.supports(prob(3, 16, 7, 7, dtype=torch.float32))
+    assert "TMA" in algo.supports(replace(prob(3, 16, 7, 7), tma_ok=False))
+    assert "16 bytes" in algo.supports(prob(3, 12, 7, 7))  # K = 12: the TMA output store
 
 
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])

@@ -271,6 +271,18 @@ def test_conv3d_tma_refuses_what_it_cannot_take():
     assert "aligned" in k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x)  # 12-byte pixels
     x, w, b, kw = _tensors(CASES[0], torch.float32, channels_last=True)
     assert "fp16 or bf16" in k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x)  # fp32: gather
+    # strided: the stride-phase view needs H and W multiples of the stride, a dense NDHWC input
+    # and C a multiple of 16
+    for case, dense, why in (
+        ((1, 16, 3, 5, 6, 8, 3, 3, 3, 2, 1, 1, 1), True, "multiples of the stride"),
+        ((1, 16, 3, 6, 6, 8, 3, 3, 3, 2, 1, 1, 1), False, "dense channels_last_3d"),
+        ((1, 24, 3, 6, 6, 8, 3, 3, 3, 2, 1, 1, 1), True, "multiple of 16"),
+    ):
+        x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
+        if not dense:  # a channel slice: channels_last_3d strides, but pixels 32 channels apart
+            x = _tensors((1, 32, *case[2:]), torch.float16, channels_last=True)[0][:, :16]
+        reason = k3.tma_supports(ConvProblem3d.from_tensors(x, w, b, **kw), x)
+        assert reason is not None and why in reason, reason
 
 
 # ---------------------------------------------------------------- forward algorithms and the tuner
@@ -278,7 +290,7 @@ def _forced(algo, case, dtype, cfgs):
     """Run ``algo`` with every config of ``cfgs`` on ``case`` against the float64 reference."""
     x, w, b, kw = _tensors(case, dtype, channels_last=True)
     prob = ConvProblem3d.from_tensors(x, w, b, **kw)
-    prob = replace(prob, tma_input_ok=k3.tma_input_ok(x))
+    prob = replace(prob, **k3.input_flags(x, prob.stride))
     assert algo.supports(prob) is None, algo.supports(prob)
     assert cfgs, "no candidate configs"
     want = _ref(x, w, b, kw)
@@ -295,6 +307,12 @@ TMA_CASES = [
     ((1, 48, 3, 5, 6, 80, 3, 3, 3, 1, 1, 1, 1), torch.float16),
     ((1, 64, 4, 3, 5, 64, 3, 1, 1, 1, (1, 0, 0), 1, 1), torch.float16),  # temporal 3x1x1
     ((1, 40, 2, 5, 3, 24, 1, 3, 3, 1, (0, 1, 1), 1, 1), torch.float16),  # spatial 1x3x3
+    # strided, through the stride-phase view (one output depth per tile): stride 2 everywhere with
+    # an odd depth (depth needs no phase: its padding is a box moved out of bounds); a temporal
+    # stride only; a dilated 1x3x3 with stride 2 in H and W and a 16-channel K tile
+    ((2, 32, 5, 6, 8, 24, 3, 3, 3, 2, 1, 1, 1), torch.float16),
+    ((1, 64, 5, 3, 4, 16, 3, 1, 1, (2, 1, 1), (1, 0, 0), 1, 1), torch.float16),
+    ((1, 16, 3, 8, 6, 32, 1, 3, 3, (1, 2, 2), (0, 2, 1), (1, 2, 1), 1), torch.float16),
 ]
 
 
@@ -303,7 +321,10 @@ def test_conv3d_tma_every_candidate_config(case, dtype):
     """Every config ``conv3d_tma`` offers the tuner on an H200 (132 SMs: split-K for these few
     tiles) and on a 1-SM device (persistent configs), forced, under the interpreter."""
     x, w, b, kw = _tensors(case, dtype, channels_last=True)
-    prob = replace(ConvProblem3d.from_tensors(x, w, b, **kw), tma_input_ok=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    prob = replace(prob, **{**k3.input_flags(x, prob.stride), "tma_input_ok": True})
+    if prob.stride != (1, 1, 1):
+        assert prob.input_phases_ok
     cfgs = list(dict.fromkeys(k3.TMA3D.candidates(prob, 132) + k3.TMA3D.candidates(prob, 1)))
     if case == TMA_CASES[0][0]:
         kinds = {(c.split_k > 1, c.persistent > 0) for c in cfgs}
@@ -325,6 +346,52 @@ def test_conv3d_gather_every_candidate_config(algo, case):
     x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
     prob = ConvProblem3d.from_tensors(x, w, b, **kw)
     _forced(a, case, torch.float16, a.candidates(prob) + [a.default_config(prob)])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (1, 3, 4, 9, 8, 24, 3, 7, 7, (1, 2, 2), (1, 3, 3), 1, 1),  # an RGB stem; 9 rows rounded up to 10
+        (2, 2, 3, 6, 7, 16, 1, 3, 5, 1, (0, 1, 2), (1, 1, 2), 1),  # stride 1, dilated columns
+        (1, 3, 5, 6, 6, 16, 3, 3, 3, (2, 1, 1), 1, 1, 1),  # a temporal stride only
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_conv3d_width_unfold(case, channels_last):
+    """``conv3d_width_unfold`` (each output column's S taps gathered into one wide pixel, then a
+    T x R x 1 convolution on ``conv3d_tma``) against the float64 reference, with its default and
+    the TMA kernel's H200 candidates for the reduced problem."""
+    x, w, b, kw = _tensors(case, torch.float16, channels_last=channels_last)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    prob = replace(prob, **k3.input_flags(x, prob.stride))
+    algo = k3.ALGORITHMS3D["conv3d_width_unfold"]
+    assert algo.supports(prob) is None, algo.supports(prob)
+    cfgs = [algo.default_config(prob)]
+    if channels_last:
+        cfgs += k3.TMA3D.candidates(algo.reduced(prob), 132)[:3]
+    want = _ref(x, w, b, kw)
+    for cfg in cfgs:
+        y = torch.full(prob.output_shape, float("nan"), device=DEVICE, dtype=torch.float16)
+        algo.run(prob, x, w, b, y, cfg)
+        assert_close(y, want, torch.float16, f"conv3d_width_unfold [{cfg.describe()}] {case}")
+
+
+def test_conv3d_width_unfold_refuses():
+    algo = k3.ALGORITHMS3D["conv3d_width_unfold"]
+    for case, why in (
+        ((1, 4, 3, 6, 6, 16, 3, 3, 3, 1, 1, 1, 2), "groups"),
+        ((1, 3, 3, 6, 6, 16, 3, 3, 1, 1, 1, 1, 1), "one column"),
+        ((1, 8, 3, 6, 12, 16, 3, 3, 9, 1, 1, 1, 1), "over 64"),
+        ((1, 3, 3, 6, 6, 12, 3, 3, 3, 1, 1, 1, 1), "16 bytes"),  # K = 12: the TMA output store
+    ):
+        x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
+        prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+        reason = algo.supports(replace(prob, **k3.input_flags(x, prob.stride)))
+        assert reason is not None and why in reason, reason
+    x, w, b, kw = _tensors((1, 3, 3, 6, 6, 16, 3, 3, 3, 1, 1, 1, 1), torch.float32, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    assert "fp16 or bf16" in algo.supports(replace(prob, **k3.input_flags(x, prob.stride)))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # numpy's Inf - Inf, the point of the test
@@ -370,7 +437,9 @@ def test_conv3d_tuner_choice_is_cached_and_used(fresh_tuner, monkeypatch):
     monkeypatch.setattr(at, "autotune_enabled", lambda: True)
     monkeypatch.setattr(at, "_tune", fake_tune)
     name, cfg = conv3d_algorithm(x, w, b, **kw)
-    assert (name, cfg.split_k) == ("conv3d_tma", 3) and calls == [["conv3d_tma", "conv3d_small_k", "conv3d_gather"]]
+    assert (name, cfg.split_k) == ("conv3d_tma", 3) and calls == [
+        ["conv3d_tma", "conv3d_width_unfold", "conv3d_small_k", "conv3d_gather"]
+    ]
     entries = tc.TuneCache()
     assert len(entries) == 1
     prob = replace(ConvProblem3d.from_tensors(x, w, b, **kw), tma_input_ok=True)
@@ -388,10 +457,12 @@ def test_conv3d_untuned_choice_is_the_heuristic(fresh_tuner, monkeypatch):
         ((1, 16, 4, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1), "conv3d_tma"),
         ((1, 3, 4, 9, 8, 24, 3, 7, 7, (1, 2, 2), (1, 3, 3), 1, 1), "conv3d_small_k"),
         ((1, 32, 4, 5, 6, 16, 3, 3, 3, 2, 1, 1, 2), "conv3d_gather"),  # strided, grouped
+        ((1, 32, 4, 6, 6, 16, 3, 3, 3, 2, 1, 1, 1), "conv3d_tma"),  # strided, dense: the phase view
+        ((1, 32, 4, 5, 6, 16, 3, 3, 3, 2, 1, 1, 1), "conv3d_gather"),  # odd height: no phase view
     ):
         x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
         name, cfg = convgemm.functional3d.conv3d_algorithm(x, w, b, **kw)
         assert name == want
         prob = ConvProblem3d.from_tensors(x, w, b, **kw)
-        prob = replace(prob, tma_input_ok=k3.tma_input_ok(x))
+        prob = replace(prob, **k3.input_flags(x, prob.stride))
         assert cfg == k3.ALGORITHMS3D[name].default_config(prob)

@@ -108,7 +108,7 @@ def _choose(input, weight, bias, stride, padding, dilation, groups):
     if y.numel() == 0 or prob.c == 0:
         return prob, None, y, None
     x = _ndhwc(input)
-    prob = replace(prob, tma_input_ok=k3.tma_input_ok(x))
+    prob = replace(prob, **k3.input_flags(x, prob.stride))
     with _device_of(input):
         return prob, x, y, k3.choose(prob, x, weight, bias, y)
 

@@ -54,6 +54,12 @@ class ConvProblem3d:
     #: the device has TMA and the NDHWC input view is 16-byte aligned (set by the caller that holds
     #: the input: ``conv3d.tma_input_ok``); part of the tuning key
     tma_input_ok: bool = False
+    #: a strided layer's input is a dense NDHWC tensor whose height and width are multiples of the
+    #: stride (the stride-phase TMA view of ``conv3d.Tma3d``; set with ``tma_input_ok``)
+    input_phases_ok: bool = False
+    #: the device has TMA (Hopper or newer, or the interpreter): ``conv3d.WidthUnfold3d`` writes
+    #: its own aligned input, so only this matters to it
+    tma_ok: bool = False
 
     @property
     def cg(self) -> int:
@@ -94,6 +100,8 @@ class ConvProblem3d:
             self.dilation,
             self.groups,
             self.tma_input_ok,
+            self.input_phases_ok,
+            self.tma_ok,
             _bucket(self.n),
             (self.d, self.h, self.w),
         )

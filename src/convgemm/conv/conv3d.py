@@ -1,11 +1,14 @@
 """3-D convolution kernels: forward, dgrad and wgrad, each one ``gemm_kernel`` launch with the
 loaders of ``conv/loaders3d.py``.
 
-The forward has three algorithms (``ALGORITHMS3D``), chosen per problem by ``choose`` (the 2-D
+The forward has four algorithms (``ALGORITHMS3D``), chosen per problem by ``choose`` (the 2-D
 tuner's timing loop and disk cache): ``conv3d_gather`` (pointer gathers: any stride, padding,
 dilation, groups and strides), ``conv3d_small_k`` (the same with the T*R*S*C/g reduction
-flattened, for RGB stems) and, on Hopper, ``conv3d_tma`` for dense (groups = 1) stride-1 layers:
-5-D TMA boxes of the NDHWC input, with split-K and persistent configs as in 2-D.
+flattened, for RGB stems), and on Hopper ``conv3d_tma`` for dense (groups = 1) layers: 5-D TMA
+boxes of the NDHWC input, with split-K and persistent configs as in 2-D; a strided layer reads
+its taps through a stride-phase view with depth merged into the batch axis
+(``input_descriptor3d``). ``conv3d_width_unfold`` runs an RGB stem on ``conv3d_tma`` after
+gathering each output column's S taps into one wide pixel (``conv.unfold``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ..matmul.launch import descriptor
 from ..problem3d import ConvProblem3d
 from . import loaders3d as l3
 from .fprop import Algorithm, Config, SmallK, _launch, _pow2_upto, _small, small_k_candidates, split_k_buffers
+from .unfold import MAX_UNFOLDED, unfold_w, unfold_weight, unfolded_channels
 
 
 def _cfg(m_dim: int, n_dim: int, k_dim: int, dtype: torch.dtype) -> Config:
@@ -203,9 +207,42 @@ def tma_input_ok(x: torch.Tensor) -> bool:
     return all((x.stride(i) * e) % 16 == 0 for i in (0, 2, 3, 4))
 
 
+def input_flags(x: torch.Tensor, stride: tuple[int, int, int]) -> dict[str, bool]:
+    """The problem fields that depend on the NDHWC input ``x`` itself: ``tma_input_ok`` and, for
+    a strided layer, ``input_phases_ok`` (``x`` reshapes to the stride-phase view
+    ``[N*D, H/sh, sh, W/sw, sw*C]``: dense channels_last_3d, H and W multiples of the stride)."""
+    _, _, _, h, w = x.shape
+    phases = (
+        stride != (1, 1, 1)
+        and h % stride[1] == 0
+        and w % stride[2] == 0
+        and x.is_contiguous(memory_format=torch.channels_last_3d)
+    )
+    return {"tma_input_ok": tma_input_ok(x), "input_phases_ok": phases, "tma_ok": has_tma(x)}
+
+
 def tma_supports(prob: ConvProblem3d, x: torch.Tensor) -> str | None:
     """None if the TMA forward takes the problem with input ``x`` (NDHWC), else why not."""
-    return TMA3D.supports(replace(prob, tma_input_ok=tma_input_ok(x)), x)
+    return TMA3D.supports(replace(prob, **input_flags(x, prob.stride)), x)
+
+
+def strided3(prob: ConvProblem3d) -> bool:
+    """Whether the TMA forward reads ``prob`` through the stride-phase view (any stride above 1)."""
+    return prob.stride != (1, 1, 1)
+
+
+def input_descriptor3d(prob: ConvProblem3d, x: torch.Tensor, box: list[int]):
+    """NDHWC ``x`` as the TMA forward's descriptor, box ``[1, TD, TH, TW, BLOCK_K]``: the plain 5-D
+    view at stride 1; else the stride-phase view ``[N*D, H/sh, sh, W/sw, sw*C]`` (the 2-D
+    ``fprop.input_descriptor``'s, with depth merged into the batch axis: tiles are one depth
+    deep, so depth needs no phase axis), box ``[1, TH, 1, TW, BLOCK_K]``."""
+    if strided3(prob):
+        _, sh, sw = prob.stride
+        return descriptor(x, [prob.n * prob.d, prob.h // sh, sh, prob.w // sw, sw * prob.c],
+                          [x.stride(2), x.stride(3) * sh, x.stride(3), prob.c * sw, 1],
+                          [1, box[2], 1, box[3], box[4]])  # fmt: skip
+    return descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
+                      [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box)  # fmt: skip
 
 
 def spatial_tiles3(prob: ConvProblem3d, block_n: int) -> list[tuple[float, int, int, int]]:
@@ -228,6 +265,8 @@ def _tma_bks(prob: ConvProblem3d) -> list[int]:
     """K tiles: the largest dividing C (no channel padding, a channels_last_3d weight read in
     place), then the 128-byte one if it pads C by at most a third (144 channels: 16 -> 64)."""
     cap = 64 if prob.dtype.itemsize == 2 else 32
+    if strided3(prob):  # the phase view has no channel padding: the next pixel follows channel C - 1
+        return [b for b in (cap, cap // 2, cap // 4) if b >= 16 and prob.c % b == 0][:1]
     bk = next((b for b in (cap, cap // 2, cap // 4) if b >= 16 and prob.c % b == 0), min(cap, _small(prob.c)))
     out = [bk]
     if bk < cap and cdiv(prob.c, cap) * cap * 3 <= prob.c * 4:
@@ -251,15 +290,26 @@ class Tma3d(Algorithm):
             # fp32 went wrong on the H200 (relative error 0.82 for a 64x128x32 tile without
             # split-K, C = 40, K = 24; the interpreter passes): refused until that is understood
             return f"the 3-D TMA kernel takes fp16 or bf16, not {prob.dtype} (fp32: see benchmarks/NOTES.md)"
-        if prob.groups != 1 or prob.stride != (1, 1, 1):
-            return "the 3-D TMA kernel takes groups = 1 and stride 1"
+        if prob.groups != 1:
+            return f"the 3-D TMA kernel takes groups = 1, not {prob.groups}: use conv3d_gather"
         if not prob.tma_input_ok:
             if x is not None and not has_tma(x):
                 return "the device has no TMA (needs compute capability >= 9.0)"
             return "no TMA, or the NDHWC input is not 16-byte aligned"
         if (prob.k * prob.dtype.itemsize) % 16:
             return "K * itemsize must be a multiple of 16 bytes for the TMA output store"
+        if strided3(prob):
+            if not prob.input_phases_ok:
+                return (f"stride {prob.stride}: the stride-phase TMA view needs a dense channels_last_3d input whose "
+                        "height and width are multiples of the stride; pass one, or use conv3d_gather")  # fmt: skip
+            if not _tma_bks(prob):
+                return f"stride {prob.stride}: C = {prob.c} must be a multiple of 16 for the stride-phase TMA view"
         return None
+
+    def _spatial(self, prob: ConvProblem3d, block_n: int) -> list[tuple[float, int, int, int]]:
+        """``spatial_tiles3``; a strided layer's tiles are one output depth deep (the phase view)."""
+        tiles = spatial_tiles3(prob, block_n)
+        return [t for t in tiles if t[1] == 1] if strided3(prob) else tiles
 
     def _tiles(self, prob: ConvProblem3d, bm: int, td: int, th: int, tw: int) -> int:
         return cdiv(prob.k, bm) * prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
@@ -284,11 +334,11 @@ class Tma3d(Algorithm):
             for bm, bn, warps, stages in shapes:
                 if bm == 128 and prob.k <= 64:
                     continue
-                if bn == 64 and self._tiles(prob, bm, *spatial_tiles3(prob, 128)[0][1:]) >= sms:
+                if bn == 64 and self._tiles(prob, bm, *self._spatial(prob, 128)[0][1:]) >= sms:
                     continue  # 64-pixel tiles only where 128-pixel ones leave SMs idle
                 while stages > 2 and _smem(bm, bn, bk, stages, e) > 220_000:
                     stages -= 1
-                tiles = spatial_tiles3(prob, bn)
+                tiles = self._spatial(prob, bn)
                 best = tiles[0][0]
                 for cover, td, th, tw in tiles[: 2 if main else 1]:
                     if cover >= 0.85 * best:
@@ -316,12 +366,12 @@ class Tma3d(Algorithm):
     def default_config(self, prob: ConvProblem3d) -> Config:
         bk = _tma_bks(prob)[0]
         if interpreting():
-            _, td, th, tw = spatial_tiles3(prob, 32)[0]
+            _, td, th, tw = self._spatial(prob, 32)[0]
             return Config(min(32, _small(prob.k)), 32, min(bk, 32), 4, 1, tile_n=td, tile_h=th, tile_w=tw)
         bm = 128 if prob.k >= 128 else 64
         bn, warps = 128, (8 if bm == 128 else 4)
         stages = 4 if _smem(bm, bn, bk, 4, prob.dtype.itemsize) <= 200_000 else 3
-        _, td, th, tw = spatial_tiles3(prob, bn)[0]
+        _, td, th, tw = self._spatial(prob, bn)[0]
         # a deep layer on a small volume has a few dozen tiles for 132 SMs: split its long reduction
         sms = sm_count()
         n_tiles = self._tiles(prob, bm, td, th, tw)
@@ -343,8 +393,7 @@ class Tma3d(Algorithm):
         cp = cdiv(prob.c, cfg.block_k) * cfg.block_k
         wp = _packed_weight(w, cp)
         box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
-        x_desc = descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
-                            [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box + [cfg.block_k])  # fmt: skip
+        x_desc = input_descriptor3d(prob, x, box + [cfg.block_k])
         w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
         yo = _ndhwc_out(y)
         y_desc = descriptor(yo, [prob.n, prob.od, prob.p, prob.q, prob.k],
@@ -355,9 +404,16 @@ class Tma3d(Algorithm):
         dd, dh, dw = prob.dilation
         c_tiles = cp // cfg.block_k
         a = (w_desc, (prob.k,))
-        b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles))
+        if strided3(prob):
+            sd, sh, sw = prob.stride
+            b = (x_desc, (prob.d, prob.od, prob.p, prob.q, prob.h // sh, pd, ph, pw, dd, dh, dw, prob.r, prob.s,
+                          c_tiles, sd, sh, sw, prob.c))  # fmt: skip
+            b_fns = (l3.tma_im2col3d_phase_init, l3.tma_im2col3d_phase_load)
+        else:
+            b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles))
+            b_fns = (l3.tma_im2col3d_init, l3.tma_im2col3d_load)
         c = (y_desc, (prob.od, prob.p, prob.q))
-        fns = (mm.desc2d_init, mm.desc2d_a_load, l3.tma_im2col3d_init, l3.tma_im2col3d_load, l3.tma_output3d_store)
+        fns = (mm.desc2d_init, mm.desc2d_a_load, *b_fns, l3.tma_output3d_store)
         split = (num_m * num_n, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
         ws = split_k_buffers(x.device, *split) if split else None
         _launch(launch, (num_m * num_n, 1, cfg.split_k), a, b, c, bias, yo, prob.k, num_m, num_n,
@@ -366,6 +422,59 @@ class Tma3d(Algorithm):
             launch.extra = (cp, split)
         if yo is not y:
             y.copy_(yo)
+
+
+class WidthUnfold3d(Algorithm):
+    """RGB stems (S*C up to 64, groups = 1): each output column's S taps gathered into one wide
+    pixel (``conv.unfold``), then a T x R x 1 convolution over that on ``conv3d_tma`` (a strided
+    stem through its stride-phase view); ``configs`` are the TMA kernel's for that problem."""
+
+    name = "conv3d_width_unfold"
+
+    def reduced(self, prob: ConvProblem3d) -> ConvProblem3d:
+        """The T x R x 1 problem over the unfolded input: ``Cu`` channels, width Q, rows rounded
+        up to the H stride (zeros; the end padding shrinks by as much, so P is unchanged)."""
+        sd, sh, _ = prob.stride
+        hu = cdiv(prob.h, sh) * sh
+        pd, ph, _ = prob.pad
+        ped, peh, _ = prob.pad_end
+        return replace(
+            prob, c=unfolded_channels(prob.c, prob.s), h=hu, w=prob.q, s=1, stride=(sd, sh, 1), pad=(pd, ph, 0),
+            pad_end=(ped, peh - (hu - prob.h), 0), dilation=(*prob.dilation[:2], 1), tma_input_ok=True,
+            input_phases_ok=True,
+        )  # fmt: skip
+
+    def supports(self, prob: ConvProblem3d) -> str | None:
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: the width unfold takes dense layers (groups = 1)"
+        if prob.s == 1:
+            return "a filter one column wide has nothing to unfold"
+        if prob.s * prob.c > MAX_UNFOLDED:
+            return f"S*C = {prob.s * prob.c} is over {MAX_UNFOLDED}: the per-tap kernels read so wide an input directly"
+        if not prob.tma_ok:
+            return "the device has no TMA (needs compute capability >= 9.0)"
+        return TMA3D.supports(self.reduced(prob))
+
+    def heuristic_ok(self, prob: ConvProblem3d) -> bool:
+        return False  # untimed against conv3d_small_k until a GPU has run it (benchmarks/NOTES.md)
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        return TMA3D.configs(self.reduced(prob))
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        return TMA3D.default_config(self.reduced(prob))
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
+        rp = self.reduced(prob)
+        u = unfold_w(x, prob.s, prob.stride[2], prob.pad[2], prob.dilation[2], prob.q, rp.h)
+        TMA3D.run(rp, u, _unfolded_weight(w), bias, y, cfg, launch)
+
+
+def _unfolded_weight(w: torch.Tensor) -> torch.Tensor:
+    """``unfold.unfold_weight(w)``, kept per weight tensor and version (as ``_packed_weight``)."""
+    from ..functional import _derived_weight
+
+    return _derived_weight(w, ("unfold",), unfold_weight)
 
 
 def _ndhwc_out(y: torch.Tensor) -> torch.Tensor:
@@ -404,9 +513,9 @@ def forward_tma(prob: ConvProblem3d, x: torch.Tensor, w: torch.Tensor, bias, y: 
     TMA3D.run(prob, x, w, bias, y, cfg or TMA3D.default_config(prob))
 
 
-GATHER, SMALL_K, TMA3D = Gather3d(), SmallK3d(), Tma3d()
+GATHER, SMALL_K, TMA3D, UNFOLD3D = Gather3d(), SmallK3d(), Tma3d(), WidthUnfold3d()
 #: the 3-D forward algorithms, in the heuristic's order of preference
-ALGORITHMS3D: dict[str, Algorithm] = {a.name: a for a in (TMA3D, SMALL_K, GATHER)}
+ALGORITHMS3D: dict[str, Algorithm] = {a.name: a for a in (TMA3D, UNFOLD3D, SMALL_K, GATHER)}
 
 _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 

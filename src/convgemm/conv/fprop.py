@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -33,6 +33,7 @@ from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .layout import channel_pad, krsc_weight, tma_aligned
+from .unfold import MAX_UNFOLDED, unfold_w, unfold_weight, unfolded_channels
 
 
 @dataclass(frozen=True)
@@ -583,6 +584,61 @@ class ImplicitGemmTma(Algorithm):
             y.copy_(yo)
 
 
+class WidthUnfold(Algorithm):
+    """First layers (S*C up to 64, groups = 1): the S taps of each output column gathered into one
+    wide pixel (``conv.unfold``), then an R x 1 convolution over that on ``implicit_gemm_tma``
+    (the taps along H stay implicit; a strided layer reads them through the stride-phase view).
+    ``configs`` are the TMA kernel's for that reduced problem."""
+
+    name = "width_unfold"
+    fuses_activation = True
+
+    def reduced(self, prob: ConvProblem) -> ConvProblem:
+        """The R x 1 problem over the unfolded input: ``Cu`` channels, width Q, rows rounded up to
+        the H stride (zeros; the bottom padding shrinks by as much, so P is unchanged)."""
+        sh = prob.stride[0]
+        hu = cdiv(prob.h, sh) * sh
+        return replace(
+            prob, c=unfolded_channels(prob.c, prob.s), h=hu, w=prob.q, s=1, stride=(sh, 1),
+            pad_h=(prob.pad_h[0], prob.pad_h[1] - (hu - prob.h)), pad_w=(0, 0), dilation=(prob.dilation[0], 1),
+            input_tma_ok=True, input_dense=True, input_phases_ok=sh > 1,
+        )  # fmt: skip
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: the width unfold takes dense layers (groups = 1)"
+        if prob.s == 1:
+            return "a filter one column wide has nothing to unfold"
+        if prob.s * prob.c > MAX_UNFOLDED:
+            return f"S*C = {prob.s * prob.c} is over {MAX_UNFOLDED}: the per-tap kernels read so wide an input directly"
+        if prob.dtype not in (torch.float16, torch.bfloat16):
+            return f"the width unfold runs on the TMA kernel in fp16 or bf16, not {prob.dtype}"
+        if not prob.tma_ok:
+            return "the device has no TMA (needs compute capability >= 9.0)"
+        rp = self.reduced(prob)
+        if rp.p != prob.p or rp.q != prob.q:  # pragma: no cover - the construction keeps them
+            return "internal: the reduced problem's output size differs"
+        return _TMA.supports(rp)
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # untimed against small_k until a GPU has run it (benchmarks/NOTES.md)
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        return _TMA.configs(self.reduced(prob))
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        return _TMA.default_config(self.reduced(prob))
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        rp = self.reduced(prob)
+        u = unfold_w(x, prob.s, prob.stride[1], prob.pad_w[0], prob.dilation[1], prob.q, rp.h)
+        # packed on every call, like krsc_weight: a weight changed in place is always seen
+        _TMA.run(rp, u, unfold_weight(w), bias, y, cfg, launch)
+
+
+_TMA = ImplicitGemmTma()
+
+
 class Gemm1x1(Algorithm):
     """A 1x1, stride-1, unpadded convolution over dense NHWC is a plain GEMM: matmul loaders only."""
 
@@ -1011,5 +1067,6 @@ class DepthwiseRows(Depthwise):
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    a.name: a for a in (Gemm1x1(), ImplicitGemmTma(), Depthwise(), DepthwiseRows(), Grouped(), SmallK(), ImplicitGemm())
+    a.name: a
+    for a in (Gemm1x1(), _TMA, Depthwise(), DepthwiseRows(), Grouped(), SmallK(), WidthUnfold(), ImplicitGemm())
 }

@@ -291,6 +291,40 @@ def tma_im2col3d_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def tma_im2col3d_phase_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x)^T for a strided 3-D kernel, one output depth per tile, read through the
+    stride-phase view ``[N*D, H/sh, sh, W/sw, sw*C]`` of a dense NDHWC input
+    (``conv3d.input_descriptor3d``); the box is ``[1, TH, 1, TW, BLOCK_K]``.
+
+    Height and width are the 2-D stride-phase loader's (``conv.loaders.tma_im2col_phase_load``):
+    tap offset ``o = a*stride + phase`` is view row ``oh0 + a`` of phase ``phase``. Depth needs
+    no phase: with one output depth per tile, a tap's input depth is one number, a row of the
+    merged N*D axis. A depth in the padding would be another image's slice there, so its box is
+    moved past the view's last row instead: wholly out of bounds, zero-filled by the copy engine.
+    """
+    (D, OD, P, Q, HS, pd, ph, pw, dd, dh, dw, R, S, c_tiles, SD, SH, SW, C) = args
+    TH: tl.constexpr = x_desc.block_shape[1]
+    TW: tl.constexpr = x_desc.block_shape[3]
+    n, d0, h0, w0 = _tile3(pid_n, OD, P, Q, 1, TH, TW)
+    return (x_desc, n * D, d0 * SD - pd, D, h0, w0, HS, ph, pw, dd, dh, dw, R, S, c_tiles, SH, SW, C)
+
+
+@triton.jit
+def tma_im2col3d_phase_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, row0, id0, D, oh0, ow0, HS, ph, pw, dd, dh, dw, R, S, c_tiles, SH, SW, C = state
+    t, r, s, cb = _tap3(kt, c_tiles, R, S)
+    idp = id0 + t * dd
+    # floor division of tap offsets that may be negative (o + stride*pad >= 0)
+    oh = r * dh - ph
+    ah = (oh + SH * ph) // SH - ph
+    ow = s * dw - pw
+    aw = (ow + SW * pw) // SW - pw
+    row = tl.where((idp >= 0) & (idp < D), oh0 + ah, HS)
+    box = x_desc.load([row0 + idp, row, oh - ah * SH, ow0 + aw, (ow - aw * SW) * C + cb * BLOCK_K])
+    return box.reshape(BLOCK_N, BLOCK_K).T
+
+
+@triton.jit
 def tma_output3d_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [channels, pixels] tile to NDHWC y; the copy engine clips the edges."""
     (OD, P, Q) = args

@@ -29,6 +29,7 @@ _HEURISTIC_ORDER = (
     "depthwise",
     "depthwise_rows",
     "grouped",
+    "width_unfold",
     "small_k",
     "implicit_gemm",
 )
