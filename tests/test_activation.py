@@ -27,7 +27,11 @@ CASES = {
     "gemm_1x1": (2, 32, 5, 6, 48, 1, 1, 1, 0, 1),
     "depthwise": (2, 16, 7, 6, 16, 3, 3, 1, 1, 16),
     "grouped": (2, 32, 6, 6, 32, 3, 3, 1, 1, 8),
+    "width_unfold": (2, 3, 9, 8, 16, 3, 3, 2, 1, 1),
 }
+#: the dtype each algorithm is tested in here: float32, but the width unfold runs on the TMA
+#: kernel in fp16 and bf16 only
+DTYPE = {"width_unfold": torch.float16}
 
 
 def _make(case, dtype, nan=False):
@@ -43,20 +47,21 @@ def _make(case, dtype, nan=False):
 @pytest.mark.parametrize("nan", [False, True], ids=["finite", "nan"])
 @pytest.mark.parametrize("algorithm", list(CASES))
 def test_relu_matches_relu_of_the_reference(algorithm, nan):
-    x, w, b, kw = _make(CASES[algorithm], torch.float32, nan)
+    dtype = DTYPE.get(algorithm, torch.float32)
+    x, w, b, kw = _make(CASES[algorithm], dtype, nan)
     y = convgemm.conv2d(x, w, b, **kw, algorithm=algorithm, activation="relu")
     ref = torch.relu(conv2d_ref(x, w, b, **kw))
     assert torch.equal(torch.isnan(y.cpu()), torch.isnan(ref)), "NaN where torch.relu has it"
     assert (y[~torch.isnan(y)] >= 0).all()
     fin = ~torch.isnan(ref)
-    assert_close(y.cpu().double()[fin].float(), ref[fin].float(), torch.float32, algorithm)
+    assert_close(y.cpu().double()[fin].to(dtype), ref[fin].to(dtype), dtype, algorithm)
 
 
 @pytest.mark.parametrize("algorithm", [a for a in CASES if ALGORITHMS[a].fuses_activation])
 def test_epilogue_applies_it(algorithm):
     """The algorithms that claim the fused epilogue apply the ReLU inside their kernel (their
     ``run`` alone, without conv2d's fallback), and not without the flag."""
-    x, w, b, kw = _make(CASES[algorithm], torch.float32)
+    x, w, b, kw = _make(CASES[algorithm], DTYPE.get(algorithm, torch.float32))
     prob, xn, y = _prepare(x, w, b, kw["stride"], kw["padding"], 1, kw["groups"])
     algo = ALGORITHMS[algorithm]
     assert algo.supports(prob) is None
@@ -70,7 +75,7 @@ def test_epilogue_applies_it(algorithm):
 
 def test_fusing_flags():
     assert {a for a, v in ALGORITHMS.items() if v.fuses_activation} == {
-        "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1"
+        "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold"
     }  # fmt: skip
 
 

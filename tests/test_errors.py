@@ -40,8 +40,15 @@ def test_the_guard_catches_kernel_launches():
             reached.append(algorithm)
     assert "auto" in reached and "implicit_gemm" in reached
     if DEVICE == "cpu":  # the interpreter has TMA: every dense algorithm applies to this 1x1 problem
-        dense = {a for a in convgemm.algorithms() if a not in ("depthwise", "depthwise_rows", "grouped")}
+        # (width_unfold needs a kernel wider than one tap: it is guarded below)
+        dense = {
+            a for a in convgemm.algorithms() if a not in ("depthwise", "depthwise_rows", "grouped", "width_unfold")
+        }
         assert set(reached) == {"auto", *dense}
+        # width_unfold's unfold kernel is the first it reaches
+        with pytest.raises(AssertionError, match="kernel reached"):
+            convgemm.conv2d(t(1, 3, 8, 8, dtype=torch.float16), t(8, 3, 3, 3, dtype=torch.float16), stride=2,
+                            algorithm="width_unfold")  # fmt: skip
     # the grouped and depthwise algorithms (the latter not GEMMs) go through the same guard
     for algorithm, groups, wd in (("grouped", 2, t(8, 4, 3, 3)), ("depthwise", 8, t(8, 1, 3, 3)),
                                   ("depthwise_rows", 8, t(8, 1, 3, 3))):  # fmt: skip
