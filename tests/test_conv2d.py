@@ -117,6 +117,22 @@ def test_width_unfold(case, layout):
     assert_close(y, conv2d_ref(x, w, b, **kw), torch.float16, f"{case_id(case)} {layout}")
 
 
+def test_untuned_rgb_stems_take_the_width_unfold(monkeypatch):
+    """With tuning off, a 3-channel stem of 64 filters in a 16-bit dtype takes the unfold; 32
+    filters, 4 channels or fp32 stay on small_k."""
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+
+    def pick(c, k, dtype=torch.float16):
+        x = torch.randn(1, c, 16, 16, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+        w = torch.randn(k, c, 7, 7, device=DEVICE).to(dtype)
+        return convgemm.explain(x, w, None, stride=2, padding=3)["algorithm"]
+
+    assert pick(3, 64) == "width_unfold"
+    assert pick(3, 32) == "small_k"
+    assert pick(4, 64) == "small_k"
+    assert pick(3, 64, torch.float32) == "small_k"
+
+
 def test_width_unfold_refuses():
     """What the unfold does not take, each with its reason."""
     from dataclasses import replace

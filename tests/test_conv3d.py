@@ -456,6 +456,7 @@ def test_conv3d_untuned_choice_is_the_heuristic(fresh_tuner, monkeypatch):
     for case, want in (
         ((1, 16, 4, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1), "conv3d_tma"),
         ((1, 3, 4, 9, 8, 24, 3, 7, 7, (1, 2, 2), (1, 3, 3), 1, 1), "conv3d_small_k"),
+        ((1, 3, 4, 9, 8, 64, 3, 7, 7, (1, 2, 2), (1, 3, 3), 1, 1), "conv3d_width_unfold"),  # an RGB stem
         ((1, 32, 4, 5, 6, 16, 3, 3, 3, 2, 1, 1, 2), "conv3d_gather"),  # strided, grouped
         ((1, 32, 4, 6, 6, 16, 3, 3, 3, 2, 1, 1, 1), "conv3d_tma"),  # strided, dense: the phase view
         ((1, 32, 4, 5, 6, 16, 3, 3, 3, 2, 1, 1, 1), "conv3d_gather"),  # odd height: no phase view

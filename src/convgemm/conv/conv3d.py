@@ -23,7 +23,7 @@ from ..matmul.launch import descriptor
 from ..problem3d import ConvProblem3d
 from . import loaders3d as l3
 from .fprop import Algorithm, Config, SmallK, _launch, _pow2_upto, _small, small_k_candidates, split_k_buffers
-from .unfold import MAX_UNFOLDED, unfold_w, unfold_weight, unfolded_channels
+from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
 
 
 def _cfg(m_dim: int, n_dim: int, k_dim: int, dtype: torch.dtype) -> Config:
@@ -456,7 +456,7 @@ class WidthUnfold3d(Algorithm):
         return TMA3D.supports(self.reduced(prob))
 
     def heuristic_ok(self, prob: ConvProblem3d) -> bool:
-        return False  # untimed against conv3d_small_k until a GPU has run it (benchmarks/NOTES.md)
+        return unfold_pays(prob.c, prob.k)
 
     def configs(self, prob: ConvProblem3d) -> list[Config]:
         return TMA3D.configs(self.reduced(prob))

@@ -33,7 +33,7 @@ from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .layout import channel_pad, krsc_weight, tma_aligned
-from .unfold import MAX_UNFOLDED, unfold_w, unfold_weight, unfolded_channels
+from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
 
 
 @dataclass(frozen=True)
@@ -621,7 +621,7 @@ class WidthUnfold(Algorithm):
         return _TMA.supports(rp)
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
-        return False  # untimed against small_k until a GPU has run it (benchmarks/NOTES.md)
+        return unfold_pays(prob.c, prob.k)
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         return _TMA.configs(self.reduced(prob))

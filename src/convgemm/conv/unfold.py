@@ -28,6 +28,17 @@ from .._runtime import cdiv
 MAX_UNFOLDED = 64
 
 
+def unfold_pays(c: int, k: int) -> bool:
+    """Whether the untuned heuristic takes the unfold (over ``small_k``) for a layer it supports.
+
+    Timed (H200, bf16, session 11 of benchmarks/NOTES.md) on RGB stems of 64 or more filters
+    (ResNet 7x7 s2, AlexNet 11x11 s4, CRAFT 3x3, 3-D ResNet 3x7x7): the tuner picked it over
+    ``small_k`` on each, 1.5-6.9x faster than small_k's earlier benchmark rows. Narrower or
+    wider-channel layers were not timed and are left to the tuner.
+    """
+    return c <= 3 and k >= 64
+
+
 def unfolded_channels(c: int, s: int) -> int:
     """``Cu``: S*C rounded up to 16 (32 bytes in 16-bit types: a TMA box row)."""
     return cdiv(s * c, 16) * 16
