@@ -28,6 +28,7 @@ CASES = {
     "depthwise": (2, 16, 7, 6, 16, 3, 3, 1, 1, 16),
     "grouped": (2, 32, 6, 6, 32, 3, 3, 1, 1, 8),
     "width_unfold": (2, 3, 9, 8, 16, 3, 3, 2, 1, 1),
+    "head_1x1": (2, 16, 6, 5, 3, 1, 1, 1, 0, 1),
 }
 #: the dtype each algorithm is tested in here: float32, but the width unfold runs on the TMA
 #: kernel in fp16 and bf16 only
@@ -75,7 +76,7 @@ def test_epilogue_applies_it(algorithm):
 
 def test_fusing_flags():
     assert {a for a, v in ALGORITHMS.items() if v.fuses_activation} == {
-        "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold"
+        "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold", "head_1x1"
     }  # fmt: skip
 
 

@@ -56,6 +56,7 @@ def test_matrix(case, m, layout, tf32_mode):
         "implicit_gemm",
         "implicit_gemm_tma",
         "gemm_1x1",
+        "head_1x1",
         "small_k",
         "width_unfold",
         "depthwise",
@@ -95,6 +96,7 @@ def test_tma_algorithms_are_exercised():
             counts[name] += algo.supports(prob) is None
     assert counts["gemm_1x1"] >= 1 and counts["implicit_gemm_tma"] >= 4, counts
     assert counts["width_unfold"] >= 2, counts
+    assert counts["head_1x1"] >= 1, counts
 
 
 @pytest.mark.parametrize(
@@ -115,6 +117,60 @@ def test_width_unfold(case, layout):
     x, w, b, kw = make(case, torch.float16, layout == "channels_last")
     y = convgemm.conv2d(x, w, b, **kw, algorithm="width_unfold")
     assert_close(y, conv2d_ref(x, w, b, **kw), torch.float16, f"{case_id(case)} {layout}")
+
+
+# (N, C, H, W, K, stride, padding, input layout, output layout): the flat path (dense NHWC in and
+# out) and each reason to leave it
+HEAD_CASES = [
+    (2, 16, 9, 7, 1, 1, 0, "channels_last", "channels_last"),  # a segmentation head: flat
+    (2, 16, 9, 7, 2, 1, 0, "channels_last", "channels_last"),
+    (1, 32, 5, 6, 16, 1, 0, "channels_last", "channels_last"),  # the widest it takes
+    (2, 1, 5, 6, 3, 1, 0, "channels_last", "channels_last"),  # one input channel
+    (2, 12, 6, 5, 5, 1, 0, "nchw", "nchw"),  # NCHW: the input transposed, the output written in place
+    (3, 16, 6, 5, 16, (2, 1), (0, 1), "channels_last", "channels_last"),  # strided and padded
+    (1, 8, 7, 7, 4, 3, 1, "sliced", "channels_last"),  # a cropped view: rows not evenly strided
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("case", HEAD_CASES, ids=lambda c: f"c{c[1]}k{c[4]}_s{c[5]}p{c[6]}_{c[7]}")
+def test_head_1x1(case, dtype):
+    """``head_1x1`` (tiny 1x1 heads: per-pixel dot products on the CUDA cores) against the float64
+    reference, with bias and with the fused ReLU."""
+    n, c, h, w, k, stride, padding, layout, _ = case
+    if layout == "sliced":
+        x = torch.randn(n, c + 3, h + 2, w + 4, device=DEVICE).to(dtype)
+        x = x.to(memory_format=torch.channels_last)[:, 1 : c + 1, 1 : h + 1, 2 : w + 2]
+    else:
+        x = torch.randn(n, c, h, w, device=DEVICE).to(dtype)
+        if layout == "channels_last":
+            x = x.to(memory_format=torch.channels_last)
+    wt = torch.randn(k, c, 1, 1, device=DEVICE).to(dtype)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    for bias in (b, None):
+        ref = conv2d_ref(x, wt, bias, stride=stride, padding=padding)
+        y = convgemm.conv2d(x, wt, bias, stride=stride, padding=padding, algorithm="head_1x1")
+        assert_close(y, ref, dtype, f"{case} {dtype}")
+        y = convgemm.conv2d(x, wt, bias, stride=stride, padding=padding, algorithm="head_1x1", activation="relu")
+        assert_close(y, torch.relu(ref), dtype, f"{case} {dtype} relu")
+    if layout == "nchw":
+        assert y.is_contiguous()
+
+
+def test_head_1x1_refuses():
+    """What the head kernel does not take, each with its reason."""
+    algo = convgemm.conv.fprop.ALGORITHMS["head_1x1"]
+
+    def prob(c, k, r=1, s=1, groups=1):
+        x, w = torch.empty(1, c, 8, 8), torch.empty(k, c // groups, r, s)
+        return ConvProblem.from_tensors(x, w, None, groups=groups)
+
+    assert algo.supports(prob(16, 1)) is None
+    assert "1x1 filters" in algo.supports(prob(16, 1, 3, 3))
+    assert "groups" in algo.supports(prob(16, 4, groups=2))
+    assert "K <= 16" in algo.supports(prob(16, 17))
+    assert "C <= 32" in algo.supports(prob(33, 1))
+    assert algo.supports(prob(32, 16)) is None  # the widest it takes
 
 
 def test_untuned_rgb_stems_take_the_width_unfold(monkeypatch):

@@ -1066,7 +1066,113 @@ class DepthwiseRows(Depthwise):
         return prob.cg * prob.r * prob.s <= 9 or 0 < cfg.vec <= 2
 
 
+class Head1x1(Algorithm):
+    """Tiny 1x1 heads (K <= 16 output channels over C <= 64 input channels, groups = 1): not a
+    GEMM, a direct kernel (``conv/head.py``) that reads each pixel's channels once and forms the
+    K dot products on the CUDA cores. Any stride, padding, dtype and output layout.
+
+    Config fields in this algorithm's view: block_m = output pixels per program, block_n = K
+    rounded up to a power of two, block_k = C rounded up likewise."""
+
+    name = "head_1x1"
+    fuses_activation = True
+    writes_nchw = True
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        from .head import MAX_C, MAX_K
+
+        if prob.r != 1 or prob.s != 1:
+            return f"a {prob.r}x{prob.s} filter: head_1x1 takes 1x1 filters only"
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: head_1x1 takes dense layers (groups = 1)"
+        if prob.k > MAX_K or prob.c > MAX_C:
+            return (f"K = {prob.k}, C = {prob.c}: head_1x1 takes K <= {MAX_K} and C <= {MAX_C} "
+                    "(wider layers keep the tensor cores busy as GEMMs)")  # fmt: skip
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # untimed until a GPU has run it (benchmarks/NOTES.md, session 11)
+
+    @staticmethod
+    def _p2(v: int) -> int:
+        return 1 << (v - 1).bit_length()
+
+    @staticmethod
+    def _flat(prob: ConvProblem) -> bool:
+        """Whether output pixel m reads input pixel m and writes NHWC row m (``run`` checks the
+        tensors' strides; this is what ``configs`` can know)."""
+        return prob.stride == (1, 1) and prob.is_1x1 and prob.input_dense and prob.channels_last_out
+
+    def _fits(self, prob: ConvProblem, bp: int, warps: int) -> bool:
+        """The register estimate: input values per thread (the pixel tile lives in registers as
+        fp32). sm90-compile, bf16: 64 values take 64-168 registers when pixels are flat, 237
+        when each pixel's (n, p, q) is computed; 32 then take 128."""
+        return bp * self._p2(prob.c) // (32 * warps) <= (64 if self._flat(prob) else 32)
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob), replace(self.default_config(prob), block_m=16)]
+        m = prob.n * prob.p * prob.q
+        out = []
+        for bp in (1024, 512, 256, 128, 64):
+            for warps in (4, 8):
+                # no spills, and programs for every SM twice
+                if self._fits(prob, bp, warps) and cdiv(m, bp) >= 2 * sm_count():
+                    out.append(Config(bp, self._p2(prob.k), self._p2(prob.c), warps, 1))
+        return out[:6] or [self.default_config(prob)]
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        if interpreting():
+            return Config(32, self._p2(prob.k), self._p2(prob.c), 4, 1)
+        bp = 512
+        while bp > 32 and not self._fits(prob, bp, 4):
+            bp //= 2
+        return Config(bp, self._p2(prob.k), self._p2(prob.c), 4, 1)
+
+    def accepts(self, cfg: Config) -> bool:
+        return cfg.block_m >= 1 and cfg.block_n >= 1 and cfg.block_k >= 1
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from .head import head_1x1_kernel
+
+        w2 = w[:, :, 0, 0]  # [K, C], a view: a weight changed in place is always seen
+        if launch is not None and launch.fast_ready:
+            launch.fast((x, w2, y if bias is None else bias, y))
+            return
+        m = prob.n * prob.p * prob.q
+        flat_x = (prob.stride == (1, 1) and prob.is_1x1 and prob.input_dense and x.stride(2) == prob.w * x.stride(3)
+                  and x.stride(0) == prob.h * x.stride(2))  # fmt: skip
+        flat_y = (
+            y.stride(1) == 1
+            and y.stride(3) == prob.k
+            and y.stride(2) == prob.q * prob.k
+            and (y.stride(0) == prob.p * prob.q * prob.k or prob.n == 1)
+        )
+        span = max(
+            Depthwise.image_span(x) + x.stride(0) * (prob.n - 1), Depthwise.image_span(y) + y.stride(0) * (prob.n - 1)
+        )
+        args = (x, w2, bias if bias is not None else y, y, m, prob.p * prob.q, prob.q, prob.h, prob.w, prob.c, prob.k,
+                x.stride(0), x.stride(2), x.stride(3), w2.stride(0), w2.stride(1),
+                y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],
+                prob.pad_h[0], prob.pad_w[0])  # fmt: skip
+        constexprs = lambda: dict(BLOCK_P=cfg.block_m, CP=cfg.block_k, KP=cfg.block_n, FLAT_X=flat_x,  # noqa: E731
+                                  FLAT_Y=flat_y, HAS_BIAS=bias is not None, ACT=prob.activation,
+                                  ACC_F64=prob.dtype == torch.float64, INT64=span >= 2**31)  # fmt: skip
+        _run_kernel(launch, head_1x1_kernel, (cdiv(m, cfg.block_m),), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
-    for a in (Gemm1x1(), _TMA, Depthwise(), DepthwiseRows(), Grouped(), SmallK(), WidthUnfold(), ImplicitGemm())
+    for a in (
+        Gemm1x1(),
+        _TMA,
+        Head1x1(),
+        Depthwise(),
+        DepthwiseRows(),
+        Grouped(),
+        SmallK(),
+        WidthUnfold(),
+        ImplicitGemm(),
+    )
 }

@@ -25,6 +25,7 @@ _lock = threading.Lock()
 #: preference order when nothing is timed: the most specialised kernel that applies
 _HEURISTIC_ORDER = (
     "gemm_1x1",
+    "head_1x1",
     "implicit_gemm_tma",
     "depthwise",
     "depthwise_rows",
