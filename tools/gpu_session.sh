@@ -28,6 +28,7 @@
 #   dw7        the rows kernel's every column width on the three 7x7 sweep layers, then its best
 #              against cuDNN in alternating rounds; with and without TRIM -> dw7.log, dw7--no-trim.log
 #   conv3d     the conv3d suite forward (tuned) -> conv3d.json
+#   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
 #              grouped-dgrad.json
 set -uo pipefail
@@ -125,6 +126,7 @@ for step in "$@"; do
             echo "dw7 $trim: rc=$?"; grep -E "==|A/B" "$OUT/dw7$trim.log"
         done ;;
     conv3d) bench conv3d "${CONV3D_TIMEOUT:-200}" --suite conv3d --direction fwd ;;
+    small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
         bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad
