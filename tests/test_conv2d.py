@@ -62,6 +62,7 @@ def test_matrix(case, m, layout, tf32_mode):
         "depthwise",
         "depthwise_rows",
         "grouped",
+        "grouped_tma",
     ],
 )
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
@@ -91,12 +92,13 @@ def test_tma_algorithms_are_exercised():
 
         from convgemm.conv.layout import tma_aligned
 
-        prob = replace(prob, tma_ok=True, input_tma_ok=tma_aligned(x, prob.cg), input_dense=True)
+        prob = replace(prob, tma_ok=True, input_tma_ok=tma_aligned(x, prob.cg), input_dense=True,
+                       input_tma_rows_ok=True)  # fmt: skip
         for name, algo in ALGORITHMS.items():
             counts[name] += algo.supports(prob) is None
     assert counts["gemm_1x1"] >= 1 and counts["implicit_gemm_tma"] >= 4, counts
     assert counts["width_unfold"] >= 2, counts
-    assert counts["head_1x1"] >= 1, counts
+    assert counts["head_1x1"] >= 1 and counts["grouped_tma"] >= 2, counts
 
 
 @pytest.mark.parametrize(
@@ -171,6 +173,50 @@ def test_head_1x1_refuses():
     assert "K <= 16" in algo.supports(prob(16, 17))
     assert "C <= 32" in algo.supports(prob(33, 1))
     assert algo.supports(prob(32, 16)) is None  # the widest it takes
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 32, 9, 7, 32, 3, 3, 1, 1, 1, 8, True),  # ResNeXt-like: 4 channels per group
+        (1, 64, 8, 10, 64, 3, 3, 2, 1, 1, 8, True),  # strided: the stride-phase view of 8 groups at once
+        (2, 48, 6, 6, 96, 3, 3, 1, 1, 1, 12, False),  # 12 groups (only gt 2 and 4 divide them), 8 outputs each
+        (1, 32, 7, 7, 64, 1, 1, 1, 0, 1, 8, True),  # a grouped 1x1
+        (1, 32, 9, 9, 32, 3, 3, 1, 2, 2, 4, True),  # dilated, 8 channels per group
+    ],
+    ids=case_id,
+)
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_grouped_tma(case, layout):
+    """``grouped_tma`` (gt groups as one on the TMA kernel, the weight block-diagonal) against the
+    float64 reference, forced, and with the fused ReLU."""
+    x, w, b, kw = make(case, torch.float16, layout == "channels_last")
+    ref = conv2d_ref(x, w, b, **kw)
+    assert_close(convgemm.conv2d(x, w, b, **kw, algorithm="grouped_tma"), ref, torch.float16, case_id(case))
+    y = convgemm.conv2d(x, w, b, **kw, algorithm="grouped_tma", activation="relu")
+    assert_close(y, torch.relu(ref), torch.float16, case_id(case) + " relu")
+
+
+def test_grouped_tma_refuses():
+    """What grouped_tma does not take, each with its reason; and the group counts it merges."""
+    from dataclasses import replace
+
+    algo = convgemm.conv.fprop.ALGORITHMS["grouped_tma"]
+
+    def prob(c, k, groups, dtype=torch.float16, **kw):
+        x, w = torch.empty(1, c, 12, 12, dtype=dtype), torch.empty(k, c // groups, 3, 3, dtype=dtype)
+        p = ConvProblem.from_tensors(x, w, None, groups=groups, **kw)
+        return replace(p, tma_ok=True, input_tma_rows_ok=True, input_phases_ok=True)
+
+    assert algo.supports(prob(128, 128, 32)) is None
+    assert algo.group_tiles(prob(128, 128, 32)) == [16, 8]  # 64 and 32 channels per super-group
+    assert algo.group_tiles(prob(512, 512, 32)) == [4, 2]
+    assert "groups = 1" in algo.supports(prob(16, 16, 1))
+    assert "depthwise" in algo.supports(prob(16, 16, 16))
+    assert "fill implicit_gemm_tma" in algo.supports(prob(128, 128, 2))
+    assert "fp16, bf16 or fp32" in algo.supports(prob(32, 32, 8, dtype=torch.float64))
+    assert "TMA" in algo.supports(replace(prob(32, 32, 8), tma_ok=False))
+    assert "odd" in algo.supports(prob(9, 9, 3))
 
 
 def test_untuned_rgb_stems_take_the_width_unfold(monkeypatch):

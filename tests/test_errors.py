@@ -42,7 +42,9 @@ def test_the_guard_catches_kernel_launches():
     if DEVICE == "cpu":  # the interpreter has TMA: every dense algorithm applies to this 1x1 problem
         # (width_unfold needs a kernel wider than one tap: it is guarded below)
         dense = {
-            a for a in convgemm.algorithms() if a not in ("depthwise", "depthwise_rows", "grouped", "width_unfold")
+            a
+            for a in convgemm.algorithms()
+            if a not in ("depthwise", "depthwise_rows", "grouped", "grouped_tma", "width_unfold")
         }
         assert set(reached) == {"auto", *dense}
         # width_unfold's unfold kernel is the first it reaches
@@ -51,7 +53,7 @@ def test_the_guard_catches_kernel_launches():
                             algorithm="width_unfold")  # fmt: skip
     # the grouped and depthwise algorithms (the latter not GEMMs) go through the same guard
     for algorithm, groups, wd in (("grouped", 2, t(8, 4, 3, 3)), ("depthwise", 8, t(8, 1, 3, 3)),
-                                  ("depthwise_rows", 8, t(8, 1, 3, 3))):  # fmt: skip
+                                  ("depthwise_rows", 8, t(8, 1, 3, 3)), ("grouped_tma", 2, t(8, 4, 3, 3))):  # fmt: skip
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 8, 5, 5), wd, groups=groups, algorithm=algorithm)
 

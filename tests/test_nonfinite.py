@@ -17,6 +17,10 @@ CASES = [
     ("grouped", 16, 16, 4, 3),
     ("grouped", 32, 16, 8, 1),
     ("grouped", 32, 256, 16, 3),  # 16 groups per GEMM, each N tile holding only some of them
+    # several groups as one on the TMA kernel: listed tiles recomputed by a direct fix-up launch
+    ("grouped_tma", 16, 16, 4, 3),
+    ("grouped_tma", 32, 16, 8, 1),
+    ("grouped_tma", 32, 256, 16, 3),
     ("small_k", 3, 8, 1, 3),
     ("depthwise", 8, 8, 8, 3),
     ("gemm_1x1", 16, 16, 1, 1),
@@ -97,3 +101,62 @@ def test_grouped_fixup_rewrites_only_the_tiles_holding_nonfinite_values(dtype, c
         fixed = touched & ~nonfinite  # finite outputs of recomputed tiles: other groups' among them
         assert fixed.any()
         torch.testing.assert_close(y[fixed], yc[fixed])
+
+
+def test_grouped_tma_fixup_rewrites_only_the_listed_tiles(monkeypatch):
+    """``grouped_tma`` lists the TMA tiles whose sums are not finite and recomputes only those:
+    every other output is bitwise the same call's on finite inputs, the listed tiles are exactly
+    those holding a non-finite value of the super-group product, and the result matches the
+    reference (NaN and Inf where it has them, the other groups' outputs finite)."""
+    from dataclasses import replace
+
+    from convgemm.conv.fprop import Grouped
+
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    n, c, hw, groups = 2, 64, 12, 16  # 16 groups of 4 channels
+    x = torch.randn(n, c, hw, hw, device=DEVICE, dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(c, c // groups, 3, 3, device=DEVICE, dtype=torch.float16)
+    bias = torch.randn(c, device=DEVICE, dtype=torch.float16)
+    kw = dict(padding=1, groups=groups)
+    algo = ALGORITHMS["grouped_tma"]
+    prob = ConvProblem.from_tensors(x, w, bias, **kw)
+    prob = replace(prob, tma_ok=True, input_tma_rows_ok=True)
+    cfg = algo.default_config(prob)
+    ks = cfg.gt * prob.kg  # output channels per super-group
+    num_m = -(-ks // cfg.block_m)
+    tiles_w, tiles_h = -(-prob.q // cfg.tile_w), -(-prob.p // cfg.tile_h)
+    num_n = -(-n // cfg.tile_n) * tiles_h * tiles_w
+    y_clean = convgemm.conv2d(x, w, bias, **kw, algorithm="grouped_tma")
+
+    bad = x.clone()
+    bad[0, 1, 0, 0] = float("nan")  # super-group 0
+    bad[1, 60, hw - 1, hw - 1] = float("inf")  # the last super-group
+    ref = F.conv2d(bad.double().cpu(), w.double().cpu(), bias.double().cpu(), **kw)
+    # each output's tile as the kernel numbers it: (super-group * M tiles + M tile) * N tiles + N tile
+    kk = torch.arange(c).reshape(1, c, 1, 1)
+    nn_ = torch.arange(n).reshape(n, 1, 1, 1)
+    pp = torch.arange(prob.p).reshape(1, 1, prob.p, 1)
+    qq = torch.arange(prob.q).reshape(1, 1, 1, prob.q)
+    pid_n = (nn_ // cfg.tile_n) * tiles_h * tiles_w + (pp // cfg.tile_h) * tiles_w + qq // cfg.tile_w
+    tile = ((kk // ks) * num_m + (kk % ks) // cfg.block_m) * num_n + pid_n
+    # a tile's super-group sum is non-finite where a non-finite input reaches any of its groups
+    mixed = F.conv2d(
+        (~torch.isfinite(bad.cpu())).double(), torch.ones(c, c // groups * cfg.gt, 3, 3, dtype=torch.float64),
+        padding=1, groups=groups // cfg.gt,
+    )  # fmt: skip
+    expected = tile[mixed > 0].unique()
+    assert 0 < len(expected) < num_m * num_n * (groups // cfg.gt)
+    for _ in range(2):  # the second call runs through the cached plan, on a list left empty
+        y = convgemm.conv2d(bad, w, bias, **kw, algorithm="grouped_tma")
+        fix = Grouped.fix_list(bad.device, 0)
+        assert fix[:2].tolist() == [0, 0]
+        ids = fix[2 : 2 + len(expected)].cpu()
+        assert torch.equal(ids.sort().values, expected.to(ids.dtype))
+        touched = torch.isin(tile, expected).expand_as(y_clean.cpu())
+        yc, y = y_clean.cpu(), y.cpu()
+        assert torch.equal(y[~touched], yc[~touched])
+        assert torch.equal(torch.isnan(y), torch.isnan(ref))
+        assert torch.equal(torch.isinf(y), torch.isinf(ref))
+        fixed = touched & torch.isfinite(ref)
+        assert fixed.any()
+        torch.testing.assert_close(y[fixed].float(), ref[fixed].float(), atol=2e-2, rtol=2e-3)

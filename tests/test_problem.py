@@ -160,7 +160,9 @@ def test_key_buckets_batch_and_spatial_sizes():
         dict(precision="tf32"),
         dict(tma_ok=True),
         dict(input_tma_ok=True),
+        dict(input_tma_rows_ok=True),
         dict(input_dense=True),
+        dict(input_phases_ok=True),
     ],
     ids=lambda d: ",".join(d),
 )

@@ -285,7 +285,8 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups):
         return prob, None, y
     x = as_nhwc(input)
     prob = replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=_dense_rows(x),
-                   input_phases_ok=_phases_view_ok(x, prob.stride))  # fmt: skip
+                   input_phases_ok=_phases_view_ok(x, prob.stride),
+                   input_tma_rows_ok=tma_aligned(x, 16 // x.element_size()))  # fmt: skip
     return prob, x, y
 
 

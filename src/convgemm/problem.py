@@ -126,6 +126,9 @@ class ConvProblem:
     # (``convgemm.functional``); they decide which algorithms apply, so they are part of the key.
     tma_ok: bool = False  # the device has TMA (Hopper or newer, or Triton's interpreter)
     input_tma_ok: bool = False  # the NHWC input can be read through a TMA descriptor
+    # its base and strides suit a TMA descriptor whatever the group width (grouped_tma reads
+    # several groups as one; input_tma_ok adds C/groups * itemsize % 16 == 0)
+    input_tma_rows_ok: bool = False
     input_dense: bool = False  # the NHWC input's (n, h, w) rows are evenly strided
     # a strided input reshapes to the stride-phase view [N, H/sh, sh, W/sw, sw*C] (H and W
     # multiples of the stride, each pixel's C channels right after the previous pixel's)
@@ -213,6 +216,7 @@ class ConvProblem:
             self.has_bias,
             self.tma_ok,
             self.input_tma_ok,
+            self.input_tma_rows_ok,
             self.input_dense,
             self.input_phases_ok,
             _bucket(self.n),

@@ -32,6 +32,7 @@ from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel
 from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
+from .grouped_tma import blockdiag_weight, grouped_tma_fixup_kernel, tma_output_store_listed
 from .layout import channel_pad, krsc_weight, tma_aligned
 from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
 
@@ -59,6 +60,7 @@ class Config:
     taps: int = 0  # > 1: wgrad_tma with this many filter columns per program (conv/wgrad_taps.py)
     cols: int = 0  # > 1: depthwise_rows with this many neighbouring output columns per thread
     vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)
+    gt: int = 0  # > 0: grouped_tma takes this many groups as one
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -74,6 +76,8 @@ class Config:
             s += f" c{self.cols}"
         if self.vec:
             s += f" v{self.vec}"
+        if self.gt:
+            s += f" gt{self.gt}"
         return s
 
 
@@ -171,18 +175,22 @@ def _nhwc_out(y: torch.Tensor, cg: int = 0) -> torch.Tensor:
     return empty(y.shape, y.dtype, y.device, torch.channels_last)
 
 
-def _fast_tma(launch, x, w, bias, y) -> None:
+def _fast_tma(launch, x, w, bias, y, fix=None, fixup=None) -> None:
     """A repeat call of a TMA algorithm: bases (weight, input, output, bias) of its descriptors.
 
     ``launch.extra`` holds what the first call found: the padded channel count, whether the
     weight was read in place (a channels_last weight with no channel padding) or packed, and the
-    split-K buffer sizes (None without split-K).
+    split-K buffer sizes (None without split-K). ``fix`` and ``fixup``: see ``ImplicitGemmTma.run``.
     """
     cp, in_place, split, out_cg = launch.extra
     wp = w if in_place else krsc_weight(w, cp)
     yo = _nhwc_out(y, out_cg)
     ws, locks = split_k_buffers(x.device, *split) if split else (yo, yo)
-    launch.fast((wp, x, yo, yo if bias is None else bias, ws, locks))
+    if fix is None:
+        launch.fast((wp, x, yo, yo if bias is None else bias, ws, locks))
+    else:
+        launch.fast((wp, x, yo, fix, yo if bias is None else bias, ws, locks))
+        fixup(yo)
     if yo is not y:
         y.copy_(yo)
 
@@ -546,9 +554,12 @@ class ImplicitGemmTma(Algorithm):
         _, tn, th, tw = spatial_tiles(prob, 128)[0]
         return Config(bm, 128, bk, 8 if bm == 128 else 4, 4, tile_n=tn, tile_h=th, tile_w=tw)
 
-    def run(self, prob, x, w, bias, y, cfg, launch=None):
+    def run(self, prob, x, w, bias, y, cfg, launch=None, fix=None, fixup=None):
+        """``fix`` (an int32 tile list) and ``fixup(yo)``, for ``grouped_tma``: the store lists
+        the tiles holding a NaN or Inf (``grouped_tma.tma_output_store_listed``), and
+        ``fixup`` is called with the NHWC buffer stored to, before it is copied to ``y``."""
         if launch is not None and launch.fast_ready:
-            _fast_tma(launch, x, w, bias, y)
+            _fast_tma(launch, x, w, bias, y, fix, fixup)
             return
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = krsc_weight(w, cp).view(prob.k, -1)
@@ -571,8 +582,11 @@ class ImplicitGemmTma(Algorithm):
         else:
             b = (x_desc, b_args)
             b_fns = (cl.tma_im2col_init, cl.tma_im2col_load)
-        c = (y_desc, (prob.p, prob.q))
-        fns = (mm.desc2d_init, mm.desc2d_a_load, *b_fns, cl.tma_output_store)
+        if fix is None:
+            c, store = (y_desc, (prob.p, prob.q)), cl.tma_output_store
+        else:
+            c, store = (y_desc, (prob.p, prob.q, fix, num_m, num_n)), tma_output_store_listed
+        fns = (mm.desc2d_init, mm.desc2d_a_load, *b_fns, store)
         k_tiles = prob.r * prob.s * c_tiles
         split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
         ws = split_k_buffers(x.device, *split) if split else None
@@ -580,6 +594,8 @@ class ImplicitGemmTma(Algorithm):
                 True, prob, ws, act=prob.activation)  # fmt: skip
         if launch is not None:
             launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split, kg)
+        if fixup is not None:
+            fixup(yo)
         if yo is not y:
             y.copy_(yo)
 
@@ -639,6 +655,99 @@ class WidthUnfold(Algorithm):
 _TMA = ImplicitGemmTma()
 
 
+class GroupedTma(Algorithm):
+    """Narrow groups (2-32 channels per group) on the TMA kernel: ``cfg.gt`` neighbouring groups
+    taken as one, the weight expanded block-diagonally (``conv/grouped_tma.py``), then
+    ``implicit_gemm_tma`` on the problem with ``groups / gt`` wide groups. The input is read in
+    place; tiles holding a NaN or Inf are recomputed exactly by a second launch."""
+
+    name = "grouped_tma"
+    fuses_activation = True
+    #: most input channels in a super-group: one 64-channel K tile per filter tap
+    MAX_CS = 64
+
+    def reduced(self, prob: ConvProblem, gt: int) -> ConvProblem:
+        """``prob`` with ``gt`` groups taken as one (same tensors, ``gt`` times wider groups)."""
+        e = prob.dtype.itemsize
+        return replace(
+            prob, groups=prob.groups // gt, input_tma_ok=prob.input_tma_rows_ok and (gt * prob.cg * e) % 16 == 0
+        )
+
+    def group_tiles(self, prob: ConvProblem) -> list[int]:
+        """The two widest ``gt`` (powers of two dividing the group count, at most ``MAX_CS``
+        input channels per super-group) whose reduced problem the TMA kernel takes."""
+        out, gt = [], 2
+        while gt <= prob.groups and gt * prob.cg <= self.MAX_CS:
+            if prob.groups % gt == 0 and _TMA.supports(self.reduced(prob, gt)) is None:
+                out.append(gt)
+            gt *= 2
+        return out[::-1][:2]
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.groups == 1:
+            return "not a grouped convolution (groups = 1)"
+        if prob.cg == 1:
+            return "one channel per group: that is the depthwise algorithms' problem"
+        if prob.cg > self.MAX_CS // 2:
+            return f"C/groups = {prob.cg}: groups this wide fill implicit_gemm_tma's tiles alone"
+        if not self.group_tiles(prob):
+            reason = _TMA.supports(self.reduced(prob, 2)) if prob.groups % 2 == 0 else None
+            return f"no group count to merge that the TMA kernel takes ({reason or 'the group count is odd'})"
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # untimed until a GPU has run it (benchmarks/NOTES.md, session 11)
+
+    def accepts(self, cfg: Config) -> bool:
+        return cfg.gt >= 2
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        out = []
+        for gt in self.group_tiles(prob):
+            # the listing store has no split-K or persistent form
+            cands = [c for c in _TMA.configs(self.reduced(prob, gt)) if c.split_k == 1 and not c.persistent]
+            out += [replace(c, gt=gt) for c in cands[:6]]
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        gt = self.group_tiles(prob)[0]
+        return replace(_TMA.default_config(self.reduced(prob, gt)), gt=gt)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from ..functional import _derived_weight
+
+        gt = cfg.gt
+        rp = self.reduced(prob, gt)
+        groups = prob.groups
+        wx = _derived_weight(w, ("blockdiag", gt, groups), lambda v: blockdiag_weight(v, gt, groups))
+        num_m = cdiv(rp.kg, cfg.block_m)
+        num_n = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        tiles = num_m * num_n * rp.groups
+        fix = Grouped.fix_list(x.device, tiles)
+        if launch is not None and launch.aux is None:
+            launch.aux = Launch()
+        aux = None if launch is None else launch.aux
+
+        def fixup(yo):
+            args = (x, w, yo if bias is None else bias, yo, fix, num_m, num_n, prob.h, prob.w, prob.p, prob.q, prob.n,
+                    prob.cg, prob.kg, rp.kg, x.stride(0), x.stride(2), x.stride(3),
+                    w.stride(0), w.stride(1), w.stride(2), w.stride(3), yo.stride(0), yo.stride(2), yo.stride(3),
+                    prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
+                    prob.r, prob.s)  # fmt: skip
+
+            def constexprs():
+                return dict(BLOCK_M=cfg.block_m, TILE_N=cfg.tile_n, TILE_H=cfg.tile_h, TILE_W=cfg.tile_w, PB=16,
+                            KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)  # fmt: skip
+
+            # one program per SM at most: with an empty list each reads one integer and a ticket
+            _run_kernel(aux, grouped_tma_fixup_kernel, (min(tiles, sm_count()),), args, constexprs,
+                        {"num_warps": 4, "num_stages": 1})  # fmt: skip
+
+        _TMA.run(rp, x, wx, bias, y, cfg, launch, fix=fix, fixup=fixup)
+
+
 class Gemm1x1(Algorithm):
     """A 1x1, stride-1, unpadded convolution over dense NHWC is a plain GEMM: matmul loaders only."""
 
@@ -671,9 +780,12 @@ class Gemm1x1(Algorithm):
         bm = 128 if prob.kg > 64 else 64
         return Config(bm, 128, bk, 8 if bm == 128 else 4, 4)
 
-    def run(self, prob, x, w, bias, y, cfg, launch=None):
+    def run(self, prob, x, w, bias, y, cfg, launch=None, fix=None, fixup=None):
+        """``fix`` (an int32 tile list) and ``fixup(yo)``, for ``grouped_tma``: the store lists
+        the tiles holding a NaN or Inf (``grouped_tma.tma_output_store_listed``), and
+        ``fixup`` is called with the NHWC buffer stored to, before it is copied to ``y``."""
         if launch is not None and launch.fast_ready:
-            _fast_tma(launch, x, w, bias, y)
+            _fast_tma(launch, x, w, bias, y, fix, fixup)
             return
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = krsc_weight(w, cp).view(prob.k, -1)
@@ -1171,6 +1283,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Depthwise(),
         DepthwiseRows(),
         Grouped(),
+        GroupedTma(),
         SmallK(),
         WidthUnfold(),
         ImplicitGemm(),

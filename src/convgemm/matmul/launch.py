@@ -124,7 +124,7 @@ class Launch:
     same on every call. Under the interpreter every call goes through Triton.
     """
 
-    __slots__ = ("_compiled", "_tail", "_stream", "_fast", "extra")
+    __slots__ = ("_compiled", "_tail", "_stream", "_fast", "extra", "aux")
 
     #: encoded descriptors kept per descriptor argument (distinct base addresses)
     DESC_CACHE = 64
@@ -134,6 +134,9 @@ class Launch:
         self._fast = None
         #: anything the algorithm wants to remember about its first call (fixed per plan)
         self.extra = None
+        #: the handle of a second kernel an algorithm launches after this one (set by that
+        #: algorithm, so that ``extra`` stays the first kernel's)
+        self.aux = None
 
     @property
     def warm(self) -> bool:

@@ -30,6 +30,7 @@ _HEURISTIC_ORDER = (
     "depthwise",
     "depthwise_rows",
     "grouped",
+    "grouped_tma",
     "width_unfold",
     "small_k",
     "implicit_gemm",
