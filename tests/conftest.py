@@ -4,6 +4,7 @@ TRITON_INTERPRET must be set before convgemm (and its @triton.jit functions) is 
 """
 
 import os
+import zlib
 
 if "TRITON_INTERPRET" not in os.environ:
     import torch
@@ -19,14 +20,54 @@ import torch  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 DEVICE = "cpu" if INTERPRET else "cuda"
+#: under the interpreter, run every parametrization of the tests marked ``interpreter_share``
+#: and every element of ``interpreter_subset`` (the GPU always does): ``CONVGEMM_TEST_ALL=1``.
+#: They keep CI's interpreter run near 15 minutes on two cores.
+SAMPLE = INTERPRET and os.environ.get("CONVGEMM_TEST_ALL", "0") in ("", "0")
 
 
 def pytest_collection_modifyitems(config, items):
-    if INTERPRET:
-        skip = pytest.mark.skip(reason="needs a CUDA GPU (running under Triton's interpreter)")
-        for item in items:
-            if item.get_closest_marker("gpu") is not None:
-                item.add_marker(skip)
+    if not INTERPRET:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (running under Triton's interpreter)")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+    if not SAMPLE:
+        return
+    # interpreter_share(k, vary): the parametrizations that differ only in the parameters named
+    # in ``vary`` (a dtype, a layout) form a group, and under the interpreter every k-th of each
+    # group runs, from an offset given by a checksum of the group's other parameters: each case
+    # still runs, in a dtype or layout that varies from case to case, and the same ones every
+    # run (and on every xdist worker). The GPU runs them all. GPU-only parametrizations are left
+    # alone (they are skipped here anyway).
+    seen: dict = {}
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("interpreter_share")
+        spec = getattr(item, "callspec", None)
+        if mark is None or spec is None or item.get_closest_marker("gpu") is not None:
+            keep.append(item)
+            continue
+        k, vary = mark.args[0], set(mark.kwargs["vary"])
+        fixed = repr(tuple((name, v) for name, v in sorted(spec.params.items()) if name not in vary))
+        key = (str(item.path), item.originalname, fixed)
+        j = seen[key] = seen.get(key, -1) + 1
+        offset = zlib.crc32(f"{item.originalname}|{fixed}".encode())
+        (keep if (j + offset) % k == 0 else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def interpreter_subset(seq, k: int) -> list:
+    """``seq`` on the GPU; under the interpreter every k-th element and the last (configs of the
+    tests that force every candidate: the interpreter checks their index arithmetic, the GPU
+    compiles and runs each)."""
+    seq = list(seq)
+    if not SAMPLE or len(seq) <= 2:
+        return seq
+    return list(dict.fromkeys(seq[::k] + seq[-1:]))
 
 
 @pytest.fixture

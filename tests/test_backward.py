@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from cases import CASES, case_id
-from conftest import DEVICE, INTERPRET
+from conftest import DEVICE, INTERPRET, interpreter_subset
 from reference import assert_close
 
 import convgemm
@@ -51,6 +51,7 @@ def ref_grads(x, w, dy, kw):
     ],
 )
 @pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.interpreter_share(2, vary=("m", "layout"))
 def test_dgrad_and_wgrad(case, m, layout):
     dtype = DTYPES[m]
     x, w, dy, kw = make(case, dtype, layout == "channels_last")
@@ -126,6 +127,7 @@ TMA_WGRAD = [
 @pytest.mark.parametrize("split_k", [1, 3])
 @pytest.mark.parametrize("layout", ["channels_last", "nchw"])
 @pytest.mark.parametrize("case", TMA_WGRAD, ids=str)
+@pytest.mark.interpreter_share(2, vary=("layout", "split_k"))
 def test_wgrad_tma(case, layout, split_k):
     """The TMA wgrad (16-bit, stride 1 or strided 1x1): the kernel conv2d_weight picks there."""
     from dataclasses import replace
@@ -357,7 +359,7 @@ def test_depthwise_wgrad_every_config(case, dtype):
                   Config(8, 4, 100, 4, 2, split_k=50, cols=2, vec=2)]  # fmt: skip
     cfgs = DWGRAD.configs(prob)
     assert DWGRAD.default_config(prob) in cfgs
-    for i, cfg in enumerate(cfgs + extra):
+    for i, cfg in enumerate(interpreter_subset(cfgs, 2) + extra):
         outs = []
         for _ in range(2 if i == 0 else 1):
             dw = torch.full((w.shape[0], w.shape[2], w.shape[3], 2), float("nan"), dtype=dtype, device=DEVICE)
@@ -394,7 +396,7 @@ def test_narrow_group_wgrad_every_config(case, dtype):
     extra = [Config(4, 4, 1, 4, 1, split_k=prob.n * prob.p)]
     if DWGRAD.rows_ok(prob) is None:  # the rows kernel, its input channel of the group a grid axis
         extra.append(Config(4, 8, 3, 2, 1, split_k=2, cols=3, vec=0))
-    for i, cfg in enumerate(DWGRAD.configs(prob) + extra):
+    for i, cfg in enumerate(interpreter_subset(DWGRAD.configs(prob), 2) + extra):
         outs = []
         for _ in range(2 if i == 0 else 1):
             dw = torch.full((k, r, s, cg, 2), float("nan"), dtype=dtype, device=DEVICE)

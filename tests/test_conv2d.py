@@ -37,6 +37,7 @@ def make(case, dtype, channels_last=False, device=DEVICE):
     return x, wt, b, dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
+@pytest.mark.interpreter_share(2, vary=("m", "layout"))
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 @pytest.mark.parametrize("m", MODES)
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -67,6 +68,7 @@ def test_matrix(case, m, layout, tf32_mode):
 )
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.interpreter_share(2, vary=("m",))
 def test_every_algorithm(case, m, algorithm, tf32_mode):
     """Each algorithm forced on every case it claims to support; the others must refuse clearly."""
     tf32_mode(m)

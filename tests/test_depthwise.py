@@ -31,6 +31,7 @@ CONFIGS = [(4, 16, 1, 1), (8, 16, 2, 2), (4, 32, 4, 2), (8, 16, 8, 4), (16, 16, 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "q{}k{}r{}w{}".format(*c))
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7]}d{c[9]}")
 @pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.interpreter_share(2, vary=("cfg", "layout"))
 def test_every_tile_shape(case, cfg, layout, monkeypatch):
     _check_forced("depthwise", case, cfg, layout, monkeypatch)
 
@@ -85,6 +86,7 @@ ROWS_RUNS = [(c, "nhwc") for c in ROWS_CONFIGS] + [(ROWS_CONFIGS[1], "nchw")]
     ),
 )
 @pytest.mark.parametrize("case", ROWS_CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7][0]}{c[7][1]}")
+@pytest.mark.interpreter_share(2, vary=("cfg", "layout"))
 def test_rows_kernel_every_strip(case, cfg, layout, monkeypatch):
     """``depthwise_rows`` (inputs reused from registers down a column strip) against float64."""
     _check_forced("depthwise_rows", case, cfg, layout, monkeypatch, seed=1)
