@@ -359,7 +359,7 @@ def test_depthwise_wgrad_every_config(case, dtype):
                   Config(8, 4, 100, 4, 2, split_k=50, cols=2, vec=2)]  # fmt: skip
     cfgs = DWGRAD.configs(prob)
     assert DWGRAD.default_config(prob) in cfgs
-    for i, cfg in enumerate(interpreter_subset(cfgs, 2) + extra):
+    for i, cfg in enumerate(interpreter_subset(cfgs, 3) + extra):
         outs = []
         for _ in range(2 if i == 0 else 1):
             dw = torch.full((w.shape[0], w.shape[2], w.shape[3], 2), float("nan"), dtype=dtype, device=DEVICE)
@@ -396,7 +396,7 @@ def test_narrow_group_wgrad_every_config(case, dtype):
     extra = [Config(4, 4, 1, 4, 1, split_k=prob.n * prob.p)]
     if DWGRAD.rows_ok(prob) is None:  # the rows kernel, its input channel of the group a grid axis
         extra.append(Config(4, 8, 3, 2, 1, split_k=2, cols=3, vec=0))
-    for i, cfg in enumerate(interpreter_subset(DWGRAD.configs(prob), 2) + extra):
+    for i, cfg in enumerate(interpreter_subset(DWGRAD.configs(prob), 3) + extra):
         outs = []
         for _ in range(2 if i == 0 else 1):
             dw = torch.full((k, r, s, cg, 2), float("nan"), dtype=dtype, device=DEVICE)
