@@ -1,5 +1,7 @@
 """dgrad and wgrad against float64 torch (torch.nn.grad on the CPU)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -519,3 +521,64 @@ def test_forward_writes_a_stride_phase_in_place(algorithm):
     assert y is view
     assert_close(view, F.conv2d(x.double().cpu(), w.double().cpu(), padding=1), torch.float32, algorithm)
     assert big[:, :, ::2].isnan().all() and big[:, :, 1::2, 1::2].isnan().all()
+
+
+# grouped wgrad with several groups merged: (N, C, H, W, K, R, S, stride, padding, dilation, groups)
+GT_WGRAD = [
+    (2, 32, 9, 7, 32, 3, 3, 1, 1, 1, 8),  # ResNeXt-like: 4 in, 4 out per group
+    (1, 64, 6, 8, 64, 3, 3, 1, 1, 1, 8),  # 8 per group
+    (2, 48, 7, 6, 96, 3, 3, 1, 2, 2, 12),  # dilated; 12 groups (gt 4 and 2), 8 outputs per group
+    (1, 32, 6, 6, 64, 1, 1, 1, 0, 1, 4),  # a grouped 1x1
+]
+
+
+@pytest.mark.parametrize("case", GT_WGRAD, ids=str)
+def test_wgrad_grouped_tma(case):
+    """``wgrad_grouped_tma`` (gt groups as one wide wgrad on ``wgrad_tma``, then the block
+    diagonal) for every merge it offers, into a dw with other strides, against float64; a NaN
+    and an Inf in x reach exactly the weights torch's gradient has them in."""
+    from convgemm.conv.backward import WGRAD_GT, WGRAD_TMA
+
+    x, w, dy, kw = make((*case, False), torch.float16)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    assert WGRAD_GT.supports(prob, x, dy) is None
+    _, gw = ref_grads(x, w, dy, kw)
+    gts = WGRAD_GT.group_tiles(prob)
+    assert gts and all(prob.groups % g == 0 and g * prob.cg <= 64 for g in gts)
+    for gt in gts:
+        cfg = replace(WGRAD_TMA.default_config(WGRAD_GT.reduced(prob, gt)), gt=gt)
+        dw = torch.full((w.shape[0], w.shape[2], w.shape[3], w.shape[1]), float("nan"), dtype=w.dtype, device=DEVICE)
+        dw = dw.permute(0, 3, 1, 2)  # [K, C/g, R, S] with channels_last strides
+        WGRAD_GT.run(prob, x, dy, dw, cfg)
+        assert_close(dw, gw, torch.float16, f"wgrad_grouped_tma gt{gt} {case}")
+    bad = x.clone()
+    bad[0, 1, 2, 2] = float("nan")
+    bad[-1, prob.c - 1, 1, 3] = float("inf")
+    _, gbad = ref_grads(bad, w, dy, kw)
+    dw = torch.empty_like(w)
+    WGRAD_GT.run(prob, bad, dy, dw, WGRAD_GT.default_config(prob))
+    dw = dw.cpu()
+    assert torch.equal(torch.isnan(dw), torch.isnan(gbad))
+    assert torch.equal(torch.isinf(dw), torch.isinf(gbad))
+    fin = torch.isfinite(gbad)
+    assert fin.any() and not fin.all()
+    assert_close(dw[fin], gbad[fin], torch.float16, "wgrad_grouped_tma, finite entries beside NaN and Inf")
+
+
+def test_wgrad_grouped_tma_is_a_candidate_and_refuses():
+    """The rules' choice stays the untuned default; the merge refuses what it cannot take."""
+    from convgemm.conv.backward import DWGRAD, WGRAD_GT, choose_wgrad
+
+    x, w, dy, kw = make((2, 32, 9, 7, 32, 3, 3, 1, 1, 1, 8, False), torch.float16)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    assert choose_wgrad(prob, x, dy)[0] is DWGRAD  # no dw: the default, nothing timed
+    assert WGRAD_GT.group_tiles(prob) == [8, 4]  # 32 and 16 input channels per super-group
+
+    def reason(c, k, groups, dtype=torch.float16, stride=1):
+        x, w, dy, kw = make((1, c, 8, 8, k, 3, 3, stride, 1, 1, groups, False), dtype)
+        return WGRAD_GT.supports(ConvProblem.from_tensors(x, w, None, **kw), x, dy)
+
+    assert "groups = 1" in reason(16, 16, 1)
+    assert "depthwise" in reason(16, 16, 16)
+    assert "stride" in reason(32, 32, 8, stride=2)
+    assert "no group count" in reason(9, 9, 3)  # 3 groups: no power of two divides them

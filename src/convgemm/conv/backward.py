@@ -654,6 +654,88 @@ class DepthwiseWgrad:
                     red_constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 
+class WgradGroupedTma:
+    """Grouped wgrad on ``wgrad_tma`` with ``cfg.gt`` groups taken as one: the super-group's
+    weight gradient ``[K, gt*C/g, R, S]`` (every output channel against every input channel of
+    its super-group, one wide GEMM instead of ``gt`` narrow ones) into a scratch tensor, then its
+    block diagonal, each output channel's own group, gathered into dw. The off-diagonal products
+    are wasted tensor-core work (``gt`` times the useful); x and dy are read once through TMA.
+
+    Exact NaN / Inf: every entry of the wide product is its own dot product, so a non-finite
+    input reaches only the columns of its own channel; the gathered diagonal is what a per-group
+    GEMM would give. Deterministic like ``wgrad_tma`` (its split-K reduction order is fixed)."""
+
+    name = "wgrad_grouped_tma"
+    #: most input channels in a super-group: one 64-channel N tile per filter tap
+    MAX_CS = 64
+
+    def reduced(self, prob: ConvProblem, gt: int) -> ConvProblem:
+        return replace(prob, groups=prob.groups // gt)
+
+    def group_tiles(self, prob: ConvProblem) -> list[int]:
+        """The two widest ``gt`` (powers of two dividing the group count) whose super-groups
+        hold at most ``MAX_CS`` input channels, in 16-byte multiples of input and output
+        channels (the TMA boxes of x and dy)."""
+        e = prob.dtype.itemsize
+        out, gt = [], 2
+        while gt <= prob.groups and gt * prob.cg <= self.MAX_CS:
+            if prob.groups % gt == 0 and (gt * prob.cg * e) % 16 == 0 and (gt * prob.kg * e) % 16 == 0:
+                out.append(gt)
+            gt *= 2
+        return out[::-1][:2]
+
+    def supports(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> str | None:
+        """None if every ``gt`` of ``configs`` runs on ``wgrad_tma`` with these NHWC tensors."""
+        if prob.groups == 1:
+            return "not a grouped convolution (groups = 1)"
+        if prob.cg == 1:
+            return "one channel per group: the depthwise wgrad kernel's problem"
+        if strided_taps(prob):
+            return f"stride {prob.stride}: the strided TMA wgrad takes groups = 1"
+        gts = self.group_tiles(prob)
+        if not gts:
+            return "no group count to merge into 16-byte aligned super-groups of at most 64 channels"
+        for gt in gts:
+            reason = WGRAD_TMA.supports(self.reduced(prob, gt), x, dy)
+            if reason:
+                return reason
+        return None
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        out = []
+        for gt in self.group_tiles(prob):
+            out += [replace(c, gt=gt) for c in WGRAD_TMA.configs(self.reduced(prob, gt))[:6]]
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        gt = self.group_tiles(prob)[0]
+        return replace(WGRAD_TMA.default_config(self.reduced(prob, gt)), gt=gt)
+
+    _index: dict = {}
+
+    def _diagonal(self, prob: ConvProblem, gt: int, device: torch.device) -> torch.Tensor:
+        """int64 ``[K, C/g, R, S]``: where output channel k's own-group entries sit in the wide
+        ``[K, gt*C/g, R, S]`` gradient (channel ``(k // (K/g)) % gt * C/g + c``)."""
+        key = (prob.k, prob.cg, prob.kg, prob.r, prob.s, gt, device)
+        idx = self._index.get(key)
+        if idx is None:
+            slot = (torch.arange(prob.k, device=device) // prob.kg) % gt
+            idx = (slot * prob.cg)[:, None] + torch.arange(prob.cg, device=device)[None, :]
+            idx = idx[:, :, None, None].expand(prob.k, prob.cg, prob.r, prob.s).contiguous()
+            self._index[key] = idx
+        return idx
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
+        """``dw [K, C/g, R, S] = wgrad(x, dy)`` for NHWC ``x`` and ``dy`` that ``supports``
+        accepted; dw may have any strides."""
+        gt = cfg.gt
+        wide = torch.empty((prob.k, gt * prob.cg, prob.r, prob.s), dtype=dw.dtype, device=dw.device)
+        WGRAD_TMA.run(self.reduced(prob, gt), x, dy, wide, cfg, launch)
+        dw.copy_(torch.gather(wide, 1, self._diagonal(prob, gt, dw.device)))
+
+
 class _AsForward:
     """A wgrad kernel seen through the forward tuner's interface (``autotune._tune``): x and dy
     in the input and weight slots, dw in the output's."""
@@ -682,32 +764,41 @@ def _can_time(x: torch.Tensor) -> bool:
     return x.device.type == "cuda" and not interpreting()
 
 
-def tuned_wgrad_config(algo, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> Config:
-    """``algo``'s config for ``prob``: this process's memo, then the tuning cache on disk (keyed
-    like the forward's, tagged ``wgrad``), then timing ``algo.configs`` on the call's own tensors
-    (into a scratch dw). The default config when tuning is off or there is no GPU."""
+def tuned_wgrad(algos: list, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor):
+    """``(algorithm, config)`` for ``prob`` among ``algos``: this process's memo, then the tuning
+    cache on disk (keyed like the forward's, tagged ``wgrad`` and, for several candidates, their
+    names), then timing every candidate's configs on the call's own tensors (into a scratch dw).
+    The first algorithm's default config when tuning is off or there is no GPU."""
     from ..tune import autotune as at
 
-    key = (prob.key(), algo.name)
+    names = tuple(a.name for a in algos)
+    key = (prob.key(), names)
     hit = _wgrad_memo.get(key)
     if hit is not None:
         return hit
-    cfg = None
+    choice = None
     if _can_time(x) and at.autotune_enabled():
-        dkey = at.cache_key(prob, x.device) + "|wgrad"
+        dkey = at.cache_key(prob, x.device) + "|wgrad" + ("|" + "+".join(names) if len(algos) > 1 else "")
         entry = at.disk_cache().get(dkey)
-        if entry is not None and entry["algorithm"] == algo.name:
+        match = {a.name: a for a in algos}.get(entry["algorithm"]) if entry is not None else None
+        if match is not None:
             try:
-                cfg = Config(**entry["config"])
+                choice = (match, Config(**entry["config"]))
             except TypeError:  # a field this version does not know
-                cfg = None
-        if cfg is None:
-            _, cfg, us = at._tune(prob, [_AsForward(algo)], x, dy, None, dw)
+                choice = None
+        if choice is None:
+            best, cfg, us = at._tune(prob, [_AsForward(a) for a in algos], x, dy, None, dw)
+            choice = (best.algo, cfg)
             if us is not None:
-                at.disk_cache().put(dkey, algo.name, cfg, us)
-    cfg = cfg or algo.default_config(prob)
-    _wgrad_memo[key] = cfg
-    return cfg
+                at.disk_cache().put(dkey, best.algo.name, cfg, us)
+    choice = choice or (algos[0], algos[0].default_config(prob))
+    _wgrad_memo[key] = choice
+    return choice
+
+
+def tuned_wgrad_config(algo, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> Config:
+    """``tuned_wgrad`` with one candidate: its config."""
+    return tuned_wgrad([algo], prob, x, dy, dw)[1]
 
 
 def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor | None = None):
@@ -718,16 +809,22 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
     costs less than the gather kernel's strided reads) when it applies, else the gather kernel on
     the tensors as given.
     """
+    # grouped layers whose groups merge into TMA-sized super-groups: also wgrad_grouped_tma,
+    # timed against the kernel the rules give (never the default until a GPU has timed it)
+    merge = prob.groups > 1 and prob.cg > 1 and prob.dtype in (torch.float16, torch.bfloat16) and has_tma(x)
     if DWGRAD.narrow(prob):
         xn, dyn = as_nhwc(x), as_nhwc(dy)
-        cfg = tuned_wgrad_config(DWGRAD, prob, xn, dyn, dw) if dw is not None else DWGRAD.default_config(prob)
-        return DWGRAD, cfg, xn, dyn
+        algos = [DWGRAD] + ([WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else [])
+        if dw is None:
+            return DWGRAD, DWGRAD.default_config(prob), xn, dyn
+        return (*tuned_wgrad(algos, prob, xn, dyn, dw), xn, dyn)
     if WGRAD_TMA.problem_ok(prob, x):
         xn, dyn = as_nhwc(x), as_nhwc(dy)
         if WGRAD_TMA.supports(prob, xn, dyn) is None:
             if dw is None:
                 return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
-            return WGRAD_TMA, tuned_wgrad_config(WGRAD_TMA, prob, xn, dyn, dw), xn, dyn
+            algos = [WGRAD_TMA] + ([WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else [])
+            return (*tuned_wgrad(algos, prob, xn, dyn, dw), xn, dyn)
     return WGRAD, WGRAD.default_config(prob), x, dy
 
 
@@ -745,4 +842,5 @@ DGRAD = Dgrad()
 DGRAD_TMA = DgradTma()
 WGRAD = Wgrad()
 WGRAD_TMA = WgradTma()
+WGRAD_GT = WgradGroupedTma()
 DWGRAD = DepthwiseWgrad()
