@@ -1179,7 +1179,7 @@ class DepthwiseRows(Depthwise):
 
 
 class Head1x1(Algorithm):
-    """Tiny 1x1 heads (K <= 16 output channels over C <= 64 input channels, groups = 1): not a
+    """Tiny 1x1 heads (K <= 16 output channels over C <= 32 input channels, groups = 1): not a
     GEMM, a direct kernel (``conv/head.py``) that reads each pixel's channels once and forms the
     K dot products on the CUDA cores. Any stride, padding, dtype and output layout.
 

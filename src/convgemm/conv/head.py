@@ -7,8 +7,9 @@ rate). As a GEMM it is M = N*P*Q by N = K by K = C with K and C far under a tens
 ``small_k`` pads N to 16 and spends each program's start-up, K-loop and epilogue machinery on one
 short tile (session 11: 0.85x cuDNN on 16 -> 1). Here a program loads ``BLOCK_P`` whole pixels
 (all C channels, contiguous in NHWC) once, forms the K dot products on the CUDA cores in fp32 (or
-fp64), adds the bias, applies the activation and stores ``[BLOCK_P, K]``: one pass over the input,
-no padding to a tile, exact fp32 products for fp32 inputs.
+fp64), adds the bias, applies the activation and stores each output channel as soon as it is
+summed: one pass over the input, no padding to a tile, and fp32 FMAs (no TF32 rounding) for fp32
+inputs.
 
 The pixel index is split into (n, p, q) only when the input or output is not a dense run of
 pixels (``FLAT_X`` / ``FLAT_Y`` off): a stride, padding or a sliced view.
