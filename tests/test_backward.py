@@ -53,7 +53,7 @@ def ref_grads(x, w, dy, kw):
     ],
 )
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-@pytest.mark.interpreter_share(2, vary=("m", "layout"))
+@pytest.mark.interpreter_share(3, vary=("m", "layout"))
 def test_dgrad_and_wgrad(case, m, layout):
     dtype = DTYPES[m]
     x, w, dy, kw = make(case, dtype, layout == "channels_last")

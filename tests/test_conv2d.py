@@ -37,7 +37,7 @@ def make(case, dtype, channels_last=False, device=DEVICE):
     return x, wt, b, dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
-@pytest.mark.interpreter_share(2, vary=("m", "layout"))
+@pytest.mark.interpreter_share(3, vary=("m", "layout"))
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 @pytest.mark.parametrize("m", MODES)
 @pytest.mark.parametrize("case", CASES, ids=case_id)
