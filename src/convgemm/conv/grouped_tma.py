@@ -8,8 +8,9 @@ expanded block-diagonally (zeros between groups, ``blockdiag_weight``), turns th
 grouped convolution with ``groups / GT`` wide groups, which the TMA kernel runs unchanged: the
 input is read in place, every tile is a full TMA box, and the tensor cores multiply ``GT`` times
 more (mostly zero) products: on ResNeXt's 128-channel layer with 16 groups as one, 30 GFLOP
-instead of 1.9, still under half the time the pointer-gather ``grouped`` kernel took there
-(benchmarks/NOTES.md, session 11); the tuner also offers the half as wide merge.
+instead of 1.9, which at the dense layers' rate would take under half the time the
+pointer-gather ``grouped`` kernel took there (an estimate, benchmarks/NOTES.md session 11, not
+yet timed); the tuner also offers the half as wide merge.
 
 Exact NaN / Inf: a non-finite input times another group's zero weight is NaN, which the
 super-group's product adds to every group of the tile. As in ``grouped`` (``loaders.py``), any
