@@ -346,3 +346,19 @@ def test_regression_padding_2_on_6x6():
     w = torch.randn(16, 16, 3, 3, device=DEVICE)
     y = convgemm.conv2d(x, w, padding=2)
     assert_close(y, conv2d_ref(x, w, padding=2), torch.float32)
+
+
+def test_untuned_resnext_layers_take_grouped_tma(monkeypatch):
+    """With tuning off, 16-bit grouped layers of 4-16 channels per group take grouped_tma (the
+    tuner's pick on the H200); fp32 and 2 channels per group keep their earlier kernels."""
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+
+    def pick(c, groups, dtype=torch.float16):
+        x = torch.randn(1, c, 8, 8, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
+        w = torch.randn(c, c // groups, 3, 3, device=DEVICE).to(dtype)
+        return convgemm.explain(x, w, None, padding=1, groups=groups)["algorithm"]
+
+    assert pick(128, 32) == "grouped_tma"
+    assert pick(256, 32) == "grouped_tma"
+    assert pick(128, 32, torch.float32) == "implicit_gemm_tma"  # 4 fp32 channels: a TMA box
+    assert pick(64, 32) == "grouped"  # 2 channels per group: not timed

@@ -26,11 +26,11 @@ _lock = threading.Lock()
 _HEURISTIC_ORDER = (
     "gemm_1x1",
     "head_1x1",
+    "grouped_tma",  # before implicit_gemm_tma: it won ResNeXt's 8- and 16-channel groups too
     "implicit_gemm_tma",
     "depthwise",
     "depthwise_rows",
     "grouped",
-    "grouped_tma",
     "width_unfold",
     "small_k",
     "implicit_gemm",
