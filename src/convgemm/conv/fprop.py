@@ -1245,9 +1245,6 @@ class Head1x1(Algorithm):
             bp //= 2
         return Config(bp, self._p2(prob.k), self._p2(prob.c), 4, 1)
 
-    def accepts(self, cfg: Config) -> bool:
-        return cfg.block_m >= 1 and cfg.block_n >= 1 and cfg.block_k >= 1
-
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         from .head import head_1x1_kernel
 

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from ..matmul.blocks import activation_epilogue
-from .loaders import _spatial_tile, tma_output_store
+from .loaders import _spatial_tile, fix_list_append_if_nonfinite, fix_list_release, tma_output_store
 
 
 def blockdiag_weight(w: torch.Tensor, gt: int, groups: int) -> torch.Tensor:
@@ -50,13 +50,9 @@ def tma_output_store_listed(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.cons
     tickets, tile ids ...]``, count and tickets zero when the launch starts. The tile id is
     ``(g * num_pid_m + pid_m) * num_pid_n + pid_n``."""
     (P, Q, fix_ptr, num_pid_m, num_pid_n) = args
-    # v - v is 0 for a finite v and NaN for NaN or +-Inf: the sum is NaN exactly when the tile
-    # holds a non-finite value (the ReLU keeps NaN, and a wrongly mixed group is always NaN)
-    z = tl.sum(acc - acc)
     tma_output_store(y_desc, (P, Q), acc, pid_m, pid_n, g, BLOCK_M, BLOCK_N)
-    if z != z:
-        slot = tl.atomic_add(fix_ptr, 1)
-        tl.store(fix_ptr + 2 + slot, (g * num_pid_m + pid_m) * num_pid_n + pid_n)
+    # after the ReLU too: it keeps NaN, and a wrongly mixed group is always NaN
+    fix_list_append_if_nonfinite(acc, fix_ptr, (g * num_pid_m + pid_m) * num_pid_n + pid_n)
 
 
 @triton.jit
@@ -106,9 +102,8 @@ def grouped_tma_fixup_kernel(
 ):
     """Recompute and overwrite the listed tiles: each output directly (CUDA cores, fp32 or fp64)
     from its own group's inputs, plus bias and the activation. Grid: (programs,), any count;
-    they share the list, and the program with the last ticket zeroes count and tickets (every
-    program has read the count by then), ready for the next launch on the stream. Speed does not
-    matter here: only tiles holding a non-finite value come this way."""
+    they share the list and release it (``loaders.fix_list_release``). Speed does not matter
+    here: only tiles holding a non-finite value come this way."""
     acc_t = tl.float64 if ACC_F64 else tl.float32
     count = tl.load(fix_ptr)
     for i in range(tl.program_id(0), count, tl.num_programs(0)):
@@ -147,7 +142,4 @@ def grouped_tma_fixup_kernel(
                 out = n.to(tl.int64) * s_yn + oh.to(tl.int64) * s_yp + ow.to(tl.int64) * s_yq
                 tl.store(y_ptr + out[:, None] + k[None, :], acc.to(y_ptr.dtype.element_ty),
                          mask=pix_ok[:, None] & k_ok[None, :])  # fmt: skip
-    ticket = tl.atomic_add(fix_ptr + 1, 1, sem="acq_rel", scope="gpu")
-    if ticket == tl.num_programs(0) - 1:
-        tl.store(fix_ptr, 0)
-        tl.store(fix_ptr + 1, 0)
+    fix_list_release(fix_ptr)

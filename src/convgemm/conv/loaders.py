@@ -172,6 +172,28 @@ def gather_output_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr,
 # small launch (``blockdiag_fixup_kernel``) recomputes those one group at a time. The main kernel
 # keeps the registers of a plain GEMM; the fix-up costs one launch that reads one integer.
 @triton.jit
+def fix_list_append_if_nonfinite(acc, fix_ptr, tile):
+    """Append ``tile`` to the int32 fix-up list ``[count, tickets, tile ids ...]`` when ``acc``
+    holds a NaN or Inf. v - v is 0 for a finite v and NaN for NaN or +-Inf, so the sum is NaN
+    exactly then (never by overflow): one subtraction per element and a reduction."""
+    z = tl.sum(acc - acc)
+    if z != z:
+        slot = tl.atomic_add(fix_ptr, 1)
+        tl.store(fix_ptr + 2 + slot, tile)
+
+
+@triton.jit
+def fix_list_release(fix_ptr):
+    """End of a fix-up launch: each program takes a ticket, and the one with the last ticket
+    zeroes the count and the tickets (every program has read the count by then), so the list is
+    ready for the next launch on the stream."""
+    ticket = tl.atomic_add(fix_ptr + 1, 1, sem="acq_rel", scope="gpu")
+    if ticket == tl.num_programs(0) - 1:
+        tl.store(fix_ptr, 0)
+        tl.store(fix_ptr + 1, 0)
+
+
+@triton.jit
 def blockdiag_output_store(desc, args, acc, pid_m, pid_n, sg, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``gather_output_store``, and a tile holding a NaN or Inf is appended to the fix-up list.
 
@@ -181,13 +203,8 @@ def blockdiag_output_store(desc, args, acc, pid_m, pid_n, sg, BLOCK_M: tl.conste
     ``(sg * num_pid_m + pid_m) * num_pid_n + pid_n``.
     """
     (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg, fix_ptr, num_pid_m, num_pid_n) = args
-    # v - v is 0 for a finite v and NaN for NaN or +-Inf, so the sum is NaN exactly when the tile
-    # holds a non-finite value (never by overflow); one subtraction per element and a reduction
-    z = tl.sum(acc - acc)
     gather_output_store(desc, (y_ptr, s_n, s_k, s_p, s_q, P, Q, M, Kg), acc, pid_m, pid_n, sg, BLOCK_M, BLOCK_N)
-    if z != z:
-        slot = tl.atomic_add(fix_ptr, 1)
-        tl.store(fix_ptr + 2 + slot, (sg * num_pid_m + pid_m) * num_pid_n + pid_n)
+    fix_list_append_if_nonfinite(acc, fix_ptr, (sg * num_pid_m + pid_m) * num_pid_n + pid_n)
 
 
 @triton.jit
@@ -301,10 +318,7 @@ def blockdiag_fixup_kernel(
             )
             acc = bias_epilogue(acc, bias_ptr, sg * bias_len + offs, offs < bias_len, HAS_BIAS, False)
             gather_output_store_cols(c_args, acc, pid_m, pid_n, sg, group_n == gi, BLOCK_M, BLOCK_N)
-    ticket = tl.atomic_add(fix_ptr + 1, 1, sem="acq_rel", scope="gpu")
-    if ticket == tl.num_programs(0) - 1:
-        tl.store(fix_ptr, 0)
-        tl.store(fix_ptr + 1, 0)
+    fix_list_release(fix_ptr)
 
 
 # ================================================================ TMA (transposed view)
