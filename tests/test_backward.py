@@ -123,6 +123,7 @@ TMA_WGRAD = [
     (1, 64, 9, 12, 24, 3, 2, (3, 2), (2, 0), 1, 1),  # unequal strides and an even filter width
     (2, 64, 8, 8, 16, 3, 3, 2, 2, 2, 1),  # dilation 2: every tap in phase 0
     (1, 128, 6, 6, 8, 5, 5, 3, 2, 1, 1),  # stride 3, a 5x5 filter: taps in all three phases
+    (2, 128, 6, 8, 32, 3, 3, 2, 1, 1, 2),  # strided and grouped: group 1's channels inside each phase
 ]
 
 
@@ -201,9 +202,11 @@ def test_wgrad_tma_refuses():
     x, wt, dy, kw = make((2, 48, 8, 8, 16, 3, 3, 2, 1, 1, 1, False), torch.float16)
     x, dy = x.contiguous(memory_format=torch.channels_last), dy.contiguous(memory_format=torch.channels_last)
     assert "multiples of 64" in WGRAD_TMA.supports(ConvProblem.from_tensors(x, wt, None, **kw), x, dy)
-    x, wt, dy, kw = make((2, 64, 8, 8, 64, 3, 3, 2, 1, 1, 2, False), torch.float16)
+    x, wt, dy, kw = make((2, 64, 8, 8, 64, 3, 3, 2, 1, 1, 2, False), torch.float16)  # 32 channels per group
     x, dy = x.contiguous(memory_format=torch.channels_last), dy.contiguous(memory_format=torch.channels_last)
-    assert "groups = 1" in WGRAD_TMA.supports(ConvProblem.from_tensors(x, wt, None, **kw), x, dy)
+    assert "per group that are multiples of 64" in WGRAD_TMA.supports(
+        ConvProblem.from_tensors(x, wt, None, **kw), x, dy
+    )
     big = torch.randn(2, 128, 8, 16, dtype=torch.float16, device=DEVICE).contiguous(memory_format=torch.channels_last)
     xs = big[:, :64, :, ::2]  # channels_last view whose pixels are 256 channels apart
     ws = torch.randn(16, 64, 3, 3, dtype=torch.float16, device=DEVICE)
@@ -526,6 +529,7 @@ def test_forward_writes_a_stride_phase_in_place(algorithm):
 # grouped wgrad with several groups merged: (N, C, H, W, K, R, S, stride, padding, dilation, groups)
 GT_WGRAD = [
     (2, 32, 9, 7, 32, 3, 3, 1, 1, 1, 8),  # ResNeXt-like: 4 in, 4 out per group
+    (2, 128, 6, 8, 128, 3, 3, 2, 1, 1, 8),  # strided, 16 per group: super-groups of 64 on the phase view
     (1, 64, 6, 8, 64, 3, 3, 1, 1, 1, 8),  # 8 per group
     (2, 48, 7, 6, 96, 3, 3, 1, 2, 2, 12),  # dilated; 12 groups (gt 4 and 2), 8 outputs per group
     (1, 32, 6, 6, 64, 1, 1, 1, 0, 1, 4),  # a grouped 1x1
@@ -580,5 +584,8 @@ def test_wgrad_grouped_tma_is_a_candidate_and_refuses():
 
     assert "groups = 1" in reason(16, 16, 1)
     assert "depthwise" in reason(16, 16, 16)
-    assert "stride" in reason(32, 32, 8, stride=2)
+    xs, ws, dys, kws = make((1, 128, 8, 8, 128, 3, 3, 2, 1, 1, 8, False), torch.float16)
+    strided = ConvProblem.from_tensors(xs, ws, None, **kws)
+    assert WGRAD_GT.supports(strided, xs, dys) is None and WGRAD_GT.group_tiles(strided) == [4]
+    assert "exactly 64" in reason(32, 32, 8, stride=2)  # strided: 4 per group never make 64 channels of 8 groups
     assert "no group count" in reason(9, 9, 3)  # 3 groups: no power of two divides them

@@ -230,6 +230,10 @@ class Wgrad:
 
     name = "wgrad"
 
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        """One: the gather kernel is the fallback the TMA kernels are timed against."""
+        return [self.default_config(prob)]
+
     def default_config(self, prob: ConvProblem) -> Config:
         rsc = prob.r * prob.s * prob.cg
         npq = prob.n * prob.p * prob.q
@@ -283,9 +287,9 @@ class WgradTma:
     """wgrad through the copy engine: each K tile is one block of output pixels, read as a TMA
     box of dy and, shifted by the N tile's filter tap, a box of x (zero-filled at the edges).
 
-    Strided layers (groups = 1, H and W multiples of the stride) read x through one descriptor
-    over ``[N, H/sh, sh, W/sw, sw*C]`` (``loaders.tma_wgrad_xs_init``): each tap is a stride-1
-    box of one row phase and one column phase."""
+    Strided layers (H and W multiples of the stride, channels per group a multiple of 64) read x
+    through one descriptor over ``[N, H/sh, sh, W/sw, sw*C]`` (``loaders.tma_wgrad_xs_init``):
+    each tap is a stride-1 box of one row phase and one column phase."""
 
     name = "wgrad_tma"
 
@@ -298,12 +302,11 @@ class WgradTma:
     @staticmethod
     def _strided_reason(prob: ConvProblem) -> str | None:
         sh, sw = prob.stride
-        if prob.groups != 1:
-            return f"groups={prob.groups}: the strided TMA wgrad takes groups = 1"
         if prob.h % sh or prob.w % sw:
             return f"input {prob.h}x{prob.w} is not a multiple of the stride {prob.stride} (the phase view)"
-        if prob.c % 64:
-            return f"C={prob.c}: the strided TMA wgrad takes channel counts that are multiples of 64"
+        if prob.cg % 64:
+            # a channel block of the phase view must not run into the next group's or phase's
+            return f"C/groups={prob.cg}: the strided TMA wgrad takes channel counts per group that are multiples of 64"
         return None
 
     def supports(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> str | None:
@@ -326,7 +329,7 @@ class WgradTma:
     def _bn_ok(prob: ConvProblem, bn: int) -> bool:
         # the phase view folds the column phase into the channel coordinate: a channel block
         # must not run into the next phase's channels
-        return not strided_taps(prob) or prob.c % bn == 0
+        return not strided_taps(prob) or prob.cg % bn == 0
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
@@ -404,7 +407,7 @@ class WgradTma:
             sh, sw = prob.stride
             pads = (prob.pad_h[0], prob.pad_w[0])
             b = (x_desc, (prob.p, prob.q, *pads, prob.dilation[0], prob.dilation[1], prob.s, c_tiles, sh, sw, prob.c,
-                          sh * cdiv(pads[0], sh), sw * cdiv(pads[1], sw)))  # fmt: skip
+                          sh * cdiv(pads[0], sh), sw * cdiv(pads[1], sw), cg))  # fmt: skip
             x_fns = (cl.tma_wgrad_xs_init, cl.tma_wgrad_xs_load)
         else:
             b = (x_desc, (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s,
@@ -675,12 +678,14 @@ class WgradGroupedTma:
     def group_tiles(self, prob: ConvProblem) -> list[int]:
         """The two widest ``gt`` (powers of two dividing the group count) whose super-groups
         hold at most ``MAX_CS`` input channels, in 16-byte multiples of input and output
-        channels (the TMA boxes of x and dy)."""
+        channels (the TMA boxes of x and dy); for a strided layer, exactly ``MAX_CS`` (the
+        strided kernel's channel blocks of 64 must not cross a super-group)."""
         e = prob.dtype.itemsize
         out, gt = [], 2
         while gt <= prob.groups and gt * prob.cg <= self.MAX_CS:
             if prob.groups % gt == 0 and (gt * prob.cg * e) % 16 == 0 and (gt * prob.kg * e) % 16 == 0:
-                out.append(gt)
+                if not strided_taps(prob) or (gt * prob.cg) % 64 == 0:
+                    out.append(gt)
             gt *= 2
         return out[::-1][:2]
 
@@ -690,10 +695,13 @@ class WgradGroupedTma:
             return "not a grouped convolution (groups = 1)"
         if prob.cg == 1:
             return "one channel per group: the depthwise wgrad kernel's problem"
-        if strided_taps(prob):
-            return f"stride {prob.stride}: the strided TMA wgrad takes groups = 1"
         gts = self.group_tiles(prob)
         if not gts:
+            if strided_taps(prob):
+                return (
+                    f"stride {prob.stride}: no group count to merge into super-groups of exactly 64 input "
+                    "channels (what the strided TMA wgrad's channel blocks need)"
+                )
             return "no group count to merge into 16-byte aligned super-groups of at most 64 channels"
         for gt in gts:
             reason = WGRAD_TMA.supports(self.reduced(prob, gt), x, dy)
@@ -825,6 +833,12 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
                 return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
             algos = [WGRAD_TMA] + ([WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else [])
             return (*tuned_wgrad(algos, prob, xn, dyn, dw), xn, dyn)
+    if merge and dw is not None:
+        # strided grouped layers (ResNeXt's s2 3x3, 16 channels per group): the gather kernel,
+        # timed against super-groups on the strided TMA wgrad, both on NHWC tensors
+        xn, dyn = as_nhwc(x), as_nhwc(dy)
+        if WGRAD_GT.supports(prob, xn, dyn) is None:
+            return (*tuned_wgrad([WGRAD, WGRAD_GT], prob, xn, dyn, dw), xn, dyn)
     return WGRAD, WGRAD.default_config(prob), x, dy
 
 

@@ -720,20 +720,20 @@ def tma_wgrad_x_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 @triton.jit
 def tma_wgrad_xs_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """B = im2col(x) for a strided convolution (groups = 1), from one descriptor over NHWC x seen
-    as ``[N, H/SH, SH, W/SW, SW*C]``: input row ``SH*i + ph`` is (i, ph), and the column phase is
-    folded into the channel coordinate (pixel columns are C apart). For output pixel (p, q) and
-    tap (r, s) the input row ``SH*p + r*dil - pad`` is (p + dh, ph) with dh = floor((r*dil - pad) /
-    SH): every tap reads a stride-1 box of one phase, and rows or columns outside the image are
-    the copy engine's zero fill."""
-    (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles, SH, SW, C, shift_h, shift_w) = args
+    """B = im2col(x) for a strided convolution, from one descriptor over NHWC x seen as
+    ``[N, H/SH, SH, W/SW, SW*C]``: input row ``SH*i + ph`` is (i, ph), and the column phase is
+    folded into the channel coordinate (pixel columns are C apart; group ``g``'s channels start
+    ``g * Cg`` into a pixel). For output pixel (p, q) and tap (r, s) the input row ``SH*p + r*dil
+    - pad`` is (p + dh, ph) with dh = floor((r*dil - pad) / SH): every tap reads a stride-1 box of
+    one phase, and rows or columns outside the image are the copy engine's zero fill."""
+    (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles, SH, SW, C, shift_h, shift_w, Cg) = args
     r, s, cb = _tap_split(pid_n, c_tiles, S)
     # shift_* = SH * ceil(pad / SH) keeps the dividend >= 0, so // and % are floor division
     oh = r * dil_h - pad_h + shift_h
     ow = s * dil_w - pad_w + shift_w
     dh = oh // SH - shift_h // SH
     dw = ow // SW - shift_w // SW
-    return (x_desc, dh, oh % SH, dw, (ow % SW) * C + cb * BLOCK_N, P, Q)
+    return (x_desc, dh, oh % SH, dw, (ow % SW) * C + g * Cg + cb * BLOCK_N, P, Q)
 
 
 @triton.jit
