@@ -223,3 +223,63 @@ def test_tuner_times_kernels_not_the_host():
         x.add_(1.0)
 
     assert autotune._time_ms(fn) < 0.1
+
+
+def _gpu_like(xs, ws, groups=1, stride=1, dtype=torch.bfloat16):
+    """A problem as a Hopper GPU's caller would describe it (TMA, aligned NHWC input)."""
+    from dataclasses import replace
+
+    from convgemm.problem import ConvProblem
+
+    x = torch.empty(xs, dtype=dtype).to(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.empty(ws, dtype=dtype), padding=1, stride=stride, groups=groups)
+    e = x.element_size()
+    return replace(prob, tma_ok=True, input_tma_ok=(prob.cg * e) % 16 == 0, input_tma_rows_ok=True,
+                   input_dense=True, input_phases_ok=stride > 1)  # fmt: skip
+
+
+def test_tuner_prunes_narrow_groups_and_stems():
+    """Where grouped_tma applies (ResNeXt), the pointer-gather and depthwise kernels are not
+    tuned and ``grouped`` keeps one fallback config; an RGB stem of 64 filters tunes the width
+    unfold, with one config each of small_k and implicit_gemm."""
+    prob = _gpu_like((8, 128, 16, 16), (128, 4, 3, 3), groups=32)
+    cands = [a for a in ALGORITHMS.values() if a.supports(prob) is None]
+    assert {"grouped_tma", "grouped", "small_k", "depthwise_rows"} <= {a.name for a in cands}
+    pairs = autotune.tuning_pairs(prob, cands)
+    names = [a.name for a, _ in pairs]
+    assert "grouped_tma" in names and names.count("grouped") == 1
+    assert not {"small_k", "implicit_gemm", "depthwise_rows", "depthwise"} & set(names)
+
+    stem = _gpu_like((2, 3, 32, 32), (64, 3, 7, 7), stride=2)
+    cands = [a for a in ALGORITHMS.values() if a.supports(stem) is None]
+    names = [a.name for a, _ in autotune.tuning_pairs(stem, cands)]
+    assert "width_unfold" in names and names.count("small_k") == 1 and names.count("implicit_gemm") == 1
+
+
+def test_tma_configs_pruned_for_dense_layers(monkeypatch):
+    """Dense layers get the tile forms that won on the H200 (persistent 64x256 and 128x256,
+    plain 64x256 at 2-3 stages, split-K 64x128); grouped problems keep every plain tile."""
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    tma = fprop.ALGORITHMS["implicit_gemm_tma"]
+
+    def forms(prob):
+        return {(c.block_m, c.block_n, c.num_warps, c.num_stages, bool(c.persistent), c.split_k > 1)
+                for c in tma.configs(prob)}  # fmt: skip
+
+    dense = forms(_gpu_like((64, 256, 14, 14), (256, 256, 3, 3)))
+    assert {(64, 256, 4, 4, True, False), (128, 256, 8, 3, True, False), (64, 256, 4, 2, False, False)} <= dense
+    assert not any(f[2] == 8 and f[0] == 64 for f in dense)  # 64x256 on 8 warps
+    assert not any(f[:2] == (128, 128) for f in dense)
+    assert all(f[:2] == (64, 128) for f in dense if f[5])  # split-K only on 64x128
+    small = forms(_gpu_like((8, 512, 7, 7), (512, 512, 3, 3)))  # few tiles, long reduction
+    assert any(f[5] for f in small)
+    grouped = forms(_gpu_like((64, 512, 14, 14), (512, 128, 3, 3), groups=4))
+    assert (64, 256, 8, 3, False, False) in grouped and (128, 128, 8, 4, False, False) in grouped
+    assert not any(f[4] for f in grouped)
+    gemm = fprop.ALGORITHMS["gemm_1x1"]
+    one = _gpu_like((64, 1024, 14, 14), (256, 1024, 1, 1))
+    one = __import__("dataclasses").replace(one, pad_h=(0, 0), pad_w=(0, 0))
+    assert {c.block_m for c in gemm.configs(one)} == {64}

@@ -43,6 +43,9 @@ _DOMINATED = {
     "depthwise": ("depthwise_rows",),
     # narrow groups (ResNeXt g32, session 10's tuner log): 1.3-3.7x slower than grouped
     "depthwise_rows": ("grouped",),
+    # ResNeXt g32 (session 12's tuner log, 5 layers of 4-16 channels per group): 1.27-1.86x
+    # slower than grouped_tma
+    "grouped": ("grouped_tma",),
 }
 
 
@@ -192,10 +195,23 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
         # their compiles and runs were most of the first call's tuning time (up to 21.6 s)
         kept = [a for a in candidates if a.name not in ("small_k", "implicit_gemm")]
         candidates = kept or candidates
+    if any(a.name == "grouped_tma" for a in candidates):
+        # narrow groups that merge on the TMA kernel: on ResNeXt's seven g32 layers (session 12's
+        # tuner log) grouped_tma, or implicit_gemm_tma at 32 channels per group, won every one;
+        # depthwise_rows was 2.3-5.6x slower, small_k 2.1-17x, implicit_gemm 1.2-22x, and
+        # depthwise_rows's one compile took seconds of the first call
+        kept = [a for a in candidates if a.name not in ("depthwise_rows", "depthwise", "small_k", "implicit_gemm")]
+        candidates = kept or candidates
+    # RGB stems of 64 or more filters (width_unfold's heuristic): the unfold won each one the
+    # H200 timed, 2.8-3.4x faster than cuDNN (session 11); small_k and implicit_gemm keep a
+    # fallback config each
+    unfold = any(a.name == "width_unfold" and a.heuristic_ok(prob) for a in candidates)
     pairs = []
     for algo in candidates:
         cfgs = algo.configs(prob)
-        if algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
+        if unfold and algo.name in ("small_k", "implicit_gemm"):
+            cfgs = [algo.default_config(prob)]
+        elif algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
             # measured on the H200 (benchmarks/NOTES.md): on problems the TMA kernels take, the
             # pointer-gather kernel's best config is 1.4-2x slower; on problems the rows
             # depthwise kernel takes, the tap kernel's is 1.3-3.7x slower; on narrow groups the
