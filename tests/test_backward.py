@@ -345,12 +345,15 @@ DW_WGRAD = [
     [(c, torch.float32) for c in DW_WGRAD] + [(DW_WGRAD[i], torch.float64) for i in (1, 2, 6)],
     ids=str,
 )
-def test_depthwise_wgrad_every_config(case, dtype):
+def test_depthwise_wgrad_every_config(case, dtype, monkeypatch):
     """Every config ``configs`` offers, each forced (the tuner may take any), and a few beyond it
     (2 filter rows per program, 2 columns per step, one split per output row; the rows kernel's
-    strip, column-group and split shapes where it applies), against float64; each the first twice,
+    strip, column-group and split shapes where it applies, with its unrolled first and last
+    steps where ``DepthwiseRows.trim`` takes them), against float64; each the first twice,
     bit-identical, into a NaN-filled dw with non-contiguous strides."""
     from convgemm.conv.backward import DWGRAD
+
+    monkeypatch.setenv("CONVGEMM_DEPTHWISE_TRIM", "1")
 
     x, w, dy, kw = make((*case, False), dtype)
     _, gw = ref_grads(x, w, dy, kw)

@@ -88,7 +88,9 @@ ROWS_RUNS = [(c, "nhwc") for c in ROWS_CONFIGS] + [(ROWS_CONFIGS[1], "nchw")]
 @pytest.mark.parametrize("case", ROWS_CASES, ids=lambda c: f"c{c[1]}m{c[4]}_{c[5]}x{c[6]}_s{c[7][0]}{c[7][1]}")
 @pytest.mark.interpreter_share(2, vary=("cfg", "layout"))
 def test_rows_kernel_every_strip(case, cfg, layout, monkeypatch):
-    """``depthwise_rows`` (inputs reused from registers down a column strip) against float64."""
+    """``depthwise_rows`` (inputs reused from registers down a column strip) against float64,
+    with the unrolled first and last steps where ``DepthwiseRows.trim`` takes them."""
+    monkeypatch.setenv("CONVGEMM_DEPTHWISE_TRIM", "1")
     _check_forced("depthwise_rows", case, cfg, layout, monkeypatch, seed=1)
 
 
@@ -239,10 +241,11 @@ def test_heuristic_sends_depthwise_to_the_rows_kernel(monkeypatch):
     clear_memo()
 
 
-def test_rows_trim_switch():
-    """The unrolled first and last steps (TRIM) are taken for 4 or more rows in flight on strips
-    of at least M - 1 rows: the 7x7 and 5x5 cases of ``test_rows_kernel_every_strip`` run them
-    on their tall strips, the 3x3 cases never."""
+def test_rows_trim_switch(monkeypatch):
+    """The unrolled first and last steps (TRIM) are off unless CONVGEMM_DEPTHWISE_TRIM=1, then
+    taken for 4 or more rows in flight on strips of at least M - 1 rows (the 7x7 and 5x5 cases of
+    ``test_rows_kernel_every_strip`` run them on their tall strips with the variable set, the
+    3x3 cases never)."""
     from convgemm.problem import ConvProblem
 
     algo = ALGORITHMS["depthwise_rows"]
@@ -251,6 +254,9 @@ def test_rows_trim_switch():
         x = torch.empty(1, 8, 13, 10)
         return ConvProblem.from_tensors(x, torch.empty(8, 1, k, k), padding=k // 2, stride=stride, groups=8)
 
+    monkeypatch.delenv("CONVGEMM_DEPTHWISE_TRIM", raising=False)
+    assert not algo.trim(prob(7), 64)
+    monkeypatch.setenv("CONVGEMM_DEPTHWISE_TRIM", "1")
     assert algo.trim(prob(7), 64) and algo.trim(prob(7), 6) and not algo.trim(prob(7), 5)
     assert algo.trim(prob(5), 5) and algo.trim(prob(7, 2), 3) and not algo.trim(prob(3), 64)
     assert not algo.trim(prob(5, 2), 64)  # 3 rows in flight
@@ -262,5 +268,6 @@ def test_64_bit_offsets_path(algorithm, cfg, monkeypatch):
     """The kernels' 64-bit addressing (taken for images of 2**31 elements or more, which only
     the GPU's large tests allocate) forced on a small 7x7 problem: the same results. The rows
     configs take the unrolled first and last steps with the prefetch, and the plain loop."""
+    monkeypatch.setenv("CONVGEMM_DEPTHWISE_TRIM", "1")
     monkeypatch.setattr(type(ALGORITHMS["depthwise"]), "image_span", staticmethod(lambda t: 2**31))
     _check_forced(algorithm, (1, 8, 13, 10, 1, 7, 7, 1, 3, 1), cfg, "nhwc", monkeypatch, seed=3)

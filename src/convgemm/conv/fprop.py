@@ -1178,9 +1178,15 @@ class DepthwiseRows(Depthwise):
     @staticmethod
     def trim(prob: ConvProblem, rows: int) -> bool:
         """Whether the strip's first and last M - 1 steps are unrolled with their dead slots
-        skipped: for 4 or more rows in flight (7x7 at 14 rows: 30% fewer multiply-adds, the same
-        occupancy: 209 against 179 registers, both two programs per SM); 3x3 would lose a program
-        per SM (168 against 128 registers) to save 4-12%."""
+        skipped (forward and wgrad rows kernels): only with ``CONVGEMM_DEPTHWISE_TRIM=1``, and
+        then for 4 or more rows in flight (7x7 at 14 rows: 30% fewer multiply-adds; 3x3 would
+        lose a program per SM, 168 against 128 registers, to save 4-12%).
+
+        Off by default since session 12: the unrolled steps made a 7x7 config's sm_90 compile
+        60 s instead of 7 (255 registers instead of 223), and the H200 timed 51.8 s of first-call
+        tuning on ConvNeXt's 96 @56 layer; its speed was never timed on a GPU."""
+        if os.environ.get("CONVGEMM_DEPTHWISE_TRIM", "0") != "1":
+            return False
         slots = cdiv(prob.r, prob.stride[0])
         return slots >= 4 and rows >= slots - 1
 

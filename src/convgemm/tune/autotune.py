@@ -195,6 +195,10 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
         # their compiles and runs were most of the first call's tuning time (up to 21.6 s)
         kept = [a for a in candidates if a.name not in ("small_k", "implicit_gemm")]
         candidates = kept or candidates
+    if any(a.name == "depthwise_rows" for a in candidates) and prob.dtype != torch.float64:
+        # the tap kernel lost to the rows kernel on all 15 depthwise layers of session 12's
+        # tuner log (1.16-3.2x slower), and its 7x7 compile took 9 s of the first call
+        candidates = [a for a in candidates if a.name != "depthwise"]
     if any(a.name == "grouped_tma" for a in candidates):
         # narrow groups that merge on the TMA kernel: on ResNeXt's seven g32 layers (session 12's
         # tuner log) grouped_tma, or implicit_gemm_tma at 32 channels per group, won every one;
