@@ -249,6 +249,12 @@ def test_tuner_prunes_narrow_groups_and_stems():
     names = [a.name for a, _ in pairs]
     assert "grouped_tma" in names and names.count("grouped") == 1
     assert not {"small_k", "implicit_gemm", "depthwise_rows", "depthwise"} & set(names)
+    gts = {c.gt for a, c in pairs if a.name == "grouped_tma"}
+    assert gts == {16}  # the widest merge only (64 channels per super-group)
+    wide = _gpu_like((8, 256, 16, 16), (256, 16, 3, 3), groups=16)  # 16 per group: the TMA kernel applies
+    cands = [a for a in ALGORITHMS.values() if a.supports(wide) is None]
+    names = [a.name for a, _ in autotune.tuning_pairs(wide, cands)]
+    assert names.count("implicit_gemm_tma") == 1 and "grouped_tma" in names
 
     stem = _gpu_like((2, 3, 32, 32), (64, 3, 7, 7), stride=2)
     cands = [a for a in ALGORITHMS.values() if a.supports(stem) is None]

@@ -206,6 +206,9 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
         # depthwise_rows's one compile took seconds of the first call
         kept = [a for a in candidates if a.name not in ("depthwise_rows", "depthwise", "small_k", "implicit_gemm")]
         candidates = kept or candidates
+    # at 16 or fewer channels per group implicit_gemm_tma's narrow K tiles were 1.4-5.5x slower
+    # than grouped_tma (session 12, three ResNeXt layers); at 32 it won by 3-9% and keeps its list
+    narrow_tma = any(a.name == "grouped_tma" for a in candidates) and prob.cg <= 16
     # RGB stems of 64 or more filters (width_unfold's heuristic): the unfold won each one the
     # H200 timed, 2.8-3.4x faster than cuDNN (session 11); small_k and implicit_gemm keep a
     # fallback config each
@@ -213,7 +216,7 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
     pairs = []
     for algo in candidates:
         cfgs = algo.configs(prob)
-        if unfold and algo.name in ("small_k", "implicit_gemm"):
+        if (unfold and algo.name in ("small_k", "implicit_gemm")) or (narrow_tma and algo.name == "implicit_gemm_tma"):
             cfgs = [algo.default_config(prob)]
         elif algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
             # measured on the H200 (benchmarks/NOTES.md): on problems the TMA kernels take, the
