@@ -54,7 +54,7 @@ def test_suite_shapes_are_valid(name):
         assert shp.c % shp.groups == 0 and shp.k % shp.groups == 0, shp
         assert _meta_output(shp) == (shp.n, shp.k, shp.p, shp.q), shp.name
         assert shp.flops == 2 * shp.n * shp.k * shp.p * shp.q * (shp.c // shp.groups) * shp.r * shp.s
-        assert parse_shape(shp.spec()).params()[:-1] == shp.params()[:-1], shp.name  # spec round-trips
+        assert parse_shape(shp.spec()).params() == shp.params(), shp.name  # spec round-trips, bias included
 
 
 @pytest.mark.parametrize("name", SUITE_NAMES)
@@ -115,6 +115,8 @@ def test_parse_shape(text, want):
     assert shp.bias
     assert shp.name == f"custom {text}"
     assert parse_shape(text, name="mine").name == "mine"
+    bare = parse_shape(text + ",nobias")
+    assert bare.params()[:-1] == want and not bare.bias and bare.spec().endswith(",nobias")
 
 
 @pytest.mark.parametrize(

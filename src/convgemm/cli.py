@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a whole network instead of layers: craft (inference, 1x768x768) or resnet50 (--train)")  # fmt: skip
     b.add_argument("--train", action="store_true", help="with --model resnet50: time a training step (batch 64)")
     b.add_argument("--no-compile", action="store_true", help="with --model: eager only, skip torch.compile")
-    b.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups]",
+    b.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias]",
                    help="an extra shape (repeatable)")  # fmt: skip
     b.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32 (strict: no TF32 rounding), tf32")
     b.add_argument(
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tune", help="tune every shape of a suite now and store the choices in the tuning cache")
     t.add_argument("--suite", default="seed", help="comma-separated suites (as for bench)")
-    t.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups]")
+    t.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias]")
     t.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32, tf32")
     t.add_argument("--layout", default="channels_last", choices=["channels_last", "nchw"])
 
