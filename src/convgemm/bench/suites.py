@@ -67,7 +67,7 @@ class Shape:
     def spec(self) -> str:
         """The ``--shape`` string for this shape (``,nobias`` at the end of a layer without bias:
         the same sizes with and without one are different rows, e.g. cuDNN's grouped 3x3 with a
-        bias took 1.4-1.8x as long as without on the H200, session 12)."""
+        bias took 1.5-1.7x as long as without on the H200, session 12)."""
         f = (self.n, self.c, self.h, self.w, self.k, self.r, self.s, self.stride, self.pad, self.dil, self.groups)
         return ",".join(map(_fmt, f)) + ("" if self.bias else ",nobias")
 
