@@ -289,3 +289,26 @@ def test_tma_configs_pruned_for_dense_layers(monkeypatch):
     one = _gpu_like((64, 1024, 14, 14), (256, 1024, 1, 1))
     one = __import__("dataclasses").replace(one, pad_h=(0, 0), pad_w=(0, 0))
     assert {c.block_m for c in gemm.configs(one)} == {64}
+
+
+def test_untuned_tma_defaults(monkeypatch):
+    """The untuned TMA config (CONVGEMM_AUTOTUNE=0, and the tuner's fallback): persistent 64x256
+    for dense 16-bit layers; one tile per program wherever persistence cannot run (groups, and
+    grouped_tma's listing store even when its merge leaves one group) and for fp32."""
+    from dataclasses import replace
+
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    tma, gtma = fprop.ALGORITHMS["implicit_gemm_tma"], fprop.ALGORITHMS["grouped_tma"]
+    dense = tma.default_config(_gpu_like((64, 256, 14, 14), (256, 256, 3, 3)))
+    assert (dense.block_m, dense.block_n, dense.num_stages, dense.persistent) == (64, 256, 4, 1)
+    assert not tma.default_config(_gpu_like((64, 256, 14, 14), (256, 128, 3, 3), groups=2)).persistent
+    assert not tma.default_config(_gpu_like((64, 256, 14, 14), (256, 256, 3, 3), dtype=torch.float32)).persistent
+    two = _gpu_like((8, 16, 16, 16), (16, 8, 3, 3), groups=2)  # 8 per group: both merged into one
+    two = replace(two, input_tma_ok=False)
+    cfg = gtma.default_config(two)
+    assert cfg.gt == 2 and not cfg.persistent and cfg.split_k == 1
+    one = replace(_gpu_like((64, 1024, 14, 14), (256, 1024, 1, 1)), pad_h=(0, 0), pad_w=(0, 0))
+    assert fprop.ALGORITHMS["gemm_1x1"].default_config(one).block_m == 64
