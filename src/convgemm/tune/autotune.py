@@ -37,16 +37,49 @@ _HEURISTIC_ORDER = (
 )
 
 
-#: algorithm -> algorithms that beat it wherever they apply: it is then tuned with its default only
-_DOMINATED = {
-    "implicit_gemm": ("implicit_gemm_tma", "gemm_1x1"),
-    "depthwise": ("depthwise_rows",),
-    # narrow groups (ResNeXt g32, session 10's tuner log): 1.3-3.7x slower than grouped
-    "depthwise_rows": ("grouped",),
-    # ResNeXt g32 (session 12's tuner log, 5 layers of 4-16 channels per group): 1.27-1.86x
-    # slower than grouped_tma
-    "grouped": ("grouped_tma",),
-}
+def _depthwise_only(prob: ConvProblem, names: set[str]) -> bool:
+    return prob.cg == 1 and prob.kg == 1 and prob.groups > 1
+
+
+def _merges_groups(prob: ConvProblem, names: set[str]) -> bool:
+    return "grouped_tma" in names
+
+
+def _unfolds_stem(prob: ConvProblem, names: set[str]) -> bool:
+    return "width_unfold" in names and ALGORITHMS["width_unfold"].heuristic_ok(prob)
+
+
+#: What the tuner leaves out, each rule measured on the H200 (benchmarks/NOTES.md): (algorithm,
+#: "drop" (not tuned) or "default" (its default config only, a fallback), when(problem, names of
+#: every algorithm that supports it)). Every candidate is a compile on a shape's first call.
+_PRUNE = (
+    # depthwise without a channel multiplier: the GEMM kernels ran 6-50x slower than the
+    # depthwise kernels on all 14 depthwise layers of the grouped suite (session 9), and their
+    # compiles were most of the first call's tuning time (up to 21.6 s)
+    ("small_k", "drop", _depthwise_only),
+    ("implicit_gemm", "drop", _depthwise_only),
+    # the tap kernel lost to the rows kernel on all 15 depthwise layers of session 12's tuner log
+    # (1.16-3.2x slower), and its 7x7 compile took 9 s; float64 keeps it (its 7x7 rows tiles spill)
+    ("depthwise", "drop", lambda p, n: "depthwise_rows" in n and p.dtype != torch.float64),
+    ("depthwise", "default", lambda p, n: "depthwise_rows" in n),
+    # narrow groups that merge on the TMA kernel (ResNeXt g32, session 12): grouped_tma, or
+    # implicit_gemm_tma at 32 channels per group, won all seven layers; depthwise_rows was
+    # 2.3-5.6x slower, small_k 2.1-17x, implicit_gemm 1.2-22x, grouped 1.27-1.86x, and
+    # implicit_gemm_tma's narrow K tiles at 16 or fewer channels per group 1.4-5.5x
+    ("depthwise_rows", "drop", _merges_groups),
+    ("small_k", "drop", _merges_groups),
+    ("implicit_gemm", "drop", _merges_groups),
+    ("grouped", "default", _merges_groups),
+    ("implicit_gemm_tma", "default", lambda p, n: "grouped_tma" in n and p.cg <= 16),
+    # narrow groups without the merge (session 10): the rows kernel 1.3-3.7x slower than grouped
+    ("depthwise_rows", "default", lambda p, n: "grouped" in n),
+    # where a TMA kernel applies, the pointer-gather kernel's best config was 1.4-2x slower
+    ("implicit_gemm", "default", lambda p, n: "implicit_gemm_tma" in n or "gemm_1x1" in n),
+    # RGB stems of 64 or more filters (width_unfold's heuristic): the unfold won each one timed,
+    # 2.8-3.4x faster than cuDNN (session 11)
+    ("small_k", "default", _unfolds_stem),
+    ("implicit_gemm", "default", _unfolds_stem),
+)
 
 
 def autotune_enabled() -> bool:
@@ -187,45 +220,13 @@ def _compile_all(prob, pairs, x, w, bias, scratch) -> None:
 
 
 def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[Algorithm, Config]]:
-    """The (algorithm, config) pairs the tuner compiles and times for ``prob``, pruned by what
-    the H200 measured (benchmarks/NOTES.md)."""
-    if prob.cg == 1 and prob.kg == 1 and prob.groups > 1:
-        # depthwise (no channel multiplier): on all 14 depthwise layers of the grouped suite the
-        # GEMM kernels ran 6-50x slower than the depthwise kernels (session 9's tuner log), and
-        # their compiles and runs were most of the first call's tuning time (up to 21.6 s)
-        kept = [a for a in candidates if a.name not in ("small_k", "implicit_gemm")]
-        candidates = kept or candidates
-    if any(a.name == "depthwise_rows" for a in candidates) and prob.dtype != torch.float64:
-        # the tap kernel lost to the rows kernel on all 15 depthwise layers of session 12's
-        # tuner log (1.16-3.2x slower), and its 7x7 compile took 9 s of the first call
-        candidates = [a for a in candidates if a.name != "depthwise"]
-    if any(a.name == "grouped_tma" for a in candidates):
-        # narrow groups that merge on the TMA kernel: on ResNeXt's seven g32 layers (session 12's
-        # tuner log) grouped_tma, or implicit_gemm_tma at 32 channels per group, won every one;
-        # depthwise_rows was 2.3-5.6x slower, small_k 2.1-17x, implicit_gemm 1.2-22x, and
-        # depthwise_rows's one compile took seconds of the first call
-        kept = [a for a in candidates if a.name not in ("depthwise_rows", "depthwise", "small_k", "implicit_gemm")]
-        candidates = kept or candidates
-    # at 16 or fewer channels per group implicit_gemm_tma's narrow K tiles were 1.4-5.5x slower
-    # than grouped_tma (session 12, three ResNeXt layers); at 32 it won by 3-9% and keeps its list
-    narrow_tma = any(a.name == "grouped_tma" for a in candidates) and prob.cg <= 16
-    # RGB stems of 64 or more filters (width_unfold's heuristic): the unfold won each one the
-    # H200 timed, 2.8-3.4x faster than cuDNN (session 11); small_k and implicit_gemm keep a
-    # fallback config each
-    unfold = any(a.name == "width_unfold" and a.heuristic_ok(prob) for a in candidates)
-    pairs = []
-    for algo in candidates:
-        cfgs = algo.configs(prob)
-        if (unfold and algo.name in ("small_k", "implicit_gemm")) or (narrow_tma and algo.name == "implicit_gemm_tma"):
-            cfgs = [algo.default_config(prob)]
-        elif algo.name in _DOMINATED and any(a.name in _DOMINATED[algo.name] for a in candidates):
-            # measured on the H200 (benchmarks/NOTES.md): on problems the TMA kernels take, the
-            # pointer-gather kernel's best config is 1.4-2x slower; on problems the rows
-            # depthwise kernel takes, the tap kernel's is 1.3-3.7x slower; on narrow groups the
-            # rows kernel is slower than grouped; one config keeps each a fallback
-            cfgs = [algo.default_config(prob)]
-        pairs += [(algo, cfg) for cfg in cfgs]
-    return pairs
+    """The (algorithm, config) pairs the tuner compiles and times for ``prob``: every
+    candidate's configs, less what ``_PRUNE`` leaves out (never every candidate)."""
+    names = {a.name for a in candidates}
+    drop = {a for a, act, when in _PRUNE if act == "drop" and a in names and when(prob, names)}
+    default = {a for a, act, when in _PRUNE if act == "default" and a in names and when(prob, names)}
+    kept = [a for a in candidates if a.name not in drop] or candidates
+    return [(a, c) for a in kept for c in ([a.default_config(prob)] if a.name in default else a.configs(prob))]
 
 
 def _time_ms(fn, budget_ms: float = 2.0) -> float:
