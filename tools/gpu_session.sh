@@ -31,6 +31,8 @@
 #   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
 #              grouped-dgrad.json
+#   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
+#              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
@@ -131,6 +133,15 @@ for step in "$@"; do
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
         bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad
         bench grouped-dgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction dgrad ;;
+    coldwarm)
+        shapes=${COLDWARM_SHAPES:-"64,512,14,14,512,3,3,2,1,1,1 64,1024,14,14,256,1,1,1,0,1,1 64,128,56,56,128,3,3,2,1,1,1
+            16,256,14,14,256,3,3,1,0,1,1 64,1024,14,14,512,1,1,1,0,1,1 16,96,24,24,256,5,5,1,0,1,1
+            64,512,7,7,2048,1,1,1,0,1,1 64,256,28,28,256,3,3,2,1,1,1 64,2048,7,7,512,1,1,1,0,1,1
+            1,512,96,96,512,3,3,1,1,1,1"}
+        # shellcheck disable=SC2086  # $shapes is a list
+        timeout "${COLDWARM_TIMEOUT:-240}" python3 tools/cold_warm.py --all --json "$OUT/coldwarm.json" $shapes \
+            > "$OUT/coldwarm.log" 2>&1
+        echo "coldwarm: rc=$?"; grep -E "==|pick|geomean" "$OUT/coldwarm.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
