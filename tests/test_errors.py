@@ -44,9 +44,14 @@ def test_the_guard_catches_kernel_launches():
         dense = {
             a
             for a in convgemm.algorithms()
-            if a not in ("depthwise", "depthwise_rows", "grouped", "grouped_tma", "width_unfold")
+            if a
+            not in ("depthwise", "depthwise_rows", "grouped", "grouped_tma", "width_unfold", "implicit_gemm_tma_nchw")
         }
         assert set(reached) == {"auto", *dense}
+        # the NCHW kernel takes an NCHW 16-bit input as it is
+        with pytest.raises(AssertionError, match="kernel reached"):
+            convgemm.conv2d(t(1, 16, 4, 16, dtype=torch.float16), t(16, 16, 1, 1, dtype=torch.float16),
+                            algorithm="implicit_gemm_tma_nchw")  # fmt: skip
         # width_unfold's unfold kernel is the first it reaches
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 3, 8, 8, dtype=torch.float16), t(8, 3, 3, 3, dtype=torch.float16), stride=2,

@@ -9,11 +9,14 @@ from dataclasses import replace
 import torch
 
 from ._runtime import check_device, empty, has_tma, interpreting, may_cache, transforming
+from .conv.fprop import ALGORITHMS, nchw_tma_disabled
 from .conv.layout import as_nhwc, tma_aligned, to_format
 from .matmul.blocks import ACTIVATIONS
 from .matmul.launch import Launch
 from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, output_memory_format
 from .tune import choose
+
+NCHW_TMA = ALGORITHMS["implicit_gemm_tma_nchw"]
 
 # Plans: everything decided about a call that depends only on its signature (shapes, strides,
 # dtypes, devices, pointer alignment -- Triton specialises kernels on it --, arguments, TF32
@@ -191,12 +194,12 @@ def conv2d_forward(
             fmt = torch.contiguous_format if _writes_nchw(prob, algo) else torch.channels_last
             y = empty(prob.output_shape, input.dtype, input.device, fmt)
         with _device_of(input):
-            algo.run(prob, as_nhwc(input), weight, bias, y, cfg, launch)
+            algo.run(prob, input if algo.reads_nchw else as_nhwc(input), weight, bias, y, cfg, launch)
             if activation and not algo.fuses_activation:
                 y.relu_()
             return y if prob.channels_last_out or out is not None else to_format(y, torch.contiguous_format)
 
-    prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
+    prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm, nchw=out is None)
     if out is not None:
         assert tuple(out.shape) == tuple(prob.output_shape) and out.dtype == y.dtype, "out: the output's shape, dtype"
         if x is None:
@@ -267,8 +270,10 @@ def make_problem(input, weight, bias, stride, padding, dilation, groups) -> Conv
     return ConvProblem.from_tensors(input, weight, bias, stride, padding, dilation, groups)
 
 
-def _prepare(input, weight, bias, stride, padding, dilation, groups):
-    """Validate, allocate the output, and present the input as NHWC.
+def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="auto", nchw: bool = True):
+    """Validate, allocate the output, and present the input as NHWC, or as it is when it is NCHW
+    and ``implicit_gemm_tma_nchw`` takes it (``algorithm`` auto or that one, ``nchw`` true: the
+    caller has no ``out`` of its own); then y is NCHW too.
 
     Returns ``(problem, x, y)``; ``x`` is None when no kernel is needed (empty output, or an empty
     reduction whose result, the bias, is already in ``y``).
@@ -283,11 +288,30 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups):
     if prob.cg == 0:  # an empty reduction: the output is the bias
         y.copy_(bias.view(1, -1, 1, 1).expand_as(y) if bias is not None else torch.zeros_like(y))
         return prob, None, y
+    if nchw and algorithm in ("auto", NCHW_TMA.name) and _nchw_view_ok(input):
+        # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
+        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True)
+        if algorithm == NCHW_TMA.name or (NCHW_TMA.supports(p2) is None and not nchw_tma_disabled()):
+            return p2, input, empty(prob.output_shape, input.dtype, input.device, torch.contiguous_format)
     x = as_nhwc(input)
     prob = replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=_dense_rows(x),
                    input_phases_ok=_phases_view_ok(x, prob.stride),
                    input_tma_rows_ok=tma_aligned(x, 16 // x.element_size()))  # fmt: skip
     return prob, x, y
+
+
+def _nchw_view_ok(x: torch.Tensor) -> bool:
+    """Whether ``x`` is NCHW (C > 1, pixels of a row contiguous, channels not) and a TMA
+    descriptor ``[N, C, H, W]`` can read it with its own strides: a 16-byte aligned base and
+    16-byte multiples for the N, C and H strides. Dense tensors and channel slices of them."""
+    e = x.element_size()
+    return (
+        x.shape[1] > 1
+        and x.stride(3) == 1
+        and x.stride(1) != 1
+        and x.data_ptr() % 16 == 0
+        and all((x.stride(i) * e) % 16 == 0 for i in (0, 1, 2))
+    )
 
 
 def _phases_view_ok(x: torch.Tensor, stride: tuple[int, int]) -> bool:

@@ -133,6 +133,10 @@ class ConvProblem:
     # a strided input reshapes to the stride-phase view [N, H/sh, sh, W/sw, sw*C] (H and W
     # multiples of the stride, each pixel's C channels right after the previous pixel's)
     input_phases_ok: bool = False
+    # the input given to the kernels is the caller's dense NCHW tensor, not an NHWC copy: only
+    # algorithms that read NCHW (``Algorithm.reads_nchw``) take it; set by ``functional._prepare``
+    # where ``implicit_gemm_tma_nchw`` supports the call
+    input_nchw: bool = False
 
     # ---------------------------------------------------------------- derived sizes
     # (cached: read on every call's path; a frozen dataclass keeps them valid)
@@ -219,6 +223,7 @@ class ConvProblem:
             self.input_tma_rows_ok,
             self.input_dense,
             self.input_phases_ok,
+            self.input_nchw,
             _bucket(self.n),
             _bucket(self.h),
             _bucket(self.w),

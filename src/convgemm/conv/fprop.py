@@ -205,6 +205,9 @@ class Algorithm:
     #: whether ``run`` writes an NCHW ``y`` as fast as a channels_last one (pointer stores with any
     #: strides): then an NCHW result is written in place, not written NHWC and transposed after
     writes_nchw = False
+    #: whether ``run`` takes the caller's NCHW input as it is (``ConvProblem.input_nchw``); the
+    #: others take it with channel stride 1 (``layout.as_nhwc``)
+    reads_nchw = False
 
     def supports(self, prob: ConvProblem) -> str | None:
         """None if this algorithm can compute ``prob``, else the reason it cannot."""
@@ -1304,6 +1307,123 @@ class Head1x1(Algorithm):
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
 
 
+#: Triton's interpreter asserts that a descriptor load's innermost offset is a 16-byte multiple
+#: (the rule its documentation states). The NCHW boxes start at any column: filter taps shift
+#: them by ``s * dilation - padding``, which the GPU's copy engine takes (tests/test_nchw.py runs
+#: them on the H200). Under the interpreter ``implicit_gemm_tma_nchw`` runs only where a test
+#: harness has relaxed that assertion and set this (tests/conftest.py).
+INTERPRETER_UNALIGNED_TMA = False
+
+
+def nchw_tma_disabled() -> bool:
+    """``CONVGEMM_NCHW_TMA=0``: NCHW input goes through transposes to the NHWC kernels, as before
+    ``implicit_gemm_tma_nchw`` existed (for A/B timings)."""
+    return os.environ.get("CONVGEMM_NCHW_TMA", "1") == "0"
+
+
+def nchw_tiles(prob: ConvProblem, block_n: int) -> list[tuple[float, int, int]]:
+    """(coverage, rows, columns) blocks of ``block_n`` pixels of one image, best first.
+
+    Rows of at least 32 columns where the output is that wide: a box row is one run of
+    ``TILE_W`` pixels, and the copy engine moves 64-128 byte runs much faster than 16-byte ones.
+    """
+    out = []
+    min_w = min(32, 1 << max(3, (prob.q - 1).bit_length()))
+    for tw in _pow2_upto(min(block_n, 256)):
+        th = block_n // tw
+        if tw < max(8, min_w) or th > 256:
+            continue
+        out.append((prob.p * prob.q / (cdiv(prob.p, th) * th * cdiv(prob.q, tw) * tw), th, tw))
+    out.sort(key=lambda t: (-round(t[0], 6), -t[2]))
+    return out
+
+
+class ImplicitGemmTmaNchw(Algorithm):
+    """``implicit_gemm_tma`` on NCHW tensors as they are: the input read through a 4-D
+    descriptor ``[N, C, H, W]`` (boxes of ``BLOCK_K`` channels x a block of pixels, pixels
+    contiguous) and the output stored NCHW, so an NCHW call pays no transpose of x before the
+    kernel or of y after it (``conv.loaders.tma_nchw_*``).
+
+    Takes stride 1, groups 1, 16-bit types, C >= 16, an NCHW input (dense or a channel slice)
+    whose N, C and H strides are 16-byte multiples (W * itemsize % 16 == 0 when dense), and
+    output rows of at least 16 pixels and a 16-byte multiple; ``conv2d`` picks it for such an
+    input unless ``CONVGEMM_NCHW_TMA=0``."""
+
+    name = "implicit_gemm_tma_nchw"
+    fuses_activation = True
+    writes_nchw = True
+    reads_nchw = True
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if not prob.input_nchw:
+            return ("needs an NCHW input whose N, C and H strides are 16-byte multiples (W * itemsize % 16 == 0 "
+                    "for a dense one) with a 16-byte aligned base; channels_last input runs on implicit_gemm_tma")  # fmt: skip
+        if prob.dtype.itemsize != 2:
+            return f"16-bit types only (the N-major wgmma operand), not {prob.dtype}"
+        if not prob.tma_ok:
+            return "the device has no TMA (needs compute capability >= 9.0)"
+        if interpreting() and not INTERPRETER_UNALIGNED_TMA:
+            return ("Triton's interpreter requires 16-byte aligned innermost descriptor offsets, which the "
+                    "filter taps' column shifts break (the GPU's copy engine does not)")  # fmt: skip
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: one box must not cross a group; use implicit_gemm_tma on channels_last"
+        if prob.stride != (1, 1):
+            return f"stride {prob.stride}: the NCHW box reads contiguous pixels (stride 1 only)"
+        if (prob.q * prob.dtype.itemsize) % 16:
+            return f"output width {prob.q}: its rows must be 16-byte multiples for the NCHW output store"
+        if prob.c < 16 or prob.q < 16:
+            return f"C = {prob.c}, output width {prob.q}: narrow channels or rows waste the NCHW boxes (C, Q >= 16)"
+        return None
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        bk = _tma_bk(prob)
+        out = []
+        # the NHWC kernel's winning forms (session 12 tuner log): one-tile 64x256 at 3 stages,
+        # persistent 64x256 at 4 stages and 128x256 on two warpgroups, and 64x128
+        for bm, bn, warps, stages, per in ((64, 256, 4, 3, 0), (64, 256, 4, 4, 1), (128, 256, 8, 3, 1),
+                                           (64, 128, 4, 4, 0)):  # fmt: skip
+            if bm == 128 and prob.k <= 64:
+                continue
+            _, th, tw = nchw_tiles(prob, bn)[0]
+            out.append(Config(bm, bn, bk, warps, stages, tile_n=1, tile_h=th, tile_w=tw, persistent=per))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        bk = _tma_bk(prob)
+        if interpreting():
+            _, th, tw = nchw_tiles(prob, 32)[0]
+            return Config(64, th * tw, bk, 4, 1, tile_n=1, tile_h=th, tile_w=tw)
+        _, th, tw = nchw_tiles(prob, 256)[0]
+        return Config(64, 256, bk, 4, 4, tile_n=1, tile_h=th, tile_w=tw, persistent=1)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        """``x``: the NCHW input; ``y``: a dense NCHW output."""
+        if launch is not None and launch.fast_ready:
+            cp, in_place = launch.extra
+            wp = w if in_place else krsc_weight(w, cp)
+            launch.fast((wp, x, y, y if bias is None else bias, y, y))
+            return
+        cp = channel_pad(prob.c, cfg.block_k)
+        wp = krsc_weight(w, cp).view(prob.k, -1)
+        box = [1, cfg.block_k, cfg.tile_h, cfg.tile_w]
+        x_desc = descriptor(x, [prob.n, prob.c, prob.h, prob.w], [x.stride(0), x.stride(1), x.stride(2), 1], box)
+        w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
+        y_desc = descriptor(y, [prob.n, prob.k, prob.p, prob.q], [y.stride(0), y.stride(1), y.stride(2), 1],
+                            [1, cfg.block_m, cfg.tile_h, cfg.tile_w])  # fmt: skip
+        num_m = cdiv(prob.k, cfg.block_m)
+        num_n = prob.n * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        c_tiles = cp // cfg.block_k
+        b_args = (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles)
+        fns = (mm.desc2d_init, mm.desc2d_a_load, cl.tma_nchw_init, cl.tma_nchw_load, cl.tma_nchw_store)
+        _launch(launch, (num_m * num_n, 1, 1), (w_desc, (prob.k,)), (x_desc, b_args), (y_desc, (prob.p, prob.q)),
+                bias, y, prob.k, num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, True, prob,
+                act=prob.activation)  # fmt: skip
+        if launch is not None:
+            launch.extra = (cp, wp.data_ptr() == w.data_ptr())
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
@@ -1317,5 +1437,6 @@ ALGORITHMS: dict[str, Algorithm] = {
         SmallK(),
         WidthUnfold(),
         ImplicitGemm(),
+        ImplicitGemmTmaNchw(),
     )
 }

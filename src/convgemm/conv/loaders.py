@@ -397,6 +397,43 @@ def tma_output_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, 
     y_desc.store([n, oh0, ow0, g, pid_m * BLOCK_M], tile)
 
 
+# ================================================================ NCHW input and output, on TMA
+# The transposed view suits NCHW as it is: B = im2col(x)^T is [BLOCK_K channels, BLOCK_N
+# pixels], and a box [1, BLOCK_K, TILE_H, TILE_W] of the NCHW input is that tile with the pixels
+# contiguous (an N-major operand, which wgmma reads from shared memory for 16-bit types). The
+# [BLOCK_M channels, BLOCK_N pixels] result is a box [1, BLOCK_M, TILE_H, TILE_W] of NCHW y. No
+# transpose of x before the kernel or of y after it (``conv.fprop.ImplicitGemmTmaNchw``).
+@triton.jit
+def tma_nchw_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B for a TILE_H x TILE_W block of one image's output pixels (stride 1, groups 1), read
+    from the NCHW descriptor ``[N, C, H, W]`` with box ``[1, BLOCK_K, TILE_H, TILE_W]``."""
+    (P, Q, pad_h, pad_w, dil_h, dil_w, S, c_tiles) = args
+    TILE_H: tl.constexpr = x_desc.block_shape[2]
+    TILE_W: tl.constexpr = x_desc.block_shape[3]
+    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, 1, TILE_H, TILE_W)
+    return (x_desc, n, oh0 - pad_h, ow0 - pad_w, dil_h, dil_w, S, c_tiles)
+
+
+@triton.jit
+def tma_nchw_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, n, ih0, iw0, dil_h, dil_w, S, c_tiles = state
+    r, s, cb = _tap_split(kt, c_tiles, S)
+    # channels past C and pixels outside the image are out of bounds: zeros, as padding is
+    box = x_desc.load([n, cb * BLOCK_K, ih0 + r * dil_h, iw0 + s * dil_w])
+    return box.reshape(BLOCK_K, BLOCK_N)
+
+
+@triton.jit
+def tma_nchw_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [channels, pixels] tile to NCHW y ``[N, K, P, Q]`` (box ``[1, BLOCK_M, TILE_H,
+    TILE_W]``); the descriptor clips what lies past K, P or Q."""
+    (P, Q) = args
+    TILE_H: tl.constexpr = y_desc.block_shape[2]
+    TILE_W: tl.constexpr = y_desc.block_shape[3]
+    n, oh0, ow0 = _spatial_tile(pid_n, P, Q, 1, TILE_H, TILE_W)
+    y_desc.store([n, pid_m * BLOCK_M, oh0, ow0], acc.to(y_desc.dtype).reshape(1, BLOCK_M, TILE_H, TILE_W))
+
+
 # ================================================================ dgrad on TMA, by stride phase
 # The transposed view of the TMA forward: M = dx channels (A = the flipped weight ``[C, R*S*K]``,
 # a 2-D box), N = the pixels of one stride phase of dx (B = boxes of NHWC dy shifted by the

@@ -24,6 +24,7 @@ _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 _lock = threading.Lock()
 #: preference order when nothing is timed: the most specialised kernel that applies
 _HEURISTIC_ORDER = (
+    "implicit_gemm_tma_nchw",  # only for an NCHW input kept as it is (ConvProblem.input_nchw)
     "gemm_1x1",
     "head_1x1",
     "grouped_tma",  # before implicit_gemm_tma: it won ResNeXt's 8- and 16-channel groups too
@@ -164,7 +165,12 @@ def choose(prob: ConvProblem, x, w, bias, y, algorithm: str = "auto") -> tuple[A
     hit = _memo.get(key)
     if hit is not None:
         return hit
-    candidates = [ALGORITHMS[n] for n in _HEURISTIC_ORDER if ALGORITHMS[n].supports(prob) is None]
+    # an NCHW input kept as it is (``functional._prepare``) goes to the algorithms that read NCHW
+    candidates = [
+        ALGORITHMS[n]
+        for n in _HEURISTIC_ORDER
+        if ALGORITHMS[n].reads_nchw == prob.input_nchw and ALGORITHMS[n].supports(prob) is None
+    ]
     if not autotune_enabled():
         pick = next(a for a in candidates if a.heuristic_ok(prob))
         choice = (pick, pick.default_config(prob))

@@ -1,0 +1,138 @@
+"""implicit_gemm_tma_nchw: NCHW input read and NCHW output written by TMA boxes, no transposes."""
+
+import pytest
+import torch
+from conftest import DEVICE, INTERPRET
+from reference import assert_close, conv2d_ref
+
+import convgemm
+from convgemm.conv.fprop import ALGORITHMS
+
+NAME = "implicit_gemm_tma_nchw"
+DTYPES = [torch.float16] if INTERPRET else [torch.float16, torch.bfloat16]
+
+
+@pytest.fixture(autouse=True)
+def _no_tuning(monkeypatch):
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    monkeypatch.delenv("CONVGEMM_NCHW_TMA", raising=False)
+
+
+def _inputs(n, c, h, w, k, r, s, dtype, bias=True):
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype)
+    wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
+    b = torch.randn(k, device=DEVICE).to(dtype) if bias else None
+    return x, wt, b
+
+
+# (N, C, H, W, K, R, S, padding, dilation, bias): filter taps that shift the boxes by odd columns
+# (3x3, 5x5 dilated, asymmetric 'same'), channels that are not a multiple of the K tile (20),
+# filters that are not a multiple of the M tile (24), outputs ragged against the pixel tiles
+CASES = [
+    (2, 16, 16, 16, 32, 3, 3, 1, 1, True),
+    (1, 20, 12, 16, 24, 3, 3, 1, 1, False),
+    (2, 32, 9, 24, 16, 1, 1, 0, 1, True),
+    (1, 16, 16, 32, 16, 3, 3, 2, 2, True),
+    (1, 16, 10, 16, 16, 3, 1, (1, 0), 1, True),
+    (1, 24, 8, 16, 16, 4, 4, "same", 1, True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:7])))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_forced_matches_reference(case, dtype):
+    n, c, h, w, k, r, s, pad, dil, bias = case
+    x, wt, b = _inputs(n, c, h, w, k, r, s, dtype, bias)
+    y = convgemm.conv2d(x, wt, b, padding=pad, dilation=dil, algorithm=NAME)
+    assert y.is_contiguous(), "an NCHW input gives an NCHW output, written in place"
+    assert_close(y, conv2d_ref(x, wt, b, padding=pad, dilation=dil), dtype, f"{NAME} {case}")
+
+
+def test_auto_takes_nchw_input_as_it_is():
+    x, wt, b = _inputs(2, 16, 8, 16, 16, 3, 3, torch.float16)
+    plan = convgemm.explain(x, wt, b, padding=1)
+    assert plan["algorithm"] == NAME and plan["problem"].input_nchw
+    y = convgemm.conv2d(x, wt, b, padding=1)
+    assert y.is_contiguous()
+    assert_close(y, conv2d_ref(x, wt, b, padding=1), torch.float16, "auto")
+
+
+def test_fused_relu():
+    x, wt, b = _inputs(1, 16, 8, 16, 16, 3, 3, torch.float16)
+    y = convgemm.conv2d(x, wt, b, padding=1, activation="relu", algorithm=NAME)
+    assert_close(y, torch.relu(conv2d_ref(x, wt, b, padding=1)), torch.float16, "relu")
+
+
+def test_env_switch_turns_it_off(monkeypatch):
+    monkeypatch.setenv("CONVGEMM_NCHW_TMA", "0")
+    x, wt, b = _inputs(1, 16, 8, 16, 16, 3, 3, torch.float16)
+    plan = convgemm.explain(x, wt, b, padding=1)
+    assert plan["algorithm"] != NAME and not plan["problem"].input_nchw
+    assert_close(convgemm.conv2d(x, wt, b, padding=1), conv2d_ref(x, wt, b, padding=1), torch.float16, "off")
+
+
+# what it does not take goes to the NHWC algorithms (through the transposes), with the reason
+# when forced
+NOT_TAKEN = [
+    ("groups", dict(shape=(1, 16, 8, 16, 16, 3, 3), groups=2), "groups"),
+    ("stride", dict(shape=(1, 16, 8, 16, 16, 3, 3), stride=2), "stride"),
+    ("row bytes", dict(shape=(1, 16, 8, 12, 16, 3, 3)), "NCHW input whose"),
+    ("narrow C", dict(shape=(1, 8, 8, 16, 16, 3, 3)), "C = 8"),
+    ("fp32", dict(shape=(1, 16, 8, 16, 16, 3, 3), dtype=torch.float32), "16-bit"),
+    ("channels_last", dict(shape=(1, 16, 8, 16, 16, 3, 3), cl=True), "NCHW input whose"),
+]
+
+
+@pytest.mark.parametrize("what,spec,reason", NOT_TAKEN, ids=[t[0] for t in NOT_TAKEN])
+def test_not_taken(what, spec, reason):
+    n, c, h, w, k, r, s = spec["shape"]
+    g = spec.get("groups", 1)
+    dtype = spec.get("dtype", torch.float16)
+    x, wt, b = _inputs(n, c, h, w, k, r, s, dtype)
+    wt = wt[:, : c // g].contiguous()
+    if spec.get("cl"):
+        x = x.contiguous(memory_format=torch.channels_last)
+    args = dict(stride=spec.get("stride", 1), padding=1, groups=g)
+    plan = convgemm.explain(x, wt, b, **args)
+    assert plan["algorithm"] != NAME and not plan["problem"].input_nchw
+    with pytest.raises(ValueError, match=reason):
+        convgemm.conv2d(x, wt, b, algorithm=NAME, **args)
+    assert_close(convgemm.conv2d(x, wt, b, **args), conv2d_ref(x, wt, b, **args), dtype, what)
+
+
+def test_channel_slice_is_read_in_place():
+    # a channel slice of an NCHW batch: the descriptor takes its strides, no copy
+    big, _, b = _inputs(2, 32, 8, 16, 16, 3, 3, torch.float16)
+    _, wt, _ = _inputs(2, 16, 8, 16, 16, 3, 3, torch.float16)
+    x = big[:, 8:24]
+    assert not x.is_contiguous()
+    assert convgemm.explain(x, wt, b, padding=1)["algorithm"] == NAME
+    assert_close(convgemm.conv2d(x, wt, b, padding=1), conv2d_ref(x, wt, b, padding=1), torch.float16, "slice")
+
+
+def test_misaligned_view_goes_through_the_copy():
+    big, wt, b = _inputs(2, 16, 8, 17, 16, 3, 3, torch.float16)
+    x = big[..., 1:]  # rows of 17 elements: not 16-byte strides
+    assert convgemm.explain(x, wt, b, padding=1)["algorithm"] != NAME
+    assert_close(convgemm.conv2d(x, wt, b, padding=1), conv2d_ref(x, wt, b, padding=1), torch.float16, "view")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_gpu_every_config_and_warm_calls(dtype, monkeypatch):
+    # every tuning candidate (persistent and one-tile forms), then the plan's warm launch path on
+    # fresh tensors of the same shape: its descriptors are re-based on the new addresses
+    algo = ALGORITHMS[NAME]
+    x, wt, b = _inputs(2, 64, 56, 56, 128, 3, 3, dtype)
+    ref = conv2d_ref(x, wt, b, padding=1)
+    prob = convgemm.explain(x, wt, b, padding=1, algorithm=NAME)["problem"]
+    for cfg in algo.configs(prob):
+        y = torch.full_like(ref, float("nan"), dtype=dtype)
+        algo.run(prob, x, wt, b, y, cfg)
+        assert_close(y, ref, dtype, cfg.describe())
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
+    for _ in range(3):
+        x, wt, b = _inputs(2, 64, 56, 56, 128, 3, 3, dtype)
+        y = convgemm.conv2d(x, wt, b, padding=1)
+        assert_close(y, conv2d_ref(x, wt, b, padding=1), dtype, "warm")
+    assert convgemm.explain(x, wt, b, padding=1)["algorithm"] == NAME
