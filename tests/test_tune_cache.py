@@ -225,6 +225,30 @@ def test_tuner_times_kernels_not_the_host():
     assert autotune._time_ms(fn) < 0.1
 
 
+def test_cold_l2_switch(monkeypatch):
+    monkeypatch.delenv("CONVGEMM_TUNE_WARM", raising=False)
+    assert autotune._cold_l2()
+    monkeypatch.setenv("CONVGEMM_TUNE_WARM", "1")
+    assert not autotune._cold_l2()
+
+
+@pytest.mark.gpu
+def test_tuner_flushes_before_every_timed_run():
+    from convgemm._runtime import l2_flush
+
+    x = torch.randn(1024, device=DEVICE)
+    flushes = []
+    flush = l2_flush(x.device)
+
+    def counted():
+        flushes.append(1)
+        flush()
+
+    runs = []
+    autotune._time_ms(lambda: runs.append(x.add_(1.0)), flush=counted)
+    assert len(flushes) == len(runs) >= 3
+
+
 def _gpu_like(xs, ws, groups=1, stride=1, dtype=torch.bfloat16):
     """A problem as a Hopper GPU's caller would describe it (TMA, aligned NHWC input)."""
     from dataclasses import replace

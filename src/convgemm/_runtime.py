@@ -121,6 +121,21 @@ def empty(shape, dtype: torch.dtype, device, memory_format=torch.contiguous_form
     return t
 
 
+_flushers: dict = {}
+
+
+def l2_flush(device: torch.device):
+    """A callable that evicts ``device``'s L2 cache: zeroes a buffer of twice its size (kept per
+    device). Timed runs preceded by it read their inputs from device memory, as
+    ``convgemm bench`` times them (it zeroes 256 MB)."""
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    fn = _flushers.get(key)
+    if fn is None:
+        size = max(2 * torch.cuda.get_device_properties(key).L2_cache_size, 32 << 20)
+        fn = _flushers[key] = torch.empty(size // 4, dtype=torch.int32, device=f"cuda:{key}").zero_
+    return fn
+
+
 #: GPU clock cycles per microsecond for ``torch.cuda._sleep`` (the H200 runs its SMs at up to
 #: 1.98 GHz; a slower clock only makes a sleep longer, which is harmless)
 _CYCLES_PER_US = 2000

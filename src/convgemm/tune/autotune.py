@@ -15,7 +15,7 @@ import threading
 
 import torch
 
-from .._runtime import gpu_times, interpreting
+from .._runtime import gpu_times, interpreting, l2_flush
 from ..conv.fprop import ALGORITHMS, COMPILE_ONLY, Algorithm, Config
 from ..problem import ConvProblem
 from .cache import TuneCache, cache_path
@@ -235,15 +235,23 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
     return [(a, c) for a in kept for c in ([a.default_config(prob)] if a.name in default else a.configs(prob))]
 
 
-def _time_ms(fn, budget_ms: float = 2.0) -> float:
-    """Median GPU time of ``fn`` in ms, over about ``budget_ms`` of back-to-back runs (3 to 50;
-    ``_runtime.gpu_times``: the host's launch path off the clock).
+def _time_ms(fn, budget_ms: float = 2.0, flush=None) -> float:
+    """Median GPU time of ``fn`` in ms, over about ``budget_ms`` of runs (3 to 50;
+    ``_runtime.gpu_times``: the host's launch path off the clock), each after ``flush()``
+    (untimed) when given.
 
-    Lighter than ``triton.testing.do_bench`` (no L2 flush, no fixed 10 ms windows): tuning only
-    ranks candidates of one problem against each other, and must stay within a few seconds.
+    Lighter than ``triton.testing.do_bench`` (no fixed 10 ms windows): tuning only ranks
+    candidates of one problem against each other, and must stay within a few seconds.
     """
-    times = sorted(gpu_times(fn, budget_ms, 3, 50))
+    times = sorted(gpu_times(fn, budget_ms, 3, 50, before=flush))
     return times[len(times) // 2]
+
+
+def _cold_l2() -> bool:
+    """Whether candidates are timed with the L2 cache flushed before each run (default), as
+    ``convgemm bench`` times layers; ``CONVGEMM_TUNE_WARM=1`` times them back to back, inputs
+    hot in L2."""
+    return os.environ.get("CONVGEMM_TUNE_WARM", "0") in ("", "0")
 
 
 def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | None]:
@@ -287,9 +295,14 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
         pick = next(a for a in candidates if a.heuristic_ok(prob))
         return pick, pick.default_config(prob), None
     best_t = [float("inf")] * len(ready)
+    # L2 flushed before each run: the H200's rankings of warm and cold runs differ (session 13,
+    # tools/cold_warm.py over the ten slowest layers against cuDNN: the warm pick lost 6% in
+    # geometric mean, up to 26%, in the benchmark's cold timing; e.g. a one-tile 3-stage config
+    # against the persistent 4-stage one)
+    flush = l2_flush(x.device) if _cold_l2() and x.device.type == "cuda" else None
     for _ in range(2):
         for i, (algo, cfg, launch) in enumerate(ready):
-            t = _time_ms(lambda a=algo, c=cfg, h=launch: a.run(prob, x, w, bias, scratch, c, h))
+            t = _time_ms(lambda a=algo, c=cfg, h=launch: a.run(prob, x, w, bias, scratch, c, h), flush=flush)
             best_t[i] = min(best_t[i], t)
     for (algo, cfg, _), t in zip(ready, best_t, strict=True):
         _log(prob, algo, cfg, t)
