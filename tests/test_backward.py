@@ -592,3 +592,94 @@ def test_wgrad_grouped_tma_is_a_candidate_and_refuses():
     assert WGRAD_GT.supports(strided, xs, dys) is None and WGRAD_GT.group_tiles(strided) == [4]
     assert "exactly 64" in reason(32, 32, 8, stride=2)  # strided: 4 per group never make 64 channels of 8 groups
     assert "no group count" in reason(9, 9, 3)  # 3 groups: no power of two divides them
+
+
+# ---------------------------------------------------------------- sub-pixel dgrad (few channels)
+# (N, C, H, W, K, R, S, stride, padding, dilation, groups, bias): RGB stems (7x7 stride 2 as
+# ResNet's), odd sizes (every output_padding), stride 3, unequal strides, a filter narrower than
+# the stride along one axis, padding 0
+SUBPIXEL = [
+    (2, 3, 16, 16, 8, 7, 7, 2, 3, 1, 1, False),
+    (1, 3, 11, 9, 8, 3, 3, 2, 1, 1, 1, False),
+    (1, 3, 10, 10, 8, 3, 3, 2, 0, 1, 1, False),
+    (1, 4, 13, 10, 6, 5, 4, 3, 2, 1, 1, False),
+    (1, 2, 9, 9, 4, 5, 5, (2, 3), (1, 2), 1, 1, False),
+    (2, 3, 12, 11, 16, 4, 1, 2, 1, 1, 1, False),
+]
+
+
+@pytest.mark.parametrize(
+    "m,layout",
+    [
+        ("fp32", "channels_last"),
+        ("fp32", "nchw"),
+        ("fp16", "channels_last"),
+        pytest.param("bf16", "channels_last", marks=pytest.mark.gpu),
+    ],  # fmt: skip
+)
+@pytest.mark.parametrize("case", SUBPIXEL, ids=case_id)
+@pytest.mark.interpreter_share(2, vary=("m", "layout"))
+def test_dgrad_by_subpixel(case, m, layout):
+    import convgemm.functional as fn
+
+    x, w, dy, kw = make(case, DTYPES[m], channels_last=layout == "channels_last")
+    assert fn._subpixel_pays(ConvProblem.from_tensors(x, w, None, **kw))
+    dx = convgemm.conv2d_input(x.shape, w, dy, **kw)
+    gx, _ = ref_grads(x, w, dy, kw)
+    assert_close(dx, gx, DTYPES[m], "sub-pixel dgrad")
+    assert dx.is_contiguous(memory_format=torch.channels_last if layout == "channels_last" else torch.contiguous_format)
+
+
+def test_subpixel_route():
+    import convgemm.functional as fn
+
+    def pays(c, r, stride, groups=1, dil=1):
+        x = torch.zeros(1, c, 16, 16)
+        w = torch.zeros(8 * groups, c // groups, r, r)
+        return fn._subpixel_pays(ConvProblem.from_tensors(x, w, None, stride=stride, dilation=dil, groups=groups))
+
+    assert pays(3, 7, 2) and pays(16, 3, 2) and pays(4, 5, 3)
+    assert not pays(17, 3, 2)  # 68 phase channels: the per-phase kernels
+    assert not pays(3, 3, 1) and not pays(3, 2, 2) and not pays(3, 1, 2)  # stride 1; one tap per phase
+    assert not pays(4, 3, 2, groups=2) and not pays(3, 3, 2, dil=2)
+
+
+def test_subpixel_axis_places_every_tap_once():
+    """Phase f's window positions hold exactly its taps, at their dy offsets, and the convolution
+    gives ceil(size / stride) outputs from in-range dy rows."""
+    from convgemm.functional import subpixel_axis
+
+    for k, stride, pad, size in [
+        (7, 2, 3, 224),
+        (3, 2, 1, 9),
+        (3, 2, 0, 10),
+        (5, 3, 2, 13),
+        (4, 2, 1, 11),
+        (1, 2, 0, 8),
+    ]:
+        out = (size + 2 * pad - k) // stride + 1
+        taps, start, stop, lo, hi, length = subpixel_axis(k, stride, pad, size, out)
+        window = len(taps[0])
+        assert length == -(-size // stride) and all(len(t) == window for t in taps)
+        assert 0 <= start < stop <= out and lo >= 0 and hi >= 0
+        assert stop - start + lo + hi - (window - 1) == length
+        o_min = start - lo  # window position u reads dy row i + o_min + u
+        for f in range(stride):
+            placed = {r: u for u, r in enumerate(taps[f]) if r is not None}
+            assert sorted(placed) == [r for r in range(k) if (f + pad - r) % stride == 0]
+            assert all((f + pad - r) // stride == o_min + u for r, u in placed.items())
+
+
+@pytest.mark.parametrize("case", SUBPIXEL[:3], ids=case_id)
+def test_strided_dgrad_kernels_without_subpixel(case, monkeypatch):
+    """The per-phase kernels still serve few-channel layers when the sub-pixel route is off."""
+    import convgemm.functional as fn
+
+    monkeypatch.setattr(fn, "_subpixel_pays", lambda prob: False)
+    fn.clear_plans()
+    try:
+        x, w, dy, kw = make(case, torch.float32)
+        gx, _ = ref_grads(x, w, dy, kw)
+        assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, "per-phase dgrad")
+    finally:
+        fn.clear_plans()

@@ -432,6 +432,9 @@ def conv2d_input(
         keep()
         dx = _dgrad_by_forward(prob, weight, grad_output)
         return to_format(dx, memory_format)
+    if _subpixel_pays(prob) and min(prob.k, prob.c, prob.n, prob.p, prob.q) > 0:
+        keep()
+        return _dgrad_by_subpixel(prob, weight, grad_output, memory_format)
     dx = empty((prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device, memory_format)
     if dx.numel() == 0:
         return dx
@@ -457,6 +460,117 @@ def conv2d_input(
         keep(launch)
     with _device_of(grad_output):
         DGRAD.run(prob, grad_output, weight, dx, DGRAD.default_config(prob), launch)
+    return dx
+
+
+#: the most phase-stacked channels (stride_h * stride_w * C) for which ``_dgrad_by_subpixel`` is taken
+SUBPIXEL_MAX_CHANNELS = 64
+
+
+def _subpixel_pays(prob: ConvProblem) -> bool:
+    """Whether strided dgrad runs as one sub-pixel forward convolution (``_dgrad_by_subpixel``):
+    few input channels (first layers: the per-phase kernels' GEMM has C columns, 3 of a tile's
+    16-32 for RGB), dilation 1, groups 1, a filter wider than the stride along some axis (else
+    each phase has one tap and ``_phases_pay`` applies)."""
+    sh, sw = prob.stride
+    return (
+        (sh > 1 or sw > 1)
+        and prob.groups == 1
+        and prob.dilation == (1, 1)
+        and sh * sw * prob.c <= SUBPIXEL_MAX_CHANNELS
+        and (prob.r > sh or prob.s > sw)
+    )
+
+
+def subpixel_axis(k: int, stride: int, pad: int, size: int, out: int) -> tuple:
+    """One axis of the sub-pixel dgrad: every phase's taps placed in one window of dy offsets.
+
+    Input position ``h = f + stride * i`` receives tap ``r`` from dy row ``i + o`` when
+    ``o = (f + pad - r) / stride`` is an integer (dilation 1). Over all phases the offsets span
+    ``[o_min, o_max]``: window position ``u`` is offset ``o_min + u``, and ``taps[f][u]`` is the
+    filter tap there (or None). The convolution computes ``length = ceil(size / stride)`` outputs
+    per phase (phase 0's count; shorter phases are cropped) from dy rows ``[start, stop)``
+    padded by ``lo`` and ``hi``. Returns ``(taps, start, stop, lo, hi, length)``, or None when no
+    output reads any dy row (dx is zero).
+    """
+    offs = {f: {(f + pad - r) // stride: r for r in range(k) if (f + pad - r) % stride == 0} for f in range(stride)}
+    every = [o for d in offs.values() for o in d]
+    if not every:
+        return None
+    o_min, o_max = min(every), max(every)
+    taps = [[offs[f].get(o_min + u) for u in range(o_max - o_min + 1)] for f in range(stride)]
+    length = -(-size // stride)
+    start, lo = max(0, o_min), max(0, -o_min)
+    need = start - lo + length + (o_max - o_min)  # one past the last dy row the last output reads
+    stop = min(out, need)
+    if stop <= start:
+        return None
+    return taps, start, stop, lo, need - stop, length
+
+
+def _subpixel_taps(w: torch.Tensor, dim: int, stride: int, pad: int, o_min: int, window: int) -> torch.Tensor:
+    """Filter axis ``dim`` of w rearranged as ``[..., window, stride, ...]``: position (u, g) holds
+    the tap of phase ``f = stride - 1 - g`` at window position u, ``r = f + pad - stride * (o_min
+    + u)``, or zero. Flipped, that tap index is ``base - f + stride * u`` (``base = R - 1 - pad +
+    stride * o_min``), i.e. ``b0 + g + stride * u`` after padding: one slice of the zero-padded
+    flipped axis, reshaped. Views, a pad and a flip: no index tensor (a host-to-device copy,
+    which a CUDA graph cannot capture)."""
+    r = w.shape[dim]
+    base = r - 1 - pad + stride * o_min
+    left = max(0, stride - 1 - base)
+    b0 = base - stride + 1 + left
+    right = max(0, b0 + stride * window - left - r)
+    pads = [0, 0] * (w.dim() - 1 - dim) + [left, right]
+    a = torch.nn.functional.pad(w.flip(dim), pads).narrow(dim, b0, stride * window)
+    return a.unflatten(dim, (window, stride))
+
+
+def _subpixel_weight(w: torch.Tensor, ax_h: tuple, ax_w: tuple, kk: int, channels_last: bool) -> torch.Tensor:
+    """w [K, C, R, S] -> [kk, K, U, V]: output channel ``(fh * sw + fw) * C + c`` holds phase
+    (fh, fw)'s taps of input channel c at their window positions (zeros elsewhere, and in the
+    channels past sh * sw * C that pad kk to a 16-byte multiple). ``ax_*``: (stride, pad, o_min,
+    window) per axis."""
+    k, c = w.shape[:2]
+    (sh, _, _, u), (sw, _, _, v) = ax_h, ax_w
+    t = _subpixel_taps(_subpixel_taps(w, 3, *ax_w), 2, *ax_h)  # [K, C, U, gh, V, gw]
+    out = t.permute(3, 5, 1, 0, 2, 4).flip(0, 1).reshape(sh * sw * c, k, u, v)
+    if kk > sh * sw * c:
+        out = torch.cat([out, out.new_zeros(kk - sh * sw * c, k, u, v)])
+    return out.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+
+
+def _dgrad_by_subpixel(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, memory_format) -> torch.Tensor:
+    """Strided dgrad with few input channels as one stride-1 forward convolution of dy whose
+    ``sh * sw * C`` output channels are dx's stride phases (a sub-pixel convolution), then a
+    depth-to-space copy into dx.
+
+    The per-phase dgrad kernels compute a GEMM with C columns: for an RGB stem (C = 3) a
+    tensor-core tile of 16-32 columns is mostly padding, and cuDNN is slow there too (the H200:
+    824 us for ResNet-50's 7x7 stride-2 stem at batch 64). Stacking the phases gives 12 columns
+    (stride 2), padded to 16, and K * ceil(R / sh) * ceil(S / sw) reductions over dy, which every
+    forward algorithm (tuned) computes."""
+    sh, sw = prob.stride
+    ra = subpixel_axis(prob.r, sh, prob.pad_h[0], prob.h, prob.p)
+    ca = subpixel_axis(prob.s, sw, prob.pad_w[0], prob.w, prob.q)
+    dx = empty((prob.n, prob.c, prob.h, prob.w), dy.dtype, dy.device, memory_format)
+    if ra is None or ca is None:
+        return dx.zero_()
+    rows, start_h, stop_h, lo_h, hi_h, len_h = ra
+    cols, start_w, stop_w, lo_w, hi_w, len_w = ca
+    phased = sh * sw * prob.c
+    align = 16 // dy.element_size()
+    kk = -(-phased // align) * align
+    cl = output_memory_format(dy, weight) == torch.channels_last
+    ax_h = (sh, prob.pad_h[0], start_h - lo_h, len(rows[0]))
+    ax_w = (sw, prob.pad_w[0], start_w - lo_w, len(cols[0]))
+    wt = _derived_weight(weight, ("subpixel", ax_h, ax_w, kk, cl), lambda w: _subpixel_weight(w, ax_h, ax_w, kk, cl))
+    y = conv2d_forward(dy[:, :, start_h:stop_h, start_w:stop_w], wt, None, (1, 1), Pads4((lo_h, hi_h, lo_w, hi_w)),
+                       (1, 1), 1)  # fmt: skip
+    # y [N, (fh, fw, c), i, j] -> dx [N, c, fh + sh * i, fw + sw * j], cropped to H x W
+    full = y[:, :phased].unflatten(1, (sh, sw, prob.c)).permute(0, 3, 4, 1, 5, 2)
+    full = full.reshape(prob.n, prob.c, len_h * sh, len_w * sw)
+    with _device_of(dy):
+        dx.copy_(full[:, :, : prob.h, : prob.w])
     return dx
 
 
