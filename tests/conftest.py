@@ -70,43 +70,6 @@ def interpreter_subset(seq, k: int) -> list:
     return list(dict.fromkeys(seq[::k] + seq[-1:]))
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _interpreter_unaligned_tma():
-    """Let the interpreter run descriptor loads whose innermost offset is not a 16-byte multiple.
-
-    Triton's interpreter asserts that alignment; the GPU's copy engine does not need it, and
-    ``implicit_gemm_tma_nchw`` (NCHW boxes shifted by each filter tap) relies on that: its GPU
-    tests check the hardware. Here the interpreter's pointer expansion is replaced by one
-    without the assertion (same addresses, same bounds masks), so CI runs that kernel too.
-    """
-    if not INTERPRET:
-        yield
-        return
-    import numpy as np
-    from triton.runtime import interpreter as ti
-
-    from convgemm.conv import fprop
-
-    def materialize(self, offsets):
-        itemsize = self.base.dtype.element_ty.primitive_bitwidth // 8
-        ptrs = np.broadcast_to(self.base.data, self.block_shape)
-        masks = np.ones(self.block_shape, dtype=bool)
-        for axis, size in enumerate(self.block_shape):
-            view = [1] * len(self.block_shape)
-            view[axis] = size
-            idx = (offsets[axis].data + np.arange(size)).reshape(view)
-            ptrs = ptrs + (itemsize * idx * self.strides[axis].data).astype(np.uint64)
-            masks = masks & (idx >= 0) & (idx < self.shape[axis].data)
-        return ti.TensorHandle(ptrs, self.base.dtype.scalar), masks
-
-    original = ti.TensorDescHandle.materialize_pointers
-    ti.TensorDescHandle.materialize_pointers = materialize
-    fprop.INTERPRETER_UNALIGNED_TMA = True
-    yield
-    ti.TensorDescHandle.materialize_pointers = original
-    fprop.INTERPRETER_UNALIGNED_TMA = False
-
-
 @pytest.fixture
 def device():
     return DEVICE

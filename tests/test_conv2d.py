@@ -64,6 +64,7 @@ def test_matrix(case, m, layout, tf32_mode):
         "depthwise_rows",
         "grouped",
         "grouped_tma",
+        "narrow_tma",
     ],
 )
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
@@ -101,6 +102,7 @@ def test_tma_algorithms_are_exercised():
     assert counts["gemm_1x1"] >= 1 and counts["implicit_gemm_tma"] >= 4, counts
     assert counts["width_unfold"] >= 2, counts
     assert counts["head_1x1"] >= 1 and counts["grouped_tma"] >= 2, counts
+    assert counts["narrow_tma"] >= 4, counts
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""implicit_gemm_tma_nchw: NCHW input read and NCHW output written by TMA boxes, no transposes."""
+"""implicit_gemm_tma_nchw: NCHW input read and NCHW output written by TMA boxes, no transposes
+(1x1 and R x 1 filters, stride 1)."""
 
 import pytest
 import torch
@@ -25,16 +26,17 @@ def _inputs(n, c, h, w, k, r, s, dtype, bias=True):
     return x, wt, b
 
 
-# (N, C, H, W, K, R, S, padding, dilation, bias): filter taps that shift the boxes by odd columns
-# (3x3, 5x5 dilated, asymmetric 'same'), channels that are not a multiple of the K tile (20),
-# filters that are not a multiple of the M tile (24), outputs ragged against the pixel tiles
+# (N, C, H, W, K, R, S, padding, dilation, bias): 1x1 layers and R x 1 filters (rows shift the
+# boxes, columns must not: a box's first column is 16-byte aligned), channels that are not a
+# multiple of the K tile (20), filters that are not a multiple of the M tile (24), outputs ragged
+# against the pixel tiles
 CASES = [
-    (2, 16, 16, 16, 32, 3, 3, 1, 1, True),
-    (1, 20, 12, 16, 24, 3, 3, 1, 1, False),
+    (2, 16, 16, 16, 32, 1, 1, 0, 1, True),
+    (1, 20, 12, 16, 24, 1, 1, 0, 1, False),
     (2, 32, 9, 24, 16, 1, 1, 0, 1, True),
-    (1, 16, 16, 32, 16, 3, 3, 2, 2, True),
-    (1, 16, 10, 16, 16, 3, 1, (1, 0), 1, True),
-    (1, 24, 8, 16, 16, 4, 4, "same", 1, True),
+    (1, 16, 10, 32, 16, 3, 1, (1, 0), 1, True),
+    (1, 24, 9, 16, 16, 5, 1, (4, 0), 2, True),
+    (1, 16, 12, 16, 16, 4, 1, (2, 0), 1, False),
 ]
 
 
@@ -49,37 +51,39 @@ def test_forced_matches_reference(case, dtype):
 
 
 def test_auto_takes_nchw_input_as_it_is():
-    x, wt, b = _inputs(2, 16, 8, 16, 16, 3, 3, torch.float16)
-    plan = convgemm.explain(x, wt, b, padding=1)
+    x, wt, b = _inputs(2, 16, 8, 16, 16, 1, 1, torch.float16)
+    plan = convgemm.explain(x, wt, b)
     assert plan["algorithm"] == NAME and plan["problem"].input_nchw
-    y = convgemm.conv2d(x, wt, b, padding=1)
+    y = convgemm.conv2d(x, wt, b)
     assert y.is_contiguous()
-    assert_close(y, conv2d_ref(x, wt, b, padding=1), torch.float16, "auto")
+    assert_close(y, conv2d_ref(x, wt, b), torch.float16, "auto")
 
 
 def test_fused_relu():
-    x, wt, b = _inputs(1, 16, 8, 16, 16, 3, 3, torch.float16)
-    y = convgemm.conv2d(x, wt, b, padding=1, activation="relu", algorithm=NAME)
-    assert_close(y, torch.relu(conv2d_ref(x, wt, b, padding=1)), torch.float16, "relu")
+    x, wt, b = _inputs(1, 16, 8, 16, 16, 1, 1, torch.float16)
+    y = convgemm.conv2d(x, wt, b, activation="relu", algorithm=NAME)
+    assert_close(y, torch.relu(conv2d_ref(x, wt, b)), torch.float16, "relu")
 
 
 def test_env_switch_turns_it_off(monkeypatch):
     monkeypatch.setenv("CONVGEMM_NCHW_TMA", "0")
-    x, wt, b = _inputs(1, 16, 8, 16, 16, 3, 3, torch.float16)
-    plan = convgemm.explain(x, wt, b, padding=1)
+    x, wt, b = _inputs(1, 16, 8, 16, 16, 1, 1, torch.float16)
+    plan = convgemm.explain(x, wt, b)
     assert plan["algorithm"] != NAME and not plan["problem"].input_nchw
-    assert_close(convgemm.conv2d(x, wt, b, padding=1), conv2d_ref(x, wt, b, padding=1), torch.float16, "off")
+    assert_close(convgemm.conv2d(x, wt, b), conv2d_ref(x, wt, b), torch.float16, "off")
 
 
 # what it does not take goes to the NHWC algorithms (through the transposes), with the reason
 # when forced
 NOT_TAKEN = [
-    ("groups", dict(shape=(1, 16, 8, 16, 16, 3, 3), groups=2), "groups"),
-    ("stride", dict(shape=(1, 16, 8, 16, 16, 3, 3), stride=2), "stride"),
-    ("row bytes", dict(shape=(1, 16, 8, 12, 16, 3, 3)), "NCHW input whose"),
-    ("narrow C", dict(shape=(1, 8, 8, 16, 16, 3, 3)), "C = 8"),
-    ("fp32", dict(shape=(1, 16, 8, 16, 16, 3, 3), dtype=torch.float32), "16-bit"),
-    ("channels_last", dict(shape=(1, 16, 8, 16, 16, 3, 3), cl=True), "NCHW input whose"),
+    ("3x3", dict(shape=(1, 16, 8, 16, 16, 3, 3), padding=1), "must not shift columns"),
+    ("column padding", dict(shape=(1, 16, 8, 16, 16, 1, 1), padding=(0, 1)), "must not shift columns"),
+    ("groups", dict(shape=(1, 16, 8, 16, 16, 1, 1), groups=2), "groups"),
+    ("stride", dict(shape=(1, 16, 8, 16, 16, 1, 1), stride=2), "stride"),
+    ("row bytes", dict(shape=(1, 16, 8, 12, 16, 1, 1)), "NCHW input whose"),
+    ("narrow C", dict(shape=(1, 8, 8, 16, 16, 1, 1)), "C = 8"),
+    ("fp32", dict(shape=(1, 16, 8, 16, 16, 1, 1), dtype=torch.float32), "16-bit"),
+    ("channels_last", dict(shape=(1, 16, 8, 16, 16, 1, 1), cl=True), "NCHW input whose"),
 ]
 
 
@@ -92,7 +96,7 @@ def test_not_taken(what, spec, reason):
     wt = wt[:, : c // g].contiguous()
     if spec.get("cl"):
         x = x.contiguous(memory_format=torch.channels_last)
-    args = dict(stride=spec.get("stride", 1), padding=1, groups=g)
+    args = dict(stride=spec.get("stride", 1), padding=spec.get("padding", 0), groups=g)
     plan = convgemm.explain(x, wt, b, **args)
     assert plan["algorithm"] != NAME and not plan["problem"].input_nchw
     with pytest.raises(ValueError, match=reason):
@@ -102,19 +106,19 @@ def test_not_taken(what, spec, reason):
 
 def test_channel_slice_is_read_in_place():
     # a channel slice of an NCHW batch: the descriptor takes its strides, no copy
-    big, _, b = _inputs(2, 32, 8, 16, 16, 3, 3, torch.float16)
-    _, wt, _ = _inputs(2, 16, 8, 16, 16, 3, 3, torch.float16)
+    big, _, b = _inputs(2, 32, 8, 16, 16, 1, 1, torch.float16)
+    _, wt, _ = _inputs(2, 16, 8, 16, 16, 1, 1, torch.float16)
     x = big[:, 8:24]
     assert not x.is_contiguous()
-    assert convgemm.explain(x, wt, b, padding=1)["algorithm"] == NAME
-    assert_close(convgemm.conv2d(x, wt, b, padding=1), conv2d_ref(x, wt, b, padding=1), torch.float16, "slice")
+    assert convgemm.explain(x, wt, b)["algorithm"] == NAME
+    assert_close(convgemm.conv2d(x, wt, b), conv2d_ref(x, wt, b), torch.float16, "slice")
 
 
 def test_misaligned_view_goes_through_the_copy():
-    big, wt, b = _inputs(2, 16, 8, 17, 16, 3, 3, torch.float16)
+    big, wt, b = _inputs(2, 16, 8, 17, 16, 1, 1, torch.float16)
     x = big[..., 1:]  # rows of 17 elements: not 16-byte strides
-    assert convgemm.explain(x, wt, b, padding=1)["algorithm"] != NAME
-    assert_close(convgemm.conv2d(x, wt, b, padding=1), conv2d_ref(x, wt, b, padding=1), torch.float16, "view")
+    assert convgemm.explain(x, wt, b)["algorithm"] != NAME
+    assert_close(convgemm.conv2d(x, wt, b), conv2d_ref(x, wt, b), torch.float16, "view")
 
 
 @pytest.mark.gpu
@@ -123,16 +127,16 @@ def test_gpu_every_config_and_warm_calls(dtype, monkeypatch):
     # every tuning candidate (persistent and one-tile forms), then the plan's warm launch path on
     # fresh tensors of the same shape: its descriptors are re-based on the new addresses
     algo = ALGORITHMS[NAME]
-    x, wt, b = _inputs(2, 64, 56, 56, 128, 3, 3, dtype)
-    ref = conv2d_ref(x, wt, b, padding=1)
-    prob = convgemm.explain(x, wt, b, padding=1, algorithm=NAME)["problem"]
+    x, wt, b = _inputs(8, 256, 56, 56, 64, 1, 1, dtype)
+    ref = conv2d_ref(x, wt, b)
+    prob = convgemm.explain(x, wt, b, algorithm=NAME)["problem"]
     for cfg in algo.configs(prob):
         y = torch.full_like(ref, float("nan"), dtype=dtype)
         algo.run(prob, x, wt, b, y, cfg)
         assert_close(y, ref, dtype, cfg.describe())
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
     for _ in range(3):
-        x, wt, b = _inputs(2, 64, 56, 56, 128, 3, 3, dtype)
-        y = convgemm.conv2d(x, wt, b, padding=1)
-        assert_close(y, conv2d_ref(x, wt, b, padding=1), dtype, "warm")
-    assert convgemm.explain(x, wt, b, padding=1)["algorithm"] == NAME
+        x, wt, b = _inputs(8, 256, 56, 56, 64, 1, 1, dtype)
+        y = convgemm.conv2d(x, wt, b)
+        assert_close(y, conv2d_ref(x, wt, b), dtype, "warm")
+    assert convgemm.explain(x, wt, b)["algorithm"] == NAME

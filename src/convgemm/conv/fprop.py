@@ -1307,12 +1307,82 @@ class Head1x1(Algorithm):
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
 
 
-#: Triton's interpreter asserts that a descriptor load's innermost offset is a 16-byte multiple
-#: (the rule its documentation states). The NCHW boxes start at any column: filter taps shift
-#: them by ``s * dilation - padding``, which the GPU's copy engine takes (tests/test_nchw.py runs
-#: them on the H200). Under the interpreter ``implicit_gemm_tma_nchw`` runs only where a test
-#: harness has relaxed that assertion and set this (tests/conftest.py).
-INTERPRETER_UNALIGNED_TMA = False
+class NarrowTma(Algorithm):
+    """Few output channels (K <= 64, groups 1) on the TMA kernel with output *pixels* on M.
+
+    ``implicit_gemm_tma`` puts the output channels on M, where a wgmma tile has 64 rows: a
+    3- or 16-channel layer uses 5-25% of it. Here A is the NHWC input box as [pixels, channels]
+    (``conv.loaders.tma_im2col_a_load``), B the KRSC weight (16-64 columns, the channels past K
+    zero-filled by the copy engine), and the tile is stored by pointers with y's strides
+    (``tile_ptr_store``: any channel count, NHWC or NCHW). Heads, RGB outputs, and dgrad into few
+    channels (``functional._dgrad_by_subpixel``, stride-1 dgrad of a first layer) run as such
+    convolutions. Stride 1, or a strided 1x1 kernel (the subsampled view)."""
+
+    name = "narrow_tma"
+    fuses_activation = True
+    writes_nchw = True
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"TMA kernels take fp16, bf16 or fp32, not {prob.dtype}"
+        if not prob.tma_ok:
+            return "the device has no TMA (needs compute capability >= 9.0)"
+        if not prob.input_tma_ok:
+            return "the NHWC input is not 16-byte aligned (base, strides, or C/groups * itemsize)"
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: dense layers only (groups = 1)"
+        if prob.k > 64:
+            return f"K = {prob.k} output channels: over 64, implicit_gemm_tma's channel tiles are full"
+        if strided_taps(prob):
+            return f"stride {prob.stride} with a {prob.r}x{prob.s} kernel: stride 1, or a strided 1x1 kernel"
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # tuned only
+
+    @staticmethod
+    def _bn(prob: ConvProblem) -> int:
+        return max(16, 1 << (prob.k - 1).bit_length())
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        bn, bk = self._bn(prob), _tma_bk(prob)
+        out = []
+        # (pixels, warps, stages, persistent): one warpgroup per 64 pixel rows, or a 128-row
+        # tile on one warpgroup (two m64 instructions per step)
+        for bm, warps, stages, per in ((64, 4, 4, 0), (128, 4, 3, 0), (128, 8, 3, 0), (128, 4, 4, 1), (256, 8, 3, 1)):
+            _, tn, th, tw = spatial_tiles(prob, bm)[0]
+            out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw, persistent=per))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        bn, bk = self._bn(prob), _tma_bk(prob)
+        bm, warps, stages = (32, 4, 1) if interpreting() else (128, 4, 3)
+        _, tn, th, tw = spatial_tiles(prob, bm)[0]
+        return Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        if launch is not None and launch.fast_ready:
+            cp, in_place = launch.extra
+            wp = w if in_place else krsc_weight(w, cp)
+            launch.fast((x, wp, y, y if bias is None else bias, y, y))
+            return
+        cp = channel_pad(prob.cg, cfg.block_k)
+        wp = krsc_weight(w, cp).view(prob.k, -1)
+        x_desc = input_descriptor(prob, x, [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, cfg.block_k])
+        w_desc = descriptor(wp, [prob.k, 1, wp.shape[1]], [wp.stride(0), wp.shape[1], 1], [cfg.block_n, 1, cfg.block_k])
+        c_tiles = cp // cfg.block_k
+        a_args = (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles)
+        c_args = (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.n, prob.p, prob.q, prob.k,
+                  cfg.tile_n, cfg.tile_h, cfg.tile_w)  # fmt: skip
+        num_m = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        num_n = cdiv(prob.k, cfg.block_n)
+        fns = (cl.tma_im2col_init, cl.tma_im2col_a_load, mm.desc_init, mm.desc_b_load, cl.tile_ptr_store)
+        _launch(launch, (num_m * num_n, 1, 1), (x_desc, a_args), (w_desc, (0,)), (None, c_args), bias, y, prob.k,
+                num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, False, prob, act=prob.activation)  # fmt: skip
+        if launch is not None:
+            launch.extra = (cp, wp.data_ptr() == w.data_ptr())
 
 
 def nchw_tma_disabled() -> bool:
@@ -1344,10 +1414,12 @@ class ImplicitGemmTmaNchw(Algorithm):
     contiguous) and the output stored NCHW, so an NCHW call pays no transpose of x before the
     kernel or of y after it (``conv.loaders.tma_nchw_*``).
 
-    Takes stride 1, groups 1, 16-bit types, C >= 16, an NCHW input (dense or a channel slice)
-    whose N, C and H strides are 16-byte multiples (W * itemsize % 16 == 0 when dense), and
-    output rows of at least 16 pixels and a 16-byte multiple; ``conv2d`` picks it for such an
-    input unless ``CONVGEMM_NCHW_TMA=0``."""
+    Takes 1x1 and R x 1 filters without column padding (the copy engine needs each box's first
+    column 16-byte aligned, so filter taps may shift rows, not columns: an H200 run of 1x3 and
+    3x3 filters stopped on an illegal instruction), stride 1, groups 1, 16-bit types, C >= 16, an
+    NCHW input (dense or a channel slice) whose N, C and H strides are 16-byte multiples
+    (W * itemsize % 16 == 0 when dense), and output rows of at least 16 pixels and a 16-byte
+    multiple; ``conv2d`` picks it for such an input unless ``CONVGEMM_NCHW_TMA=0``."""
 
     name = "implicit_gemm_tma_nchw"
     fuses_activation = True
@@ -1362,9 +1434,9 @@ class ImplicitGemmTmaNchw(Algorithm):
             return f"16-bit types only (the N-major wgmma operand), not {prob.dtype}"
         if not prob.tma_ok:
             return "the device has no TMA (needs compute capability >= 9.0)"
-        if interpreting() and not INTERPRETER_UNALIGNED_TMA:
-            return ("Triton's interpreter requires 16-byte aligned innermost descriptor offsets, which the "
-                    "filter taps' column shifts break (the GPU's copy engine does not)")  # fmt: skip
+        if prob.s != 1 or prob.pad_w != (0, 0):
+            return (f"a {prob.r}x{prob.s} filter with column padding {prob.pad_w}: a box's first column must be "
+                    "16-byte aligned, so the filter must not shift columns (S = 1, no column padding)")  # fmt: skip
         if prob.groups != 1:
             return f"groups = {prob.groups}: one box must not cross a group; use implicit_gemm_tma on channels_last"
         if prob.stride != (1, 1):
@@ -1438,5 +1510,6 @@ ALGORITHMS: dict[str, Algorithm] = {
         WidthUnfold(),
         ImplicitGemm(),
         ImplicitGemmTmaNchw(),
+        NarrowTma(),
     )
 }

@@ -397,12 +397,50 @@ def tma_output_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, 
     y_desc.store([n, oh0, ow0, g, pid_m * BLOCK_M], tile)
 
 
+# ================================================================ natural view on TMA: pixels on M
+# For layers with few output channels (K <= 64: heads, RGB outputs, the phase-stacked dgrad of a
+# stem) the transposed view wastes most of a 64-row wgmma tile on M = K. Here M = output pixels
+# (A = the NHWC box as [BLOCK_M pixels, BLOCK_K channels], K-major, as wgmma reads it from shared
+# memory) and N = output channels (B = the KRSC weight, 16-64 wide).
+@triton.jit
+def tma_im2col_a_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``tma_im2col_load``'s box as the A operand (its state from ``tma_im2col_init``)."""
+    x_desc, n, ih0, iw0, g, dil_h, dil_w, S, c_tiles = state
+    r, s, cb = _tap_split(kt, c_tiles, S)
+    box = x_desc.load([n, ih0 + r * dil_h, iw0 + s * dil_w, g, cb * BLOCK_K])
+    return box.reshape(BLOCK_M, BLOCK_K)
+
+
+@triton.jit
+def tile_ptr_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write the [pixels, channels] tile of a TILE_N x TILE_H x TILE_W pixel block to y with any
+    strides (NHWC or NCHW, any channel count: no 16-byte rule as for a TMA store)."""
+    (y_ptr, s_n, s_k, s_p, s_q, N, P, Q, K, TILE_N, TILE_H, TILE_W) = args
+    # _spatial_tile with the block's sides as run-time values (the loader's are its box's)
+    tiles_w = tl.cdiv(Q, TILE_W)
+    tiles_hw = tl.cdiv(P, TILE_H) * tiles_w
+    nt = pid_m // tiles_hw
+    rem = pid_m - nt * tiles_hw
+    th = rem // tiles_w
+    n0, oh0, ow0 = nt * TILE_N, th * TILE_H, (rem - th * tiles_w) * TILE_W
+    i = tl.arange(0, BLOCK_M)
+    n = n0 + i // (TILE_H * TILE_W)
+    oh = oh0 + (i // TILE_W) % TILE_H
+    ow = ow0 + i % TILE_W
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = n.to(tl.int64) * s_n + oh.to(tl.int64) * s_p + ow.to(tl.int64) * s_q
+    mask = ((n < N) & (oh < P) & (ow < Q))[:, None] & (cols < K)[None, :]
+    tl.store(y_ptr + rows[:, None] + (cols.to(tl.int64) * s_k)[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
 # ================================================================ NCHW input and output, on TMA
 # The transposed view suits NCHW as it is: B = im2col(x)^T is [BLOCK_K channels, BLOCK_N
 # pixels], and a box [1, BLOCK_K, TILE_H, TILE_W] of the NCHW input is that tile with the pixels
 # contiguous (an N-major operand, which wgmma reads from shared memory for 16-bit types). The
 # [BLOCK_M channels, BLOCK_N pixels] result is a box [1, BLOCK_M, TILE_H, TILE_W] of NCHW y. No
-# transpose of x before the kernel or of y after it (``conv.fprop.ImplicitGemmTmaNchw``).
+# transpose of x before the kernel or of y after it (``conv.fprop.ImplicitGemmTmaNchw``). A box's
+# first column (the innermost coordinate) must be 16-byte aligned, so filter taps may shift the
+# boxes by rows only: 1x1 and R x 1 filters without column padding.
 @triton.jit
 def tma_nchw_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """B for a TILE_H x TILE_W block of one image's output pixels (stride 1, groups 1), read
