@@ -683,3 +683,43 @@ def test_strided_dgrad_kernels_without_subpixel(case, monkeypatch):
         assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, "per-phase dgrad")
     finally:
         fn.clear_plans()
+
+
+# ---------------------------------------------------------------- wgrad on the width unfold
+UNFOLD_WGRAD = [
+    (2, 3, 16, 16, 8, 7, 7, 2, 3, 1, 1, False),  # ResNet's stem
+    (1, 3, 10, 12, 8, 3, 3, 1, 1, 1, 1, False),  # CRAFT's conv1_1
+    (1, 4, 13, 10, 6, 5, 4, 3, 2, 1, 1, False),
+    (1, 1, 9, 9, 4, 5, 5, (2, 3), (1, 2), 1, 1, False),
+    (1, 3, 19, 21, 24, 11, 11, 4, 2, 1, 1, False),  # AlexNet's: 19 rows rounded up to 20
+    (1, 2, 9, 12, 8, 3, 3, 1, 2, (2, 2), 1, False),  # dilated
+]
+
+
+@pytest.mark.parametrize(
+    "m,layout",
+    [("fp16", "channels_last"), ("fp16", "nchw"), pytest.param("bf16", "channels_last", marks=pytest.mark.gpu)],
+)
+@pytest.mark.parametrize("case", UNFOLD_WGRAD, ids=case_id)
+def test_wgrad_by_unfold(case, m, layout):
+    import convgemm.functional as fn
+
+    x, w, dy, kw = make(case, DTYPES[m], channels_last=layout == "channels_last")
+    assert fn._unfold_wgrad_pays(ConvProblem.from_tensors(x, w, None, **kw))
+    dw = convgemm.conv2d_weight(x, w.shape, dy, **kw)
+    _, gw = ref_grads(x, w, dy, kw)
+    assert_close(dw, gw, DTYPES[m], "wgrad by unfold")
+
+
+def test_unfold_wgrad_route():
+    import convgemm.functional as fn
+
+    def pays(c, r, s, dtype=torch.float16, groups=1):
+        x = torch.zeros(1, c, 16, 16, dtype=dtype)
+        w = torch.zeros(8 * groups, c // groups, r, s, dtype=dtype)
+        return fn._unfold_wgrad_pays(ConvProblem.from_tensors(x, w, None, groups=groups))
+
+    assert pays(3, 3, 3) and pays(1, 5, 5) and pays(4, 7, 7)
+    assert not pays(8, 3, 3)  # the direct kernels read 16-byte channel rows
+    assert not pays(3, 3, 1)  # one column: nothing to unfold
+    assert not pays(3, 3, 3, dtype=torch.float32) and not pays(4, 3, 3, groups=2)

@@ -806,6 +806,10 @@ def conv2d_weight(
         return dw
     if prob.n * prob.p * prob.q == 0:
         return dw.zero_()
+    if _unfold_wgrad_pays(prob):
+        with _device_of(input):
+            dw.copy_(_wgrad_by_unfold(prob, input, grad_output))
+        return dw
     launch = Launch() if sig is not None else None
     with _device_of(input):
         algo, cfg, nhwc = wgrad(prob, input, grad_output, dw, launch)
@@ -815,6 +819,47 @@ def conv2d_weight(
                 _plans.clear()
             _plans[sig] = (prob, algo, cfg, launch, nhwc, memory_format, wsize)
     return dw
+
+
+#: the widest input channel count for which ``_wgrad_by_unfold`` is taken
+UNFOLD_WGRAD_MAX_CHANNELS = 4
+
+
+def _unfold_wgrad_pays(prob: ConvProblem) -> bool:
+    """Whether wgrad runs on the width-unfolded input (``_wgrad_by_unfold``): first layers (C up
+    to 4 channels, groups 1, a filter wider than one column, S*C within the unfold's 64), 16-bit,
+    and the bottom padding the unfold's row rounding leaves non-negative."""
+    from .conv.unfold import MAX_UNFOLDED
+
+    sh = prob.stride[0]
+    hu = -(-prob.h // sh) * sh
+    return (
+        prob.groups == 1
+        and prob.c <= UNFOLD_WGRAD_MAX_CHANNELS
+        and prob.s > 1
+        and prob.s * prob.c <= MAX_UNFOLDED
+        and prob.dtype in (torch.float16, torch.bfloat16)
+        and prob.pad_h[1] >= hu - prob.h
+    )
+
+
+def _wgrad_by_unfold(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """wgrad of a first layer through the width unfold of the forward (``conv.unfold``).
+
+    Each output column's S taps are gathered into one pixel of ``Cu`` = S*C channels (rounded
+    up to 16), and the weight gradient of the R x 1 convolution over that (stride (sh, 1), the
+    rows' padding) is the layer's, reordered: channel ``s*C + c`` of tap r is ``dw[:, c, r, s]``.
+    The gather wgrad's GEMM over an RGB input has 3 channels per tap (6-byte rows, a fraction
+    of each tile); the unfolded one has 16-64 per filter row, on the tuned wgrad kernels (TMA
+    included)."""
+    from .conv.unfold import unfold_w
+
+    sh = prob.stride[0]
+    hu = -(-prob.h // sh) * sh
+    xu = unfold_w(x, prob.s, prob.stride[1], prob.pad_w[0], prob.dilation[1], prob.q, hu)
+    pads = Pads4((prob.pad_h[0], prob.pad_h[1] - (hu - prob.h), 0, 0))
+    dwu = conv2d_weight(xu, (prob.k, xu.shape[1], prob.r, 1), dy, (sh, 1), pads, (prob.dilation[0], 1))
+    return dwu[:, : prob.s * prob.c, :, 0].unflatten(1, (prob.s, prob.c)).permute(0, 2, 3, 1)
 
 
 def _wgrad_signature(input, weight_size, grad_output, stride, padding, dilation, groups, memory_format):
