@@ -100,7 +100,10 @@ def test_gpu_every_config_and_warm_calls(dtype, k, monkeypatch):
     ref = conv2d_ref(x, wt, b, padding=1)
     prob = convgemm.explain(x, wt, b, padding=1, algorithm=NAME)["problem"]
     for cfg in algo.configs(prob):
-        y = torch.full_like(ref, float("nan"), dtype=dtype).contiguous(memory_format=torch.channels_last)
+        # (the reference is on the CPU)
+        y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE).contiguous(
+            memory_format=torch.channels_last
+        )
         algo.run(prob, x, wt, b, y, cfg)
         assert_close(y, ref, dtype, cfg.describe())
     for _ in range(3):

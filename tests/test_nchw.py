@@ -131,7 +131,10 @@ def test_gpu_every_config_and_warm_calls(dtype, monkeypatch):
     ref = conv2d_ref(x, wt, b)
     prob = convgemm.explain(x, wt, b, algorithm=NAME)["problem"]
     for cfg in algo.configs(prob):
-        y = torch.full_like(ref, float("nan"), dtype=dtype)
+        # (the reference is on the CPU)
+        y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE).contiguous(
+            memory_format=torch.contiguous_format
+        )
         algo.run(prob, x, wt, b, y, cfg)
         assert_close(y, ref, dtype, cfg.describe())
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
