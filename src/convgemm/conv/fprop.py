@@ -12,10 +12,13 @@ small_k             gather_im2col flat          gather_weight flat             g
 grouped             gather_im2col (GT groups)   blockdiag_weight               blockdiag_output + fix-up
 implicit_gemm_tma   matmul desc2d (weight)      tma_im2col (5-D NHWC box)      tma_output (5-D box)
 gemm_1x1            matmul desc2d (weight)      matmul desc (input rows)       matmul desc_store_t
+narrow_tma          tma_im2col_a (NHWC box)     matmul desc (weight)           tile_ptr (any layout)
+..._tma_nchw        matmul desc2d (weight)      tma_nchw (4-D NCHW box)        tma_nchw (4-D box)
 ==================  ==========================  =============================  =======================
 
 The TMA algorithms compute the transposed product ``y^T = w . im2col(x)^T`` (M = output channels,
-N = output pixels) so that both wgmma operands are read from shared memory.
+N = output pixels) so that both wgmma operands are read from shared memory; ``narrow_tma`` (few
+output channels) computes the natural one, pixels on M.
 """
 
 from __future__ import annotations
