@@ -687,12 +687,11 @@ def test_strided_dgrad_kernels_without_subpixel(case, monkeypatch):
 
 # ---------------------------------------------------------------- wgrad on the width unfold
 UNFOLD_WGRAD = [
-    (2, 3, 16, 16, 8, 7, 7, 2, 3, 1, 1, False),  # ResNet's stem
     (1, 3, 10, 12, 8, 3, 3, 1, 1, 1, 1, False),  # CRAFT's conv1_1
-    (1, 4, 13, 10, 6, 5, 4, 3, 2, 1, 1, False),
-    (1, 1, 9, 9, 4, 5, 5, (2, 3), (1, 2), 1, 1, False),
-    (1, 3, 19, 21, 24, 11, 11, 4, 2, 1, 1, False),  # AlexNet's: 19 rows rounded up to 20
+    (2, 1, 9, 9, 4, 5, 5, (1, 3), (1, 2), 1, 1, False),  # a column stride (folded into the unfold)
+    (1, 4, 13, 10, 6, 5, 4, 1, 2, 1, 1, False),
     (1, 2, 9, 12, 8, 3, 3, 1, 2, (2, 2), 1, False),  # dilated
+    (1, 3, 7, 9, 16, 3, 7, 1, (0, 3), 1, 1, False),  # no row padding, wide columns
 ]
 
 
@@ -714,12 +713,13 @@ def test_wgrad_by_unfold(case, m, layout):
 def test_unfold_wgrad_route():
     import convgemm.functional as fn
 
-    def pays(c, r, s, dtype=torch.float16, groups=1):
+    def pays(c, r, s, dtype=torch.float16, groups=1, stride=1):
         x = torch.zeros(1, c, 16, 16, dtype=dtype)
         w = torch.zeros(8 * groups, c // groups, r, s, dtype=dtype)
-        return fn._unfold_wgrad_pays(ConvProblem.from_tensors(x, w, None, groups=groups))
+        return fn._unfold_wgrad_pays(ConvProblem.from_tensors(x, w, None, stride=stride, groups=groups))
 
     assert pays(3, 3, 3) and pays(1, 5, 5) and pays(4, 7, 7)
     assert not pays(8, 3, 3)  # the direct kernels read 16-byte channel rows
+    assert not pays(3, 7, 7, stride=2)  # a strided stem: slower unfolded on the H200
     assert not pays(3, 3, 1)  # one column: nothing to unfold
     assert not pays(3, 3, 3, dtype=torch.float32) and not pays(4, 3, 3, groups=2)

@@ -828,18 +828,19 @@ UNFOLD_WGRAD_MAX_CHANNELS = 4
 def _unfold_wgrad_pays(prob: ConvProblem) -> bool:
     """Whether wgrad runs on the width-unfolded input (``_wgrad_by_unfold``): first layers (C up
     to 4 channels, groups 1, a filter wider than one column, S*C within the unfold's 64), 16-bit,
-    and the bottom padding the unfold's row rounding leaves non-negative."""
+    with row stride 1 (any column stride). Timed on the H200 (session 13, bf16): CRAFT's 3x3
+    stride-1 conv1_1 at 768x768 took 96 us this way against 254 us on the gather kernel, but
+    ResNet's 7x7 stride-2 stem 488 us against 350: the unfolded strided problem has 32 channels,
+    which the strided TMA wgrad does not take (multiples of 64), and ran on the gather kernel."""
     from .conv.unfold import MAX_UNFOLDED
 
-    sh = prob.stride[0]
-    hu = -(-prob.h // sh) * sh
     return (
-        prob.groups == 1
+        prob.stride[0] == 1
+        and prob.groups == 1
         and prob.c <= UNFOLD_WGRAD_MAX_CHANNELS
         and prob.s > 1
         and prob.s * prob.c <= MAX_UNFOLDED
         and prob.dtype in (torch.float16, torch.bfloat16)
-        and prob.pad_h[1] >= hu - prob.h
     )
 
 
