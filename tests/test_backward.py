@@ -687,6 +687,9 @@ def test_strided_dgrad_kernels_without_subpixel(case, monkeypatch):
 
 # ---------------------------------------------------------------- wgrad on the width unfold
 UNFOLD_WGRAD = [
+    (2, 3, 16, 16, 8, 7, 7, 2, 3, 1, 1, False),  # ResNet's stem: two row phases
+    (1, 3, 19, 21, 24, 11, 11, 4, 2, 1, 1, False),  # AlexNet's: four row phases, odd sizes
+    (1, 3, 11, 9, 8, 3, 3, 2, 0, 1, 1, False),  # a phase whose last rows are not read
     (1, 3, 10, 12, 8, 3, 3, 1, 1, 1, 1, False),  # CRAFT's conv1_1
     (2, 1, 9, 9, 4, 5, 5, (1, 3), (1, 2), 1, 1, False),  # a column stride (folded into the unfold)
     (1, 4, 13, 10, 6, 5, 4, 1, 2, 1, 1, False),
@@ -713,13 +716,41 @@ def test_wgrad_by_unfold(case, m, layout):
 def test_unfold_wgrad_route():
     import convgemm.functional as fn
 
-    def pays(c, r, s, dtype=torch.float16, groups=1, stride=1):
+    def pays(c, r, s, dtype=torch.float16, groups=1, stride=1, dil=1):
         x = torch.zeros(1, c, 16, 16, dtype=dtype)
         w = torch.zeros(8 * groups, c // groups, r, s, dtype=dtype)
-        return fn._unfold_wgrad_pays(ConvProblem.from_tensors(x, w, None, stride=stride, groups=groups))
+        prob = ConvProblem.from_tensors(x, w, None, stride=stride, groups=groups, dilation=dil)
+        return fn._unfold_wgrad_pays(prob)
 
     assert pays(3, 3, 3) and pays(1, 5, 5) and pays(4, 7, 7)
     assert not pays(8, 3, 3)  # the direct kernels read 16-byte channel rows
-    assert not pays(3, 7, 7, stride=2)  # a strided stem: slower unfolded on the H200
+    assert pays(3, 7, 7, stride=2)  # a strided stem: one stride-1 wgrad per row phase
+    assert not pays(3, 3, 3, stride=2, dil=2)  # a row phase's taps would not be consecutive
     assert not pays(3, 3, 1)  # one column: nothing to unfold
     assert not pays(3, 3, 3, dtype=torch.float32) and not pays(4, 3, 3, groups=2)
+
+
+def test_wgrad_row_phases_read_what_the_strided_rows_read():
+    """Each phase's stride-1 convolution gives exactly ``out`` rows, and its output row p, tap j
+    reads the input row the strided convolution's tap reads."""
+    from convgemm.functional import wgrad_row_phases
+
+    for r, stride, pad, size in [(7, 2, 3, 224), (3, 2, 1, 9), (3, 2, 0, 11), (11, 4, 2, 19), (5, 3, 2, 13)]:
+        out = (size + 2 * pad - r) // stride + 1
+        seen = []
+        for f, ph in enumerate(wgrad_row_phases(r, stride, pad, 1, size, out)):
+            if ph is None:
+                continue
+            taps, start, stop, lo, hi = ph
+            assert 0 <= start < stop <= len(range(f, size, stride)) and lo >= 0 and hi >= 0
+            assert (stop - start) + lo + hi - (len(taps) - 1) == out
+            for p in range(out):
+                for j, t in enumerate(taps):
+                    row = start - lo + p + j  # phase row, or padding when out of [start, stop)
+                    want = p * stride + t - pad
+                    if 0 <= want < size:
+                        assert row * stride + f == want
+                    else:
+                        assert not start <= row < stop
+            seen += taps
+        assert sorted(seen) == [t for t in range(r) if any((p * stride + t - pad) in range(size) for p in range(out))]

@@ -827,39 +827,82 @@ UNFOLD_WGRAD_MAX_CHANNELS = 4
 
 def _unfold_wgrad_pays(prob: ConvProblem) -> bool:
     """Whether wgrad runs on the width-unfolded input (``_wgrad_by_unfold``): first layers (C up
-    to 4 channels, groups 1, a filter wider than one column, S*C within the unfold's 64), 16-bit,
-    with row stride 1 (any column stride). Timed on the H200 (session 13, bf16): CRAFT's 3x3
-    stride-1 conv1_1 at 768x768 took 96 us this way against 254 us on the gather kernel, but
-    ResNet's 7x7 stride-2 stem 488 us against 350: the unfolded strided problem has 32 channels,
-    which the strided TMA wgrad does not take (multiples of 64), and ran on the gather kernel."""
+    to 4 channels, groups 1, a filter wider than one column, S*C within the unfold's 64), 16-bit;
+    a row stride with vertical dilation 1 (the row phases' taps are then consecutive).
+
+    Timed on the H200 (session 13, bf16): CRAFT's 3x3 stride-1 conv1_1 at 768x768 took 96 us
+    this way against 254 us on the gather kernel. ResNet's 7x7 stride-2 stem took 488 us
+    against 350 when the unfolded problem kept its row stride (32 channels: the strided TMA
+    wgrad takes multiples of 64, so the gather kernel ran it); strided layers now run one
+    stride-1 wgrad per row phase instead (``wgrad_row_phases``), not yet timed."""
     from .conv.unfold import MAX_UNFOLDED
 
     return (
-        prob.stride[0] == 1
-        and prob.groups == 1
+        prob.groups == 1
         and prob.c <= UNFOLD_WGRAD_MAX_CHANNELS
         and prob.s > 1
         and prob.s * prob.c <= MAX_UNFOLDED
         and prob.dtype in (torch.float16, torch.bfloat16)
+        and (prob.stride[0] == 1 or prob.dilation[0] == 1)
     )
+
+
+def wgrad_row_phases(r: int, stride: int, pad: int, dil: int, size: int, out: int) -> list:
+    """A strided convolution's rows as ``stride`` stride-1 ones, for its weight gradient.
+
+    Output row p's tap t reads input row ``p * stride + t * dil - pad = (p + a) * stride + f``:
+    row ``p + a`` of row phase f (``x[f::stride]``). Per phase f: its taps (ascending, offsets
+    ``a`` consecutive for dilation 1 when the stride divides nothing else), the phase rows
+    ``[start, stop)`` read and the padding ``(lo, hi)`` that makes a stride-1 R_f-tap
+    convolution of them give exactly ``out`` rows. Returns per phase None (no tap) or
+    ``(taps, start, stop, lo, hi)``.
+    """
+    res = []
+    for f in range(stride):
+        taps = [t for t in range(r) if (t * dil - pad) % stride == f]
+        rows = len(range(f, size, stride))
+        if not taps:
+            res.append(None)
+            continue
+        offs = [(t * dil - pad - f) // stride for t in taps]
+        assert offs == list(range(offs[0], offs[0] + len(taps))), "consecutive offsets (dilation 1)"
+        start, lo = max(0, offs[0]), max(0, -offs[0])
+        need = start - lo + out + len(taps) - 1  # one past the last phase row read
+        stop = min(rows, need)
+        if stop <= start:
+            res.append(None)  # every tap of every output reads padding: a zero gradient
+            continue
+        res.append((taps, start, stop, lo, need - stop))
+    return res
 
 
 def _wgrad_by_unfold(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     """wgrad of a first layer through the width unfold of the forward (``conv.unfold``).
 
     Each output column's S taps are gathered into one pixel of ``Cu`` = S*C channels (rounded
-    up to 16), and the weight gradient of the R x 1 convolution over that (stride (sh, 1), the
-    rows' padding) is the layer's, reordered: channel ``s*C + c`` of tap r is ``dw[:, c, r, s]``.
-    The gather wgrad's GEMM over an RGB input has 3 channels per tap (6-byte rows, a fraction
-    of each tile); the unfolded one has 16-64 per filter row, on the tuned wgrad kernels (TMA
-    included)."""
+    up to 16), and the weight gradient of the R x 1 convolution over that (the rows' stride and
+    padding) is the layer's, reordered: channel ``s*C + c`` of tap r is ``dw[:, c, r, s]``.
+    A row stride is split into row phases (``wgrad_row_phases``), each a stride-1 wgrad over a
+    strided view of the unfolded input, which the TMA wgrad takes. The gather wgrad's GEMM
+    over an RGB input has 3 channels per tap (6-byte rows, a fraction of each tile); the
+    unfolded one has 16-64 per filter row, on the tuned wgrad kernels (TMA included)."""
     from .conv.unfold import unfold_w
 
     sh = prob.stride[0]
-    hu = -(-prob.h // sh) * sh
-    xu = unfold_w(x, prob.s, prob.stride[1], prob.pad_w[0], prob.dilation[1], prob.q, hu)
-    pads = Pads4((prob.pad_h[0], prob.pad_h[1] - (hu - prob.h), 0, 0))
-    dwu = conv2d_weight(xu, (prob.k, xu.shape[1], prob.r, 1), dy, (sh, 1), pads, (prob.dilation[0], 1))
+    xu = unfold_w(x, prob.s, prob.stride[1], prob.pad_w[0], prob.dilation[1], prob.q, prob.h)
+    cu = xu.shape[1]
+    if sh == 1:
+        pads = Pads4((prob.pad_h[0], prob.pad_h[1], 0, 0))
+        dwu = conv2d_weight(xu, (prob.k, cu, prob.r, 1), dy, 1, pads, (prob.dilation[0], 1))
+    else:
+        dwu = torch.zeros(prob.k, cu, prob.r, 1, dtype=dy.dtype, device=dy.device)
+        for f, ph in enumerate(wgrad_row_phases(prob.r, sh, prob.pad_h[0], prob.dilation[0], prob.h, prob.p)):
+            if ph is None:
+                continue
+            taps, start, stop, lo, hi = ph
+            xf = xu[:, :, f::sh][:, :, start:stop]
+            part = conv2d_weight(xf, (prob.k, cu, len(taps), 1), dy, 1, Pads4((lo, hi, 0, 0)))
+            dwu[:, :, taps[0] : taps[-1] + 1 : sh] = part
     return dwu[:, : prob.s * prob.c, :, 0].unflatten(1, (prob.s, prob.c)).permute(0, 2, 3, 1)
 
 
