@@ -1158,7 +1158,11 @@ class DepthwiseRows(Depthwise):
                 elif prob.r * prob.s > 9:
                     cols = sorted({min(2, fit[-1]), best}, key=lambda c: c != min(2, fit[-1]))
                 else:
-                    cols = sorted({fit[-1], best}, key=lambda c: c != best)
+                    # 3x3: the fewest masked columns only. The widest fitting strip (8 columns)
+                    # lost on every 3x3 layer of the H200's session-12 tuner logs (12 layers,
+                    # stride 1 and 2: 1.05-4.6x slower than the fewest-masked count), and each
+                    # candidate is a 2-9 s compile on a shape's first call (issue 4: 3 s)
+                    cols = [best]
                 for c in cols:
                     for stages in (2, 1) if wide and vec else (2,) if vec else (1,):
                         out.append(Config(bq, bk, self._rows(prob, bq * c, bk), 4, stages, cols=c, vec=vec))
