@@ -42,15 +42,18 @@ def ref_grads(x, w, dy, kw):
 
 
 # every case in both layouts in fp32, and channels_last in the 16-bit dtypes (interpreter time)
+M_LAYOUTS = [
+    ("fp32", "channels_last"),
+    ("fp32", "nchw"),
+    ("fp16", "channels_last"),
+    # the interpreter computes bf16 through an fp32 upcast, not the GPU's path: test it there
+    pytest.param("bf16", "channels_last", marks=pytest.mark.gpu),
+]
+
+
 @pytest.mark.parametrize(
     "m,layout",
-    [
-        ("fp32", "channels_last"),
-        ("fp32", "nchw"),
-        ("fp16", "channels_last"),
-        # the interpreter computes bf16 through an fp32 upcast, not the GPU's path: test it there
-        pytest.param("bf16", "channels_last", marks=pytest.mark.gpu),
-    ],
+    M_LAYOUTS,
 )
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 @pytest.mark.interpreter_share(3, vary=("m", "layout"))
@@ -610,12 +613,7 @@ SUBPIXEL = [
 
 @pytest.mark.parametrize(
     "m,layout",
-    [
-        ("fp32", "channels_last"),
-        ("fp32", "nchw"),
-        ("fp16", "channels_last"),
-        pytest.param("bf16", "channels_last", marks=pytest.mark.gpu),
-    ],  # fmt: skip
+    M_LAYOUTS,
 )
 @pytest.mark.parametrize("case", SUBPIXEL, ids=case_id)
 @pytest.mark.interpreter_share(2, vary=("m", "layout"))

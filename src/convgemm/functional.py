@@ -572,11 +572,18 @@ def _dgrad_by_subpixel(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor
     wt = _derived_weight(weight, ("subpixel", ax_h, ax_w, kk, cl), lambda w: _subpixel_weight(w, ax_h, ax_w, kk, cl))
     y = conv2d_forward(dy[:, :, start_h:stop_h, start_w:stop_w], wt, None, (1, 1), Pads4((lo_h, hi_h, lo_w, hi_w)),
                        (1, 1), 1)  # fmt: skip
-    # y [N, (fh, fw, c), i, j] -> dx [N, c, fh + sh * i, fw + sw * j], cropped to H x W
-    full = y[:, :phased].unflatten(1, (sh, sw, prob.c)).permute(0, 3, 4, 1, 5, 2)
-    full = full.reshape(prob.n, prob.c, len_h * sh, len_w * sw)
+    # y [N, (fh, fw, c), i, j] -> dx [N, c, fh + sh * i, fw + sw * j]: one strided copy (no
+    # temporary) when the phases tile dx exactly, else one per phase, each cropped to its length
     with _device_of(dy):
-        dx.copy_(full[:, :, : prob.h, : prob.w])
+        if prob.h == len_h * sh and prob.w == len_w * sw:
+            dst = dx.unflatten(3, (len_w, sw)).unflatten(2, (len_h, sh))
+            dst.copy_(y[:, :phased].unflatten(1, (sh, sw, prob.c)).permute(0, 3, 4, 1, 5, 2))
+        else:
+            for fh in range(sh):
+                for fw in range(sw):
+                    part = dx[:, :, fh::sh, fw::sw]
+                    c0 = (fh * sw + fw) * prob.c
+                    part.copy_(y[:, c0 : c0 + prob.c, : part.shape[2], : part.shape[3]])
     return dx
 
 
