@@ -127,6 +127,8 @@ TMA_WGRAD = [
     (2, 64, 8, 8, 16, 3, 3, 2, 2, 2, 1),  # dilation 2: every tap in phase 0
     (1, 128, 6, 6, 8, 5, 5, 3, 2, 1, 1),  # stride 3, a 5x5 filter: taps in all three phases
     (2, 128, 6, 8, 32, 3, 3, 2, 1, 1, 2),  # strided and grouped: group 1's channels inside each phase
+    (3, 16, 5, 7, 24, 1, 1, 1, 0, 1, 1),  # stride-1 1x1: one row of N*H*W pixels (flat_1x1)
+    (2, 32, 6, 6, 16, 3, 3, 1, 1, 1, 2),  # 8 outputs per group: a 16-channel dy box reads group 1's too
 ]
 
 
@@ -151,6 +153,127 @@ def test_wgrad_tma(case, layout, split_k):
     algo.run(prob, xn, dyn, dw, replace(cfg, split_k=split_k))
     assert_close(dw, gw, torch.float16, f"wgrad_tma {case} split {split_k}")
     assert_close(convgemm.conv2d_weight(x, wt.shape, dy, **kw), gw, torch.float16, "conv2d_weight")
+
+
+# one-row pixel blocks ([1, 1, bk]: the transposed dy box straight from shared memory on the
+# GPU), rows longer and shorter than the block, tiles wider than the channels, groups, split-K
+ROW_WGRAD = [
+    (2, 16, 5, 21, 24, 3, 3, 1, 1, 1, 1),
+    (1, 24, 7, 13, 40, 3, 3, 1, 1, 1, 1),
+    (2, 16, 6, 9, 16, 3, 3, 1, 1, 1, 2),
+    (2, 16, 9, 9, 16, 1, 1, 2, 0, 1, 1),  # strided 1x1
+    (3, 16, 5, 7, 24, 1, 1, 1, 0, 1, 1),  # flat 1x1
+]
+
+
+@pytest.mark.parametrize("split_k", [1, 2])
+@pytest.mark.parametrize("case", ROW_WGRAD, ids=str)
+def test_wgrad_tma_row_tiles(case, split_k):
+    from convgemm.conv.backward import WGRAD_TMA
+
+    n, c, h, w, k, r, s, stride, padding, dilation, groups = case
+    x, wt, dy, kw = make((n, c, h, w, k, r, s, stride, padding, dilation, groups, False), torch.float16)
+    _, gw = ref_grads(x, wt, dy, kw)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    assert WGRAD_TMA.supports(prob, x, dy) is None
+    for bm, bn, red in ((16, 16, 0), (32, 32, 1)):
+        # red: the partials summed by split_k_finish_kernel (rows of a tile over programs)
+        cfg = replace(WGRAD_TMA._shaped(prob, bm, bn, 16, 4, 1, tile=(1, 1, 16)), split_k=split_k, reduce=red)
+        dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=torch.float16)
+        WGRAD_TMA.run(prob, x, dy, dw, cfg)
+        assert_close(dw, gw, torch.float16, f"row tile {case} {cfg.describe()}")
+
+
+def test_flat_1x1():
+    """A stride-1 unpadded 1x1 wgrad runs as one row of N*H*W pixels when the pixels are evenly
+    strided, and as given otherwise."""
+    from convgemm.conv.backward import WGRAD_TMA, flat_1x1
+
+    x, wt, dy, kw = make((2, 16, 3, 5, 8, 1, 1, 1, 0, 1, 1, False), torch.float16)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    flat = flat_1x1(prob, x, dy)
+    assert flat is not None
+    fprob, fx, fdy = flat
+    assert (fprob.n, fprob.h, fprob.w, fprob.q) == (1, 1, 30, 30)
+    assert torch.equal(fx.reshape(16, 30), x.permute(1, 0, 2, 3).reshape(16, 30))
+    assert torch.equal(fdy.reshape(8, 30), dy.permute(1, 0, 2, 3).reshape(8, 30))
+    # a crop of the pixels is not evenly strided; padding or stride change the pixel map
+    assert flat_1x1(prob, x[:, :, :, :4], dy[:, :, :, :4]) is None
+    assert flat_1x1(ConvProblem.from_tensors(x, wt, None, padding=1), x, dy) is None
+    assert flat_1x1(ConvProblem.from_tensors(x, wt, None, stride=2), x, dy) is None
+    # the tiles are chosen on the flat problem: one-row blocks with no zero-filled columns
+    assert all(c.tile_n == c.tile_h == 1 for c in [WGRAD_TMA.default_config(prob)])
+    cfg = WGRAD_TMA._shaped(replace(prob, n=64, h=7, w=7), 64, 64, 64, 4, 3)
+    assert (cfg.tile_n, cfg.tile_h, cfg.tile_w) == (1, 1, 64)  # 3136 pixels in one row, not 7x7 images
+    cfg = WGRAD_TMA._shaped(replace(prob, n=64, h=7, w=7, r=3, s=3, pad_h=(1, 1), pad_w=(1, 1)), 64, 64, 64, 4, 3)
+    assert cfg.tile_h > 1 or cfg.tile_n > 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "case",
+    [
+        (4, 64, 14, 14, 128, 3, 3, 1, 1, 1, 1),
+        (8, 256, 7, 7, 256, 1, 1, 1, 0, 1, 1),
+        (4, 128, 14, 14, 256, 1, 1, 2, 0, 1, 1),
+        (2, 128, 12, 12, 128, 3, 3, 1, 1, 1, 2),
+    ],
+    ids=str,
+)
+def test_gpu_wgrad_tma_every_config(case, dtype):
+    """Every tuning candidate of wgrad_tma (one-row blocks, 128x256 tiles, taps, split-K)."""
+    from convgemm.conv.backward import WGRAD_TMA
+
+    n, c, h, w, k, r, s, stride, padding, dilation, groups = case
+    x, wt, dy, kw = make((n, c, h, w, k, r, s, stride, padding, dilation, groups, False), dtype)
+    _, gw = ref_grads(x, wt, dy, kw)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    assert WGRAD_TMA.supports(prob, x, dy) is None
+    for cfg in WGRAD_TMA.configs(prob):
+        dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=dtype)
+        WGRAD_TMA.run(prob, x, dy, dw, cfg)
+        assert_close(dw, gw, dtype, f"{case} {cfg.describe()}")
+
+
+@pytest.mark.parametrize("case", [(2, 16, 12, 20, 2, 1, 1, 1, 0, 1, 1), (1, 32, 9, 11, 3, 3, 3, 1, 1, 1, 1)], ids=str)
+def test_gather_wgrad_narrow_tiles(case):
+    """The gather wgrad's tiles for few outputs (``Wgrad.configs``: 16-32 rows, long pixel blocks,
+    many splits), forced here at interpreter size, every candidate on the GPU."""
+    n, c, h, w, k, r, s, stride, padding, dilation, groups = case
+    x, wt, dy, kw = make((n, c, h, w, k, r, s, stride, padding, dilation, groups, False), torch.float16)
+    _, gw = ref_grads(x, wt, dy, kw)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    cfgs = WGRAD.configs(prob)
+    if INTERPRET:
+        cfgs = [Config(16, 32, 64, 4, 1, split_k=5), Config(16, 16, 32, 4, 1, split_k=3, reduce=1)]
+    assert INTERPRET or len(cfgs) == 5
+    for cfg in cfgs:
+        dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=torch.float16)
+        WGRAD.run(prob, x, dy, dw, cfg)
+        assert_close(dw, gw, torch.float16, f"{case} {cfg.describe()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [(4, 128, 14, 14, 128, 1, 1, 1, 0, 1, 1), (2, 128, 12, 10, 256, 3, 3, 1, 1, 1, 1)],
+                         ids=str)  # fmt: skip
+def test_gpu_wgrad_tma_reduce_plan_calls(case):
+    """A ``reduce`` config (partials summed by split_k_finish_kernel) through one launch handle,
+    as a plan replays it: the first call through Triton, then the fast path on new tensors
+    (flat 1x1 views included), each against float64."""
+    from convgemm.conv.backward import WGRAD_TMA
+    from convgemm.matmul.launch import Launch
+
+    n, c, h, w, k, r, s, stride, padding, dilation, groups = case
+    launch = Launch()
+    for i in range(3):
+        x, wt, dy, kw = make((n, c, h, w, k, r, s, stride, padding, dilation, groups, False), torch.bfloat16)
+        prob = ConvProblem.from_tensors(x, wt, None, **kw)
+        cfg = replace(WGRAD_TMA._shaped(prob, 128, 128, 64, 8, 3), split_k=5, reduce=1)
+        dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=torch.bfloat16)
+        WGRAD_TMA.run(prob, x, dy, dw, cfg, launch)
+        assert_close(dw, ref_grads(x, wt, dy, kw)[1], torch.bfloat16, f"call {i}")
+        assert i == 0 or launch.fast_ready
 
 
 # several filter columns per program (conv/wgrad_taps.py): taps past the filter's last column

@@ -31,6 +31,8 @@
 #   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
 #              grouped-dgrad.json
+#   wgrad      wgrad on resnet50 and craft (tuned, every candidate in tune.jsonl) -> wgrad-resnet50.json,
+#              wgrad-craft.json
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -127,6 +129,9 @@ for step in "$@"; do
                 --only 3 4 5 --stages 2 --ab 5 $trim > "$OUT/dw7$trim.log" 2>&1
             echo "dw7 $trim: rc=$?"; grep -E "==|A/B" "$OUT/dw7$trim.log"
         done ;;
+    wgrad)
+        bench wgrad-resnet50 "${WGRAD_TIMEOUT:-240}" --suite resnet50 --direction wgrad
+        bench wgrad-craft "${WGRAD_TIMEOUT:-240}" --suite craft --direction wgrad ;;
     conv3d) bench conv3d "${CONV3D_TIMEOUT:-200}" --suite conv3d --direction fwd ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)

@@ -231,8 +231,23 @@ class Wgrad:
     name = "wgrad"
 
     def configs(self, prob: ConvProblem) -> list[Config]:
-        """One: the gather kernel is the fallback the TMA kernels are timed against."""
-        return [self.default_config(prob)]
+        """The default (the fallback the TMA kernels are timed against) and, for 16-bit layers
+        with at most 32 outputs per group, tiles that fit them: 16 or 32 rows (mma.sync), long
+        pixel blocks and many splits. Such layers (CRAFT's 16 -> 2 head) move a few MB and do
+        almost no arithmetic, so the time is the latency of each program's pixel loop."""
+        out = [self.default_config(prob)]
+        if interpreting() or prob.dtype.itemsize != 2 or prob.kg > 32:
+            return out
+        rsc = prob.r * prob.s * prob.cg
+        npq = prob.n * prob.p * prob.q
+        bm = _small(prob.kg)
+        # (on sm_90 a 16x64 tile of 128 pixels and a 32x32 tile of 256 spill, tools/compile_call.py)
+        for bn, bk, stages in ((min(32, _small(rsc)), 128, 3), (min(512 // bm, _small(rsc)), 256, 2)):
+            tiles = cdiv(prob.kg, bm) * cdiv(rsc, bn) * prob.groups
+            split = max(1, min(256, (4 * sm_count()) // max(tiles, 1), cdiv(npq, bk) // 2))
+            cfg = Config(bm, bn, bk, 4, stages, split_k=split)
+            out += [cfg, replace(cfg, reduce=1)] if split > 1 else [cfg]
+        return list(dict.fromkeys(out))
 
     def default_config(self, prob: ConvProblem) -> Config:
         rsc = prob.r * prob.s * prob.cg
@@ -269,6 +284,8 @@ class Wgrad:
         fns = (cl.wgrad_dy_init, cl.wgrad_dy_load, cl.wgrad_x_init, cl.wgrad_x_load, cl.wgrad_dw_store)
         _launch(launch, (num_m * num_n, prob.groups, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
                 cfg, fns, False, prob, ws)  # fmt: skip
+        if cfg.reduce and cfg.split_k > 1:
+            finish_split_k(launch, ws[0], c, num_m, num_n, prob.groups, cfg, cl.wgrad_dw_store)
 
 
 def _dy_descriptor(prob: ConvProblem, dy: torch.Tensor, cfg: Config, channels: int = 0):
@@ -281,6 +298,45 @@ def _dy_descriptor(prob: ConvProblem, dy: torch.Tensor, cfg: Config, channels: i
         [dy.stride(0), dy.stride(2), dy.stride(3), kg, 1],
         [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, channels or cfg.block_m],
     )
+
+
+def _wgrad_dy_descriptor(prob: ConvProblem, dy: torch.Tensor, cfg: Config):
+    """NHWC dy as ``[N, P, Q, K]`` (groups folded into the channel coordinate), box: the config's
+    pixel block x ``block_m`` channels. Four dimensions, not ``_dy_descriptor``'s five: with a
+    row-segment pixel block the box is ``[1, 1, TILE_W, BLOCK_M]``, which wgmma reads transposed
+    from shared memory (``loaders.tma_wgrad_dy_load``)."""
+    return descriptor(
+        dy,
+        [prob.n, prob.p, prob.q, prob.k],
+        [dy.stride(0), dy.stride(2), dy.stride(3), 1],
+        [cfg.tile_n, cfg.tile_h, cfg.tile_w, cfg.block_m],
+    )
+
+
+def flat_1x1(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
+    """A stride-1 unpadded 1x1 layer over evenly strided NHWC pixels as one image of one row of
+    ``N*H*W`` pixels: ``(problem, x view, dy view)``, or None when ``prob`` or the strides do not
+    allow it. Its weight gradient is the same sum over the same pixels, and any block of
+    ``BLOCK_K`` consecutive pixels is a one-row TMA box (no zero-filled columns, and the
+    transposed dy box that wgmma reads from shared memory)."""
+    if not prob.is_1x1 or prob.stride != (1, 1) or prob.n * prob.h == 1:
+        return None
+    px = prob.n * prob.h * prob.w
+    views = []
+    for t in (x, dy):
+        n, _, h, w = t.shape
+        s3 = t.stride(3)
+        if (h > 1 and t.stride(2) != w * s3) or (n > 1 and t.stride(0) != h * w * s3):
+            return None
+        views.append(t.as_strided((1, t.shape[1], 1, px), (px * s3, t.stride(1), px * s3, s3)))
+    return replace(prob, n=1, h=1, w=px), views[0], views[1]
+
+
+def _flat_prob(prob: ConvProblem) -> ConvProblem:
+    """The problem ``flat_1x1`` would run (for choosing tiles before the tensors are seen)."""
+    if prob.is_1x1 and prob.stride == (1, 1) and prob.n * prob.h > 1:
+        return replace(prob, n=1, h=1, w=prob.n * prob.h * prob.w)
+    return prob
 
 
 class WgradTma:
@@ -341,10 +397,14 @@ class WgradTma:
         return self._shaped(prob, bm, bn, bk, warps, stages)
 
     @staticmethod
-    def _shaped(prob: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int, taps: int = 0) -> Config:
-        """A config of this tile shape: the best-covering block of ``bk`` output pixels, and the
-        split count that gives two waves of programs, each reducing at least 4 pixel blocks."""
-        _, tn, th, tw = spatial_tiles(prob, bk)[0]
+    def _shaped(prob: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int, taps: int = 0,
+                tile: tuple[int, int, int] | None = None) -> Config:  # fmt: skip
+        """A config of this tile shape: the best-covering block of ``bk`` output pixels (or
+        ``tile``), and the split count that gives two waves of programs, each reducing at least 4
+        pixel blocks. Tiles are chosen on the problem ``flat_1x1`` runs (one row of pixels for an
+        unpadded stride-1 1x1 layer)."""
+        prob = _flat_prob(prob)
+        tn, th, tw = tile or spatial_tiles(prob, bk)[0][1:]
         taps_n = prob.s if taps <= 1 else cdiv(prob.s, taps)  # N tiles per filter row
         tiles = cdiv(prob.kg, bm) * prob.r * taps_n * cdiv(prob.cg, bn) * prob.groups
         k_tiles = cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw)
@@ -353,18 +413,24 @@ class WgradTma:
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         """The default and a few tile shapes around it, each with the split count that fills two
-        waves and half of it (fewer, longer reductions)."""
+        waves and half of it (fewer, longer reductions); the large tiles also with their partials
+        summed by a second kernel (``reduce``); several taps per program (``_taps_configs``)."""
         if interpreting():
             return [self.default_config(prob)]
         out = [self.default_config(prob)]
         # (block_m = output channels, block_n = input channels of one tap, block_k = pixels,
         # warps, stages); 128-row tiles take two warpgroups
         for bm, bn, bk, warps, stages in ((64, 64, 64, 4, 4), (64, 128, 64, 4, 3), (128, 64, 64, 8, 4),
-                                          (128, 128, 64, 8, 3), (64, 64, 128, 4, 3), (128, 128, 128, 8, 2)):  # fmt: skip
-            if (bm == 128 and prob.kg <= 64) or (bn == 128 and prob.cg <= 64) or not self._bn_ok(prob, bn):
+                                          (128, 128, 64, 8, 3), (64, 64, 128, 4, 3), (128, 128, 128, 8, 2),
+                                          (128, 256, 64, 8, 3)):  # fmt: skip
+            if (bm == 128 and prob.kg <= 64) or (bn >= 128 and prob.cg < bn) or not self._bn_ok(prob, bn):
                 continue
             cfg = self._shaped(prob, bm, bn, bk, warps, stages)
             out += [cfg, replace(cfg, split_k=max(1, cfg.split_k // 2))]
+            if bm * bn >= 128 * 128 and cfg.split_k > 1:
+                # a 64-128 KB fp32 tile split many ways: one program's serial sum of the partials
+                # is the launch's tail (session 14: 128x128 with 29 splits lost to 64x64 with 7)
+                out.append(replace(cfg, reduce=1))
         out += self._taps_configs(prob)
         return list(dict.fromkeys(out))
 
@@ -394,7 +460,12 @@ class WgradTma:
             # the kernel's tensors in argument order: dy (descriptor), x (descriptor), dw (store
             # tuple), dw (gemm_kernel's unused bias slot), the split-K workspace and counters
             launch.fast((dy, x, dw, ws, locks) if cfg.taps > 1 else (dy, x, dw, dw, ws, locks))
+            if launch.aux is not None:  # split_k_finish_kernel: the workspace, dw (store tuple)
+                launch.aux.fast((ws, dw))
             return
+        flat = flat_1x1(prob, x, dy)
+        if flat is not None:
+            prob, x, dy = flat
         if cfg.taps > 1:
             self._run_taps(prob, x, dy, dw, cfg, launch)
             return
@@ -413,10 +484,10 @@ class WgradTma:
             b = (x_desc, (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s,
                           c_tiles))  # fmt: skip
             x_fns = (cl.tma_wgrad_x_init, cl.tma_wgrad_x_load)
-        dy_desc = _dy_descriptor(prob, dy, cfg)
+        dy_desc = _wgrad_dy_descriptor(prob, dy, cfg)
         num_m, num_n = cdiv(kg, cfg.block_m), prob.r * prob.s * c_tiles
         k_tiles = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
-        a = (dy_desc, (prob.p, prob.q))
+        a = (dy_desc, (prob.p, prob.q, kg))
         c = (None, (dw, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3), kg, prob.s, cg, c_tiles))
         ws, split = None, None
         if cfg.split_k > 1:
@@ -425,6 +496,8 @@ class WgradTma:
         fns = (cl.tma_wgrad_dy_init, cl.tma_wgrad_dy_load, *x_fns, cl.wgrad_dw_tap_store)
         _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
                 cfg, fns, False, prob, ws)  # fmt: skip
+        if cfg.reduce and cfg.split_k > 1:
+            finish_split_k(launch, ws[0], c, num_m, num_n, g, cfg, cl.wgrad_dw_tap_store)
         if launch is not None:
             launch.extra = split
 
@@ -436,7 +509,7 @@ class WgradTma:
         g, cg, kg = prob.groups, prob.cg, prob.kg
         box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
         x_desc = input_descriptor(prob, x, box + [cfg.block_n])
-        dy_desc = _dy_descriptor(prob, dy, cfg)
+        dy_desc = _wgrad_dy_descriptor(prob, dy, cfg)
         c_tiles = cdiv(cg, cfg.block_n)
         num_m, num_n = cdiv(kg, cfg.block_m), prob.r * cdiv(prob.s, cfg.taps) * c_tiles
         k_tiles = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
@@ -767,6 +840,28 @@ class _AsForward:
 _wgrad_memo: dict = {}
 
 
+def finish_split_k(launch, ws: torch.Tensor, c: tuple, num_m: int, num_n: int, batch: int, cfg: Config, store) -> None:
+    """``matmul.blocks.split_k_finish_kernel`` over the partials a ``reduce`` config's GEMM wrote
+    to ``ws``: rows of each tile split over programs until there are two per SM (down to 2 rows),
+    then stored by ``store`` with the GEMM's own ``c`` arguments. Its launch handle is
+    ``launch.aux``."""
+    from ..matmul.blocks import split_k_finish_kernel
+    from .fprop import _run_kernel
+
+    sub = min(32, cfg.block_m)
+    while sub > 2 and num_m * num_n * batch * (cfg.block_m // sub) < 2 * sm_count():
+        sub //= 2
+    if launch is not None and launch.aux is None:
+        launch.aux = Launch()
+    args = (ws, *c, num_m, num_n, cfg.split_k)
+
+    def constexprs():
+        return dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SUB_M=sub, C_STORE=store)
+
+    _run_kernel(None if launch is None else launch.aux, split_k_finish_kernel,
+                (num_m * num_n * (cfg.block_m // sub), batch), args, constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
+
+
 def _can_time(x: torch.Tensor) -> bool:
     """Whether candidates can be timed: a compiled kernel on a CUDA device (not the interpreter)."""
     return x.device.type == "cuda" and not interpreting()
@@ -839,6 +934,9 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
         xn, dyn = as_nhwc(x), as_nhwc(dy)
         if WGRAD_GT.supports(prob, xn, dyn) is None:
             return (*tuned_wgrad([WGRAD, WGRAD_GT], prob, xn, dyn, dw), xn, dyn)
+    if dw is not None and len(WGRAD.configs(prob)) > 1:
+        # few outputs per group (a 1x1 head): the gather kernel's narrow tiles, timed
+        return (*tuned_wgrad([WGRAD], prob, x, dy, dw), x, dy)
     return WGRAD, WGRAD.default_config(prob), x, dy
 
 

@@ -64,6 +64,9 @@ class Config:
     cols: int = 0  # > 1: depthwise_rows with this many neighbouring output columns per thread
     vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)
     gt: int = 0  # > 0: grouped_tma takes this many groups as one
+    # 1: split-K partials are summed by a second kernel (matmul.blocks.split_k_finish_kernel,
+    # many programs per tile) instead of by each tile's last split alone
+    reduce: int = 0
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -81,6 +84,8 @@ class Config:
             s += f" v{self.vec}"
         if self.gt:
             s += f" gt{self.gt}"
+        if self.reduce and self.split_k > 1:
+            s += " red"
         return s
 
 
@@ -153,7 +158,8 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             PRECISION=_precision(prob),
             UPCAST=interpreting() and prob.dtype == torch.bfloat16,
             F64=prob.dtype == torch.float64,
-            SPLIT_K=min(cfg.split_k, 2),  # a switch: the count is the grid's third axis
+            # a switch (the count is the grid's third axis): 2 the last split sums, 3 partials only
+            SPLIT_K=(3 if cfg.reduce else 2) if cfg.split_k > 1 else 1,
             ACT=act,
             K_TILES=fns[5] if len(fns) > 5 else None,
         )

@@ -756,22 +756,25 @@ def wgrad_dw_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOC
 # of dy. K tile kt is the kt-th TILE_N x TILE_H x TILE_W block of output pixels.
 @triton.jit
 def tma_wgrad_dy_init(dy_desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """A = dy^T over NHWC dy viewed as ``[N, P, Q, groups, K/groups]``, box ``[TILE_N, TILE_H,
-    TILE_W, 1, BLOCK_M]`` with ``TILE_N * TILE_H * TILE_W = BLOCK_K`` pixels."""
-    (P, Q) = args
-    return (dy_desc, pid_m * BLOCK_M, g, P, Q)
+    """A = dy^T over NHWC dy viewed as ``[N, P, Q, K]``, box ``[TILE_N, TILE_H, TILE_W, BLOCK_M]``
+    with ``TILE_N * TILE_H * TILE_W = BLOCK_K`` pixels; group ``g``'s channels start ``g * Kg``
+    in (a block running past the group reads the next group's channels, which the store drops)."""
+    (P, Q, Kg) = args
+    return (dy_desc, g * Kg + pid_m * BLOCK_M, P, Q)
 
 
 @triton.jit
 def tma_wgrad_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    # the [pixels, channels] box transposed: an M-major A operand, which wgmma reads from shared
-    # memory for 16-bit types
-    dy_desc, k0, g, P, Q = state
+    # the [pixels, channels] box transposed: an M-major A operand. Triton 3.6 feeds it to wgmma
+    # straight from shared memory only when the box is one row of pixels ([1, 1, TILE_W, BLOCK_M]);
+    # any other box (two rows, or a unit group axis before the channels) is reshaped in
+    # registers, and wgmma then takes A from registers (tools/compile_call.py counts both forms)
+    dy_desc, k0, P, Q = state
     TILE_N: tl.constexpr = dy_desc.block_shape[0]
     TILE_H: tl.constexpr = dy_desc.block_shape[1]
     TILE_W: tl.constexpr = dy_desc.block_shape[2]
     n, p0, q0 = _spatial_tile(kt, P, Q, TILE_N, TILE_H, TILE_W)
-    return dy_desc.load([n, p0, q0, g, k0]).reshape(BLOCK_K, BLOCK_M).T
+    return dy_desc.load([n, p0, q0, k0]).reshape(BLOCK_K, BLOCK_M).T
 
 
 @triton.jit

@@ -41,7 +41,7 @@ def _store_tap(acc, ws_ptr, lock_ptr, tile, dw_ptr, s_k, s_c, s_r, s_s, Kg, Cg, 
 
 @triton.jit
 def wgrad_taps_kernel(
-    dy_desc,  # NHWC dy as [N, P, Q, groups, K/groups], box [TILE_N, TILE_H, TILE_W, 1, BLOCK_M]
+    dy_desc,  # NHWC dy as [N, P, Q, K], box [TILE_N, TILE_H, TILE_W, BLOCK_M]
     x_desc,  # NHWC x as [N, H, W, groups, C/groups], box [TILE_N, TILE_H, TILE_W, 1, BLOCK_N]
     dw_ptr,
     ws_ptr,  # SPLIT_K > 1: partials, TAPS * SPLIT_K * BLOCK_M * BLOCK_N per output tile
@@ -82,7 +82,7 @@ def wgrad_taps_kernel(
     s0 = (rj - r * s_groups) * TAPS
     c0 = cb * BLOCK_N
     # wgrad_tma's loader states: dy's once, x's per filter column (one dilation step apart)
-    a_state = tma_wgrad_dy_init(dy_desc, (P, Q), pid_m, g, BLOCK_M, BLOCK_K)
+    a_state = tma_wgrad_dy_init(dy_desc, (P, Q, Kg), pid_m, g, BLOCK_M, BLOCK_K)
     dh = r * dil_h - pad_h
     dw0 = s0 * dil_w - pad_w
     x0 = (x_desc, dh, dw0, g, c0, P, Q)

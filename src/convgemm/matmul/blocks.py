@@ -189,10 +189,59 @@ def split_k_reduce(acc, ws_ptr, lock_ptr, tile, split, n_split, BLOCK_M: tl.cons
     is_last = ticket == n_split - 1
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype)
     if is_last:
-        for s in range(n_split):
+        # unrolled so that several partials' loads are in flight at once: a rolled loop waits
+        # one L2 round trip per split before the next load issues (the order of the sum is kept)
+        for s in tl.range(0, n_split, loop_unroll_factor=4):
             total += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
         tl.store(lock_ptr + tile, 0)
     return total, is_last
+
+
+@triton.jit
+def split_k_store(acc, ws_ptr, tile, split, n_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write this split's fp32 partial of output tile ``tile`` to the workspace, for
+    ``split_k_finish_kernel`` (the layout ``split_k_reduce`` uses: tile-major, then split)."""
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    base = ws_ptr + (tile.to(tl.int64) * n_split + split) * (BLOCK_M * BLOCK_N)
+    tl.store(base + offs, acc)
+
+
+@triton.jit
+def split_k_finish_kernel(
+    ws_ptr,  # n_split partials per output tile, as split_k_store wrote them
+    c_desc,
+    c_args,
+    num_pid_m,
+    num_pid_n,
+    n_split,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SUB_M: tl.constexpr,  # rows of a tile per program
+    C_STORE: tl.constexpr,
+):
+    """The second half of a two-kernel split-K: grid = (tiles * BLOCK_M / SUB_M, batch). Each
+    program sums ``SUB_M`` rows of one tile over its ``n_split`` partials, in split order (the
+    result is the same on every run), and stores them with ``C_STORE`` as rows ``sub`` of a tile
+    of ``SUB_M`` rows (stores that place row ``pid_m * BLOCK_M + i``, as the pointer stores do).
+
+    ``split_k_reduce`` leaves each tile's sum to its last split alone: for a few large tiles
+    split many ways (a weight gradient: 128x128 fp32 tiles, 29 splits, 1.9 MB per tile) that
+    one program's serial read is the kernel's tail. Here every tile's sum is spread over
+    ``BLOCK_M / SUB_M`` programs."""
+    subs: tl.constexpr = BLOCK_M // SUB_M
+    pid = tl.program_id(0)
+    batch = tl.program_id(1)
+    t = pid // subs
+    sub = pid - t * subs
+    pid_m = t // num_pid_n
+    pid_n = t - pid_m * num_pid_n
+    tile = (batch * num_pid_m + pid_m) * num_pid_n + pid_n
+    offs = (sub * SUB_M + tl.arange(0, SUB_M))[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    base = ws_ptr + tile.to(tl.int64) * n_split * (BLOCK_M * BLOCK_N)
+    acc = tl.zeros((SUB_M, BLOCK_N), dtype=ws_ptr.dtype.element_ty)
+    for s in tl.range(0, n_split, loop_unroll_factor=4):
+        acc += tl.load(base + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+    C_STORE(c_desc, c_args, acc, pid_m * subs + sub, pid_n, batch, SUB_M, BLOCK_N)
 
 
 @triton.jit
@@ -224,7 +273,10 @@ def gemm_kernel(
     PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
     F64: tl.constexpr,  # float64 operands: accumulate in float64
-    SPLIT_K: tl.constexpr = 1,  # > 1: K tiles split over grid axis 2 (its size is the split count)
+    # > 1: K tiles split over grid axis 2 (its size is the split count); 2: the last split of a
+    # tile sums the partials (split_k_reduce), 3: every split only writes its partial, and
+    # split_k_finish_kernel sums them
+    SPLIT_K: tl.constexpr = 1,
     ACT: tl.constexpr = "",  # activation_epilogue after the bias: "" or one of ACTIVATIONS
     K_TILES: tl.constexpr = None,  # optional fn(a_state, k_tiles) -> this program's own K tile count
 ):
@@ -249,7 +301,11 @@ def gemm_kernel(
     else:
         acc = k_loop(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST)
     is_last = True
-    if SPLIT_K > 1:
+    if SPLIT_K == 3:
+        tile = (batch * num_pid_m + pid_m) * num_pid_n + pid_n
+        split_k_store(acc, ws_ptr, tile, tl.program_id(2), tl.num_programs(2), BLOCK_M, BLOCK_N)
+        is_last = False
+    elif SPLIT_K > 1:
         tile = (batch * num_pid_m + pid_m) * num_pid_n + pid_n
         acc, is_last = split_k_reduce(
             acc, ws_ptr, lock_ptr, tile, tl.program_id(2), tl.num_programs(2), BLOCK_M, BLOCK_N

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Compile for sm_90, without a GPU, exactly the kernels one algorithm launches for one problem
+and config, and summarise each: registers, spills, shared memory, wgmma (and whether its A
+operand comes from registers or shared memory), TMA loads.
+
+    PYTHONPATH=src python3 tools/compile_call.py --direction wgrad --shape 64,256,14,14,1024,1,1 \\
+        --config "block_m=128,block_n=128,block_k=64,num_warps=8,num_stages=3"
+
+The algorithm's own ``run`` builds the arguments on CPU tensors; the launch is intercepted and
+handed to Triton's binder (the same run-time specialisation as on the GPU: divisibility by 16,
+integers equal to 1) and compiled for ``cuda:90``. Unlike ``tools/sm90_check.py`` no signature
+has to be written by hand. Nothing runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+
+os.environ.pop("TRITON_INTERPRET", None)
+
+
+def _compile(fn, grid, args, constexprs, options, out: str) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    while not isinstance(fn, triton.runtime.jit.JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn
+    target = GPUTarget("cuda", 90, 32)
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    kwargs = {**constexprs, **options}
+    bound, spec, opts = binder(*args, **kwargs)
+    opts, signature, consts, attrs = fn._pack_args(backend, kwargs, bound, spec, opts)
+    k = triton.compile(ASTSource(fn, signature, consts, attrs), target=target, options=opts.__dict__)
+    name = fn.__name__
+    os.makedirs(out, exist_ok=True)
+    cubin = os.path.join(out, f"{name}.cubin")
+    with open(cubin, "wb") as f:
+        f.write(k.asm["cubin"])
+    for ext in ("ptx", "ttgir"):
+        with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
+            f.write(k.asm[ext])
+    bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    res = subprocess.run([os.path.join(bindir, "cuobjdump"), "--dump-resource-usage", cubin],
+                         capture_output=True, text=True).stdout  # fmt: skip
+    sass = subprocess.run([os.path.join(bindir, "cuobjdump"), "--dump-sass", cubin],
+                          capture_output=True, text=True).stdout  # fmt: skip
+    with open(os.path.join(out, f"{name}.sass"), "w") as f:
+        f.write(sass)
+    ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+    regs = re.search(r"REG:(\d+)", res)
+    # wgmma with A in registers is the "RS" form: its A operand is a register list, not a descriptor
+    rs = len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.\S+\s+\{[^}]*\},\s*\{", ptx))
+    return {
+        "kernel": name,
+        "grid": tuple(grid),
+        "shared": k.metadata.shared,
+        "regs": int(regs.group(1)) if regs else None,
+        "LDL/STL": len(re.findall(r"\b(?:LDL|STL)\b", sass)),
+        "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
+        "wgmma_A_in_regs": rs,
+        "wgmma.wait": len(re.findall(r"wgmma\.wait_group", ptx)),
+        "tma": len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
+        "local_alloc(ttgir)": len(re.findall(r"ttg\.local_alloc", ttgir)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--direction", choices=("fwd", "wgrad"), default="wgrad")
+    ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S[,stride,pad,dil,groups] as the bench suites write it")
+    ap.add_argument("--algorithm", default="wgrad_tma")
+    ap.add_argument("--config", default="", help="comma-separated Config fields over the default, e.g. block_m=128")
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--out", default="/tmp/compile_call")
+    a = ap.parse_args()
+
+    import torch
+
+    from convgemm.bench.suites import parse_shape
+    from convgemm.conv import backward, fprop
+    from convgemm.problem import ConvProblem
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
+    shp = parse_shape(a.shape)
+    x = torch.zeros(shp.n, shp.c, shp.h, shp.w, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.zeros(shp.k, shp.c // shp.groups, shp.r, shp.s, dtype=dtype)
+    prob = ConvProblem.from_tensors(x, w, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+    captured = []
+
+    def capture(launch, fn, grid, args, constexprs, options):
+        captured.append((fn, grid, args, constexprs(), options))
+
+    fprop._run_kernel = capture
+    if a.direction == "wgrad":
+        algo = {x.name: x for x in (backward.WGRAD_TMA, backward.WGRAD, backward.WGRAD_GT, backward.DWGRAD)}[
+            a.algorithm
+        ]
+        cfg = algo.default_config(prob)
+    else:
+        algo = fprop.ALGORITHMS[a.algorithm]
+        cfg = algo.default_config(prob)
+    fields = {f.name: f.type for f in dataclasses.fields(cfg)}
+    for item in filter(None, a.config.split(",")):
+        k, v = item.split("=")
+        if k not in fields:
+            sys.exit(f"compile_call: Config has no field {k!r} (fields: {', '.join(fields)})")
+        cfg = dataclasses.replace(cfg, **{k: int(v)})
+    if a.direction == "wgrad":
+        cfg = backward.WgradTma._shaped(prob, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps,
+                                        cfg.num_stages, cfg.taps) if a.algorithm == "wgrad_tma" and "split_k" not in a.config else cfg  # fmt: skip
+        dy = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=torch.channels_last)
+        dw = torch.zeros_like(w)
+        algo.run(prob, x, dy, dw, cfg)
+    else:
+        y = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=torch.channels_last)
+        algo.run(prob, x, algo.pack_weight(prob, w) if hasattr(algo, "pack_weight") else w, None, y, cfg)
+    print(f"config: {cfg}")
+    for fn, grid, args, consts, options in captured:
+        r = _compile(fn, grid, args, consts, options, a.out)
+        print("  ".join(f"{k}={v}" for k, v in r.items()))
+
+
+if __name__ == "__main__":
+    main()
