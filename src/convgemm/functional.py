@@ -741,15 +741,11 @@ def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, 
     sh, sw = prob.stride
     rows = phase_convs(prob.r, sh, prob.pad_h[0], prob.dilation[0], prob.h, prob.p)
     cols = phase_convs(prob.s, sw, prob.pad_w[0], prob.dilation[1], prob.w, prob.q)
-    # phases no tap reaches (a strided 1x1 kernel's: three of four at stride 2) are zero; only
-    # they are cleared, so the bytes of dx are written once (whole rows of a row phase at once)
-    for fh, a in enumerate(rows):
-        if a is None:
-            dx[:, :, fh::sh].zero_()
-            continue
-        for fw, b in enumerate(cols):
-            if b is None:
-                dx[:, :, fh::sh, fw::sw].zero_()
+    if any(a is None for a in rows) or any(b is None for b in cols):
+        # phases no tap reaches are zero. One memset of all of dx, though the taps' phases are
+        # then written twice: clearing only the untouched phases through strided views was
+        # slower on the H200 (session 14: ResNet's 1x1 downsample dgrad 67.7 -> 90.6 us)
+        dx.zero_()
     cl = dx.is_contiguous(memory_format=torch.channels_last)
     fmt = torch.channels_last if cl else torch.contiguous_format
     dy = as_nhwc(dy)  # once, not once per phase

@@ -390,10 +390,11 @@ class WgradTma:
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
             bm, bn, bk, warps, stages = min(32, _small(prob.kg)), min(32, _small(prob.cg)), 16, 4, 1
+        elif prob.cg >= 64 and self._bn_ok(prob, 64):
+            # the most frequent winner of session 14's tuning (18 of 46 ResNet-50 and CRAFT layers)
+            bm, bn, bk, warps, stages = 64, 64, 128, 4, 3
         else:
-            bm = 128 if prob.kg >= 128 else 64
-            bn = 128 if prob.cg >= 128 and self._bn_ok(prob, 128) else min(64, _small(prob.cg))
-            bk, warps, stages = 64, (8 if bm * bn >= 128 * 128 else 4), 4
+            bm, bn, bk, warps, stages = 64, min(64, _small(prob.cg)), 64, 4, 4
         return self._shaped(prob, bm, bn, bk, warps, stages)
 
     @staticmethod
@@ -419,34 +420,31 @@ class WgradTma:
             return [self.default_config(prob)]
         out = [self.default_config(prob)]
         # (block_m = output channels, block_n = input channels of one tap, block_k = pixels,
-        # warps, stages); 128-row tiles take two warpgroups
-        for bm, bn, bk, warps, stages in ((64, 64, 64, 4, 4), (64, 128, 64, 4, 3), (128, 64, 64, 8, 4),
-                                          (128, 128, 64, 8, 3), (64, 64, 128, 4, 3), (128, 128, 128, 8, 2),
-                                          (128, 256, 64, 8, 3)):  # fmt: skip
+        # warps, stages, reduce, both split counts); 128-row tiles take two warpgroups. Pruned
+        # by session 14's tuner logs (46 layers): 64x64x64, 128x64 and the 128-wide tiles
+        # without `reduce` never came within 5% of a layer's best
+        for bm, bn, bk, warps, stages, red, halves in ((64, 64, 128, 4, 3, 0, True), (64, 128, 64, 4, 3, 0, True),
+                                                       (128, 128, 64, 8, 3, 1, True), (128, 128, 128, 8, 2, 1, False),
+                                                       (128, 256, 64, 8, 3, 1, False)):  # fmt: skip
             if (bm == 128 and prob.kg <= 64) or (bn >= 128 and prob.cg < bn) or not self._bn_ok(prob, bn):
                 continue
             cfg = self._shaped(prob, bm, bn, bk, warps, stages)
-            out += [cfg, replace(cfg, split_k=max(1, cfg.split_k // 2))]
-            if bm * bn >= 128 * 128 and cfg.split_k > 1:
-                # a 64-128 KB fp32 tile split many ways: one program's serial sum of the partials
-                # is the launch's tail (session 14: 128x128 with 29 splits lost to 64x64 with 7)
-                out.append(replace(cfg, reduce=1))
+            # `reduce`: a 64-128 KB fp32 tile split many ways; one program's serial sum of the
+            # partials would be the launch's tail (128x128 with 29 splits lost to 64x64 with 7)
+            cfg = replace(cfg, reduce=red if cfg.split_k > 1 else 0)
+            out += [cfg, replace(cfg, split_k=max(1, cfg.split_k // 2))] if halves else [cfg]
         out += self._taps_configs(prob)
         return list(dict.fromkeys(out))
 
     def _taps_configs(self, prob: ConvProblem) -> list[Config]:
         """Several filter columns per program (``conv/wgrad_taps.py``), for stride-1 filters at
-        least two columns wide: one accumulator per column, so 64x64 tiles (4 warps: 32
-        registers per accumulator and thread) and 64x128 (8 warps)."""
+        least two columns wide: one accumulator per column, so a 64x64 tile on 4 warps (32
+        registers per accumulator and thread)."""
         if strided_taps(prob) or prob.s < 2:
             return []
-        taps = taps_per_program(prob.s)
-        out = []
-        for bm, bn, bk, warps, stages in ((64, 64, 64, 4, 3), (64, 64, 128, 4, 2), (64, 128, 64, 8, 3)):
-            if bn == 128 and prob.cg <= 64:
-                continue
-            out.append(self._shaped(prob, bm, bn, bk, warps, stages, taps))
-        return out
+        # (64x64x128 on 2 stages and 64x128 on 8 warps never came within 5% of the best in
+        # session 14's logs; this one won 4 of 19 layers with taps)
+        return [self._shaped(prob, 64, 64, 64, 4, 3, taps_per_program(prob.s))]
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
         """``dw [K, C/g, R, S] = wgrad(x, dy)`` for NHWC ``x [N, C, H, W]`` and ``dy [N, K, P, Q]``
