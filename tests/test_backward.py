@@ -278,6 +278,28 @@ def test_gpu_wgrad_tma_reduce_plan_calls(case):
         assert i == 0 or launch.fast_ready
 
 
+def test_narrow_wgrad_candidates(monkeypatch):
+    """Layers with at most 16 outputs time the gather kernel's narrow tiles against wgrad_tma;
+    wider ones, and fp32, do not."""
+    import convgemm.conv.backward as bw
+
+    seen = []
+
+    def record(algos, prob, x, dy, dw):
+        seen.append([a.name for a in algos])
+        return algos[0], algos[0].default_config(prob)
+
+    monkeypatch.setattr(bw, "tuned_wgrad", record)
+    for k, dtype, want in [(16, torch.float16, ["wgrad_tma", "wgrad"]), (32, torch.float16, ["wgrad_tma"]),
+                           (2, torch.float16, ["wgrad"])]:  # fmt: skip
+        x, wt, dy, kw = make((1, 16, 6, 8, k, 1, 1, 1, 0, 1, 1, False), dtype)
+        prob = ConvProblem.from_tensors(x, wt, None, **kw)
+        seen.clear()
+        bw.choose_wgrad(prob, x, dy, torch.empty_like(wt))
+        assert seen == [want], (k, seen)
+    assert bw.WGRAD.narrow(prob) and not bw.WGRAD.narrow(replace(prob, dtype=torch.float32))
+
+
 # several filter columns per program (conv/wgrad_taps.py): taps past the filter's last column
 # (S = 5 with 3 per program, S = 7 with 4), dilation, groups, a channel block past C, bf16
 TAPS_WGRAD = [

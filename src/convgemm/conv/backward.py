@@ -232,22 +232,28 @@ class Wgrad:
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         """The default (the fallback the TMA kernels are timed against) and, for 16-bit layers
-        with at most 32 outputs per group, tiles that fit them: 16 or 32 rows (mma.sync), long
-        pixel blocks and many splits. Such layers (CRAFT's 16 -> 2 head) move a few MB and do
-        almost no arithmetic, so the time is the latency of each program's pixel loop."""
+        with at most 16 outputs per group (``narrow``), tiles that fit them: 16 rows (mma.sync),
+        long pixel blocks and many splits. Such layers (CRAFT's 16 -> 2 head) move a few MB and
+        do almost no arithmetic, so the time is the latency of each program's pixel loop."""
         out = [self.default_config(prob)]
-        if interpreting() or prob.dtype.itemsize != 2 or prob.kg > 32:
+        if interpreting() or not self.narrow(prob):
             return out
         rsc = prob.r * prob.s * prob.cg
         npq = prob.n * prob.p * prob.q
-        bm = _small(prob.kg)
-        # (on sm_90 a 16x64 tile of 128 pixels and a 32x32 tile of 256 spill, tools/compile_call.py)
-        for bn, bk, stages in ((min(32, _small(rsc)), 128, 3), (min(512 // bm, _small(rsc)), 256, 2)):
+        bm = 16
+        # (on sm_90 a 16x64 tile of 128 pixels spills, tools/compile_call.py)
+        for bn, bk, stages in ((min(32, _small(rsc)), 128, 3), (min(32, _small(rsc)), 256, 2)):
             tiles = cdiv(prob.kg, bm) * cdiv(rsc, bn) * prob.groups
             split = max(1, min(256, (4 * sm_count()) // max(tiles, 1), cdiv(npq, bk) // 2))
             cfg = Config(bm, bn, bk, 4, stages, split_k=split)
             out += [cfg, replace(cfg, reduce=1)] if split > 1 else [cfg]
         return list(dict.fromkeys(out))
+
+    @staticmethod
+    def narrow(prob: ConvProblem) -> bool:
+        """Whether ``configs`` offers the narrow tiles: 16-bit, at most 16 outputs per group (the
+        16-row tiles the H200 has run; 32-row ones have not been)."""
+        return prob.dtype.itemsize == 2 and prob.kg <= 16
 
     def default_config(self, prob: ConvProblem) -> Config:
         rsc = prob.r * prob.s * prob.cg
@@ -925,6 +931,10 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
             if dw is None:
                 return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
             algos = [WGRAD_TMA] + ([WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else [])
+            if WGRAD.narrow(prob) and prob.groups == 1:
+                # few outputs (CRAFT's 16 -> 16 head: wgrad_tma's 64-row tile is 75% padding):
+                # the gather kernel's narrow tiles, timed against it
+                algos.append(WGRAD)
             return (*tuned_wgrad(algos, prob, xn, dyn, dw), xn, dyn)
     if merge and dw is not None:
         # strided grouped layers (ResNeXt's s2 3x3, 16 channels per group): the gather kernel,
@@ -932,7 +942,7 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
         xn, dyn = as_nhwc(x), as_nhwc(dy)
         if WGRAD_GT.supports(prob, xn, dyn) is None:
             return (*tuned_wgrad([WGRAD, WGRAD_GT], prob, xn, dyn, dw), xn, dyn)
-    if dw is not None and len(WGRAD.configs(prob)) > 1:
+    if dw is not None and WGRAD.narrow(prob):
         # few outputs per group (a 1x1 head): the gather kernel's narrow tiles, timed
         return (*tuned_wgrad([WGRAD], prob, x, dy, dw), x, dy)
     return WGRAD, WGRAD.default_config(prob), x, dy
