@@ -33,6 +33,8 @@
 #              grouped-dgrad.json
 #   wgrad      wgrad on resnet50 and craft (tuned, every candidate in tune.jsonl) -> wgrad-resnet50.json,
 #              wgrad-craft.json
+#   wgradsweep tools/wgrad_sweep.py: a grid of wgrad_tma tiles x stages x splits x reduce on the
+#              slowest wgrad layers of session 14, cold L2, against cuDNN -> wgradsweep.log
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -132,6 +134,9 @@ for step in "$@"; do
     wgrad)
         bench wgrad-resnet50 "${WGRAD_TIMEOUT:-240}" --suite resnet50 --direction wgrad
         bench wgrad-craft "${WGRAD_TIMEOUT:-240}" --suite craft --direction wgrad ;;
+    wgradsweep)
+        timeout "${SWEEP_TIMEOUT:-400}" python3 tools/wgrad_sweep.py > "$OUT/wgradsweep.log" 2>&1
+        echo "wgradsweep: rc=$?"; grep -E "==|tuner's best|geomean" "$OUT/wgradsweep.log" ;;
     conv3d) bench conv3d "${CONV3D_TIMEOUT:-200}" --suite conv3d --direction fwd ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
