@@ -43,7 +43,7 @@ def grid(prob) -> list:
 
     out = []
     for bm, bn, bk, warps in TILES:
-        if (bm == 128 and prob.kg <= 64) or (bn >= 128 and prob.cg < bn) or not WGRAD_TMA._bn_ok(prob, bn):
+        if not WGRAD_TMA.tile_ok(prob, bm, bn):
             continue
         for stages in (2, 3, 4):
             if stages * (bm + bn) * bk * prob.dtype.itemsize > 200 << 10:  # shared memory

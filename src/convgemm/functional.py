@@ -506,12 +506,8 @@ def subpixel_axis(k: int, stride: int, pad: int, size: int, out: int) -> tuple:
     o_min, o_max = min(every), max(every)
     taps = [[offs[f].get(o_min + u) for u in range(o_max - o_min + 1)] for f in range(stride)]
     length = -(-size // stride)
-    start, lo = max(0, o_min), max(0, -o_min)
-    need = start - lo + length + (o_max - o_min)  # one past the last dy row the last output reads
-    stop = min(out, need)
-    if stop <= start:
-        return None
-    return taps, start, stop, lo, need - stop, length
+    win = _window(o_min, o_max - o_min, length, out)
+    return None if win is None else (taps, *win, length)
 
 
 def _subpixel_taps(w: torch.Tensor, dim: int, stride: int, pad: int, o_min: int, window: int) -> torch.Tensor:
@@ -702,6 +698,20 @@ def _dgrad_by_forward(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor)
     return conv2d_forward(dy, wt, None, (1, 1), pads, prob.dilation, prob.groups)
 
 
+def _window(o0: int, span: int, length: int, avail: int) -> tuple[int, int, int, int] | None:
+    """The rows a stride-1 convolution along one axis reads, for exactly ``length`` outputs
+    when its first tap is at row offset ``o0`` and its taps span ``span`` rows past that:
+    ``(start, stop, lo, hi)``, rows ``[start, stop)`` of the ``avail`` there are, padded by ``lo``
+    before and ``hi`` after; None when every output reads padding only."""
+    start, lo = max(0, o0), max(0, -o0)
+    # output i reads rows start - lo + i + j (j <= span): the last output's last row is need - 1
+    need = start - lo + length + span
+    stop = min(avail, need)
+    if stop <= start:
+        return None
+    return start, stop, lo, need - stop
+
+
 def phase_convs(k: int, stride: int, pad: int, dil: int, size: int, out: int) -> list:
     """One spatial axis of a strided dgrad, split by phase into stride-1 convolutions of dy.
 
@@ -723,15 +733,9 @@ def phase_convs(k: int, stride: int, pad: int, dil: int, size: int, out: int) ->
             continue
         o0 = taps[0][0]
         d = taps[1][0] - o0 if len(taps) > 1 else 1
-        span = d * (len(taps) - 1)
-        start, lo = max(0, o0), max(0, -o0)
-        # rows output i reads: start - lo + i + j*d; the last output's last tap is row need - 1
-        need = start - lo + length + span
-        stop = min(out, need)
-        if stop <= start:
-            res.append(None)  # every tap of every output falls outside dy: zeros
-            continue
-        res.append(([r for _, r in taps], start, stop, lo, need - stop, d, length))
+        win = _window(o0, d * (len(taps) - 1), length, out)
+        # None: every tap of every output falls outside dy (zeros)
+        res.append(None if win is None else ([r for _, r in taps], *win, d, length))
     return res
 
 
@@ -884,13 +888,9 @@ def wgrad_row_phases(r: int, stride: int, pad: int, dil: int, size: int, out: in
             continue
         offs = [(t * dil - pad - f) // stride for t in taps]
         assert offs == list(range(offs[0], offs[0] + len(taps))), "consecutive offsets (dilation 1)"
-        start, lo = max(0, offs[0]), max(0, -offs[0])
-        need = start - lo + out + len(taps) - 1  # one past the last phase row read
-        stop = min(rows, need)
-        if stop <= start:
-            res.append(None)  # every tap of every output reads padding: a zero gradient
-            continue
-        res.append((taps, start, stop, lo, need - stop))
+        win = _window(offs[0], len(taps) - 1, out, rows)
+        # None: every tap of every output reads padding (a zero gradient)
+        res.append(None if win is None else (taps, *win))
     return res
 
 

@@ -325,9 +325,10 @@ def flat_1x1(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
     allow it. Its weight gradient is the same sum over the same pixels, and any block of
     ``BLOCK_K`` consecutive pixels is a one-row TMA box (no zero-filled columns, and the
     transposed dy box that wgmma reads from shared memory)."""
-    if not prob.is_1x1 or prob.stride != (1, 1) or prob.n * prob.h == 1:
+    flat = _flat_prob(prob)
+    if flat is prob:
         return None
-    px = prob.n * prob.h * prob.w
+    px = flat.w
     views = []
     for t in (x, dy):
         n, _, h, w = t.shape
@@ -335,7 +336,7 @@ def flat_1x1(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
         if (h > 1 and t.stride(2) != w * s3) or (n > 1 and t.stride(0) != h * w * s3):
             return None
         views.append(t.as_strided((1, t.shape[1], 1, px), (px * s3, t.stride(1), px * s3, s3)))
-    return replace(prob, n=1, h=1, w=px), views[0], views[1]
+    return flat, views[0], views[1]
 
 
 def _flat_prob(prob: ConvProblem) -> ConvProblem:
@@ -387,6 +388,12 @@ class WgradTma:
             return "the NHWC input or grad_output is not 16-byte aligned (base, strides, or channels per group)"
         return None
 
+    @classmethod
+    def tile_ok(cls, prob: ConvProblem, bm: int, bn: int) -> bool:
+        """Whether a ``bm x bn`` tile suits ``prob``: 128 rows only past 64 output channels, a
+        128- or 256-wide tile only where there are that many input channels, and ``_bn_ok``."""
+        return not (bm == 128 and prob.kg <= 64) and not (bn >= 128 and prob.cg < bn) and cls._bn_ok(prob, bn)
+
     @staticmethod
     def _bn_ok(prob: ConvProblem, bn: int) -> bool:
         # the phase view folds the column phase into the channel coordinate: a channel block
@@ -432,7 +439,7 @@ class WgradTma:
         for bm, bn, bk, warps, stages, red, halves in ((64, 64, 128, 4, 3, 0, True), (64, 128, 64, 4, 3, 0, True),
                                                        (128, 128, 64, 8, 3, 1, True), (128, 128, 128, 8, 2, 1, False),
                                                        (128, 256, 64, 8, 3, 1, False)):  # fmt: skip
-            if (bm == 128 and prob.kg <= 64) or (bn >= 128 and prob.cg < bn) or not self._bn_ok(prob, bn):
+            if not self.tile_ok(prob, bm, bn):
                 continue
             cfg = self._shaped(prob, bm, bn, bk, warps, stages)
             # `reduce`: a 64-128 KB fp32 tile split many ways; one program's serial sum of the
