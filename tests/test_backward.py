@@ -438,7 +438,7 @@ def test_phase_convs_cover_every_input_position_once():
             assert [start - lo + j * d for j in range(len(taps))] == offsets
 
 
-def test_dgrad_route():
+def test_dgrad_as_forward_rule():
     from convgemm.functional import dgrad_as_forward
 
     x, w, dy, kw = make((1, 4, 8, 8, 4, 3, 3, 1, 1, 1, 1, False), torch.float32)
@@ -582,7 +582,7 @@ def test_strided_dgrad_by_phases_forced(case, monkeypatch):
     filters no larger than the stride, where they were timed faster): forced on every case."""
     import convgemm.functional as fn
 
-    monkeypatch.setattr(fn, "_phases_pay", lambda prob, dy: True)
+    monkeypatch.setattr(fn, "dgrad_route", lambda prob, dy: "dgrad_by_phases")
     fn.clear_plans()
     try:
         x, w, dy, kw = make(case, torch.float32)
@@ -899,3 +899,31 @@ def test_wgrad_row_phases_read_what_the_strided_rows_read():
                         assert not start <= row < stop
             seen += taps
         assert sorted(seen) == [t for t in range(r) if any((p * stride + t - pad) in range(size) for p in range(out))]
+
+
+@pytest.mark.parametrize(
+    "case,route",
+    [
+        ((2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, False), "dgrad_as_forward"),
+        ((2, 3, 16, 16, 16, 7, 7, 2, 3, 1, 1, False), "dgrad_by_subpixel"),  # a first layer
+        ((2, 16, 8, 8, 32, 3, 3, 2, 1, 1, 1, False), "dgrad_tma"),
+        ((2, 16, 8, 8, 32, 1, 1, 2, 0, 1, 1, False), "dgrad_by_phases"),  # 1x1 downsample
+        ((2, 16, 9, 9, 32, 3, 3, 2, 1, 1, 1, False), "dgrad"),  # odd sizes: no phase view
+    ],
+)
+def test_dgrad_route(case, route):
+    """``dgrad_route`` names the path conv2d_input takes (the benchmark's algorithm column reads
+    it), and that path gives torch's gradient."""
+    import convgemm.functional as fn
+
+    x, w, dy, kw = make(case, torch.float32)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    if (
+        DEVICE == "cuda"
+        and route in ("dgrad_tma", "dgrad_by_phases")
+        and not torch.cuda.get_device_capability()[0] >= 9
+    ):
+        pytest.skip("the TMA routes need Hopper")
+    assert fn.dgrad_route(prob, dy) == route
+    gx, _ = ref_grads(x, w, dy, kw)
+    assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, route)

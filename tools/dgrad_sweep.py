@@ -1,5 +1,5 @@
 """Strided dgrad on the H200: every TMA dgrad tile config against the gather kernel, the per-phase
-forward convolutions and cuDNN, on ResNet-50's strided 3x3 layers (GPU only).
+forward convolutions and cuDNN, on ResNet-50's strided 3x3 and 1x1 layers (GPU only).
 
     PYTHONPATH=src python3 tools/dgrad_sweep.py [--only 0 2]
 
@@ -32,6 +32,10 @@ SHAPES = [
     (64, 256, 28, 256, 3, 2, 1),
     (64, 512, 14, 512, 3, 2, 1),
     (64, 64, 112, 64, 3, 2, 1),
+    # ResNet-50's strided 1x1 downsample layers (4-6): the per-phase forward clears dx first
+    (64, 256, 56, 512, 1, 2, 0),
+    (64, 512, 28, 1024, 1, 2, 0),
+    (64, 1024, 14, 2048, 1, 2, 0),
 ]
 
 

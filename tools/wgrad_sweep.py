@@ -84,9 +84,13 @@ def _one(text: str, top: int) -> float:
     at._compile_all(prob, [(_AsForward(WGRAD_TMA), c) for c in cfgs], x, dy, None, dw)
     flush = l2_flush(x.device)
 
+    def pair(v):  # aten's schema takes lists, the suite's shapes ints or pairs
+        return [v, v] if isinstance(v, int) else list(v)
+
     def cudnn():
-        return torch.ops.aten.convolution_backward(dy, x, w, None, kw["stride"], kw["padding"], kw["dilation"],
-                                                   False, [0, 0], kw["groups"], [False, True, False])[1]  # fmt: skip
+        return torch.ops.aten.convolution_backward(dy, x, w, None, pair(kw["stride"]), pair(kw["padding"]),
+                                                   pair(kw["dilation"]), False, [0, 0], kw["groups"],
+                                                   [False, True, False])[1]  # fmt: skip
 
     ref = cudnn().double()
     cud = at._time_ms(cudnn, 20.0, flush) * 1e3

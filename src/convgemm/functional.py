@@ -400,7 +400,6 @@ def conv2d_input(
     convolution would insert.
     """
     from .conv.backward import DGRAD, DGRAD_TMA
-    from .conv.fprop import strided_tma_enabled
 
     # a repeat call (same shapes, strides, dtypes and arguments) skips validation, as conv2d does
     sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
@@ -411,28 +410,26 @@ def conv2d_input(
             sig = None
     hit = _plans.get(sig) if sig is not None else None
     if hit is not None:
-        prob, memory_format, launch, tma = hit
+        prob, memory_format, launch, route = hit
     else:
         prob = _grad_problem("conv2d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
         if memory_format is None:
             memory_format = output_memory_format(grad_output, weight)
         launch = None
-        # the one-launch TMA kernel for strided layers (experimental); decided once per plan
-        tma = (strided_tma_enabled() and not dgrad_as_forward(prob)
-               and DGRAD_TMA.supports(prob, as_nhwc(grad_output)) is None)  # fmt: skip
+        route = dgrad_route(prob, grad_output)  # decided once per plan
 
     def keep(launch=None):
         if sig is not None and hit is None:
             with _plans_lock:
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
-                _plans[sig] = (prob, memory_format, launch, tma)
+                _plans[sig] = (prob, memory_format, launch, route)
 
-    if dgrad_as_forward(prob) and prob.k > 0 and prob.c > 0 and prob.n > 0:
+    if route == "dgrad_as_forward" and prob.k > 0 and prob.c > 0 and prob.n > 0:
         keep()
         dx = _dgrad_by_forward(prob, weight, grad_output)
         return to_format(dx, memory_format)
-    if _subpixel_pays(prob) and min(prob.k, prob.c, prob.n, prob.p, prob.q) > 0:
+    if route == "dgrad_by_subpixel" and min(prob.k, prob.c, prob.n, prob.p, prob.q) > 0:
         keep()
         return _dgrad_by_subpixel(prob, weight, grad_output, memory_format)
     dx = empty((prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device, memory_format)
@@ -440,7 +437,7 @@ def conv2d_input(
         return dx
     if prob.k == 0 or prob.p * prob.q == 0:
         return dx.zero_()
-    if tma:
+    if route == "dgrad_tma":
         if hit is None and sig is not None:
             launch = Launch()
             keep(launch)
@@ -451,7 +448,7 @@ def conv2d_input(
         if out is not dx:
             dx.copy_(out)
         return dx
-    if _phases_pay(prob, grad_output):
+    if route == "dgrad_by_phases":
         keep()
         _dgrad_by_phases(prob, weight, grad_output, dx)
         return dx
@@ -461,6 +458,25 @@ def conv2d_input(
     with _device_of(grad_output):
         DGRAD.run(prob, grad_output, weight, dx, DGRAD.default_config(prob), launch)
     return dx
+
+
+def dgrad_route(prob: ConvProblem, dy: torch.Tensor) -> str:
+    """How ``conv2d_input`` computes ``prob``'s dgrad: ``"dgrad_as_forward"`` (stride 1: a forward
+    convolution of dy), ``"dgrad_by_subpixel"`` (strided first layers), ``"dgrad_tma"`` (strided,
+    one TMA launch over every stride phase, ``DgradTma``), ``"dgrad_by_phases"`` (a forward
+    convolution per stride phase) or ``"dgrad"`` (the per-phase gather kernel)."""
+    from .conv.backward import DGRAD_TMA
+    from .conv.fprop import strided_tma_enabled
+
+    if dgrad_as_forward(prob):
+        return "dgrad_as_forward"
+    if _subpixel_pays(prob):
+        return "dgrad_by_subpixel"
+    if strided_tma_enabled() and DGRAD_TMA.supports(prob, as_nhwc(dy)) is None:
+        return "dgrad_tma"
+    if _phases_pay(prob, dy):
+        return "dgrad_by_phases"
+    return "dgrad"
 
 
 #: the most phase-stacked channels (stride_h * stride_w * C) for which ``_dgrad_by_subpixel`` is

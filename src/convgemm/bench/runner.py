@@ -307,8 +307,8 @@ def run_shape_backward(
 ) -> Row:
     """dgrad or wgrad of one shape: convgemm against cuDNN's ``convolution_backward``."""
     import convgemm
-    from convgemm.conv.backward import DGRAD, choose_wgrad
-    from convgemm.functional import _phases_pay, dgrad_as_forward
+    from convgemm.conv.backward import DGRAD, DGRAD_TMA, choose_wgrad
+    from convgemm.functional import dgrad_route
 
     dtype = DTYPES[dtype_key]
     torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
@@ -348,12 +348,14 @@ def run_shape_backward(
         # the timed calls tuned it: this reads the choice back from the memo
         algo, cfg, _, _ = choose_wgrad(prob, x0, sets[0][2], torch.empty_like(w0))
         row.algorithm, row.config = algo.name, (cfg.describe() if cfg is not None else "direct")
-    elif dgrad_as_forward(prob):
-        row.algorithm, row.config = "dgrad_as_forward", "forward conv of dy (tuned)"
-    elif _phases_pay(prob, sets[0][2]):
-        row.algorithm, row.config = "dgrad_by_phases", "a forward conv of dy per stride phase (tuned)"
     else:
-        row.algorithm, row.config = DGRAD.name, DGRAD.default_config(prob).describe()
+        row.algorithm = dgrad_route(prob, sets[0][2])
+        row.config = {
+            "dgrad_as_forward": "forward conv of dy (tuned)",
+            "dgrad_by_subpixel": "one sub-pixel forward conv of dy (tuned)",
+            "dgrad_tma": DGRAD_TMA.default_config(prob).describe(),
+            "dgrad_by_phases": "a forward conv of dy per stride phase (tuned)",
+        }.get(row.algorithm) or DGRAD.default_config(prob).describe()
     row.cudnn_layout = layout
     row.speedup = row.cudnn_us / row.convgemm_us
     if check:

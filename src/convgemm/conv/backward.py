@@ -38,6 +38,7 @@ from .fprop import (
     _launch,
     _small,
     input_descriptor,
+    phase_descriptor,
     spatial_tiles,
     split_k_buffers,
     strided_taps,
@@ -162,8 +163,13 @@ class DgradTma:
         """None if this kernel takes ``prob`` with NHWC ``dy``, else why not."""
         if not strided_tma_enabled():
             return "CONVGEMM_STRIDED_TMA=0 turned it off"
-        if not strided_taps(prob) or prob.groups != 1 or prob.dilation != (1, 1):
-            return "strided, not 1x1 unpadded (the per-phase forward is exact there), groups 1 and dilation 1 only"
+        if prob.stride == (1, 1) or prob.groups != 1 or prob.dilation != (1, 1):
+            return "strided layers with groups 1 and dilation 1 only"
+        if prob.is_1x1:
+            # its programs of tapless phases store zeros and no memset is needed, yet on the H200
+            # (session 15, tools/dgrad_sweep.py, ResNet-50's three downsample layers) its best
+            # tiles took 96, 83 and 89 us where the per-phase forward took 106, 65 and 51 us
+            return "a strided unpadded 1x1 kernel: the per-phase forward convolution is faster"
         if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32) or not has_tma(dy):
             return f"TMA with fp16, bf16 or fp32 (not {prob.dtype}, or no TMA on this device)"
         if prob.h % prob.stride[0] or prob.w % prob.stride[1]:
@@ -210,7 +216,7 @@ class DgradTma:
         w_desc = descriptor(w2, [c, r * s * k], [r * s * k, 1], [cfg.block_m, cfg.block_k])
         dy_desc = _dy_descriptor(prob, dy, cfg, cfg.block_k)
         # dx through the forward input's stride-phase view (the same geometry; boxes of block_m channels)
-        dx_desc = input_descriptor(prob, dx, [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, cfg.block_m])
+        dx_desc = phase_descriptor(prob, dx, [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1, cfg.block_m])
         k_per_tap, th_max, tw_max = k // cfg.block_k, cdiv(r, sh), cdiv(s, sw)
         pads = (prob.pad_h[0], prob.pad_w[0])
         order = _phase_order(prob)

@@ -468,18 +468,26 @@ def input_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
     """
     sh, sw = prob.stride
     if strided_taps(prob):
-        c = prob.c
-        return descriptor(
-            x,
-            [prob.n, prob.h // sh, sh, prob.w // sw, sw * c],
-            [x.stride(0), x.stride(2) * sh, x.stride(2), c * sw, 1],
-            [box[0], box[1], 1, box[2], box[4]],
-        )
+        return phase_descriptor(prob, x, box)
     return descriptor(
         x,
         [prob.n, prob.p if sh > 1 else prob.h, prob.q if sw > 1 else prob.w, prob.groups, prob.cg],
         [x.stride(0), x.stride(2) * sh, x.stride(3) * sw, prob.cg, 1],
         box,
+    )
+
+
+def phase_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
+    """NHWC ``x [N, C, H, W]`` (H, W multiples of the stride, dense channels_last rows) as its
+    stride-phase view ``[N, H/sh, sh, W/sw, sw*C]`` with block ``[TILE_N, TILE_H, 1, TILE_W,
+    BLOCK]`` (``box`` as ``input_descriptor`` takes it). Strided dgrad stores through it too."""
+    sh, sw = prob.stride
+    c = prob.c
+    return descriptor(
+        x,
+        [prob.n, prob.h // sh, sh, prob.w // sw, sw * c],
+        [x.stride(0), x.stride(2) * sh, x.stride(2), c * sw, 1],
+        [box[0], box[1], 1, box[2], box[4]],
     )
 
 
