@@ -184,3 +184,88 @@ def test_functional_call_under_vmap_keeps_no_batched_weight():
     assert "_convgemm_packed" not in mod.__dict__
     with torch.no_grad():  # and the module still works, and caches, outside the transform
         torch.testing.assert_close(mod(x), ref(x), rtol=1e-10, atol=1e-10)
+
+
+def _count_replays(mod) -> list[int]:
+    """Wrap the module's kept replay so that its uses are counted (GPU: plans exist there only)."""
+    key, fn = mod.__dict__["_convgemm_replay"]
+    n = [0]
+
+    def counted(x):
+        n[0] += 1
+        return fn(x)
+
+    mod.__dict__["_convgemm_replay"] = (key, counted)
+    return n
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_module_replay_repeats_the_plan_and_sees_every_change(dtype):
+    """A patched Conv2d keeps a replay of its plan after an inference call; a call with the same
+    key (input geometry, parameters' identity and versions, module arguments, grad mode, ...)
+    runs it, any change takes the full path and gives torch's result."""
+    import convgemm.functional as fn
+
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv2d(16, 32, 3, padding=1)).to(DEVICE, dtype)
+    cl = torch.channels_last
+
+    def x_(n=2, h=9, fmt=cl):
+        return torch.randn(n, 16, h, h, device=DEVICE, dtype=dtype).contiguous(memory_format=fmt)
+
+    def check(x, what):
+        y = m(x)
+        assert y.is_contiguous(memory_format=cl), what
+        assert_close(y, _ref(m, x), dtype, what)
+        return y
+
+    with torch.no_grad():
+        check(x_(), "first call")
+        uses = _count_replays(m)
+        check(x_(), "repeat")
+        check(x_(), "repeat")
+        assert uses[0] == 2
+        m.weight.mul_(-0.5)  # in place: a new version
+        check(x_(), "after an in-place weight update")
+        assert uses[0] == 2
+        uses = _count_replays(m)  # the rebuilt replay
+        check(x_(), "repeat after the update")
+        assert uses[0] == 1
+        check(x_(n=3), "another batch size")
+        check(x_(fmt=torch.contiguous_format), "NCHW input")
+        check(x_()[:, :, 1:, 1:], "a sliced view")
+        m.bias = nn.Parameter(torch.randn(32, device=DEVICE, dtype=dtype))  # a new parameter
+        check(x_(), "a new bias")
+        fn.clear_plans()
+        check(x_(), "after clear_plans")
+        m.padding = (2, 0)
+        check(x_(), "changed padding")
+        m.padding = (1, 1)
+    x = x_().requires_grad_()
+    y = m(x)
+    assert y.grad_fn is not None, "a call that needs gradients takes the autograd path"
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+        assert m(x_().float()).dtype == torch.float16, "autocast takes the full path"
+
+
+@pytest.mark.gpu
+def test_module_replay_after_fuse():
+    """``fuse`` folds a batch norm and a ReLU into a module that already kept a replay: the next
+    call must use the folded weight and the fused ReLU."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU()).to(DEVICE).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 16, 8, 8, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        want = model(x).double()
+        convgemm.patch(model)
+        model(x)
+        model(x)
+        convgemm.nn.fuse(model)
+        got = model(x)
+        again = model(x)
+    assert_close(got, want, torch.float32, "fused after a replay was kept")
+    assert torch.equal(got, again)

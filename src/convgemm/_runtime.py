@@ -109,14 +109,14 @@ def cdiv(a: int, b: int) -> int:
 
 
 # read once: this is on every call's path
-_POISON = os.environ.get("CONVGEMM_POISON_OUTPUTS", "0") == "1"
+POISON = os.environ.get("CONVGEMM_POISON_OUTPUTS", "0") == "1"
 
 
 def empty(shape, dtype: torch.dtype, device, memory_format=torch.contiguous_format) -> torch.Tensor:
     """Allocate an output. With ``CONVGEMM_POISON_OUTPUTS=1`` (read at import) it is filled with
     NaN, so any element a kernel fails to write shows up in the result (the tests run this way)."""
     t = torch.empty(shape, dtype=dtype, device=device, memory_format=memory_format)
-    if _POISON:
+    if POISON:
         t.fill_(float("nan"))
     return t
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import torch
 
-from ._runtime import check_device, empty, has_tma, interpreting, may_cache, transforming
+from ._runtime import POISON, check_device, empty, has_tma, interpreting, may_cache, transforming
 from .conv.fprop import ALGORITHMS, nchw_tma_disabled
 from .conv.layout import as_nhwc, tma_aligned, to_format
 from .matmul.blocks import ACTIVATIONS
@@ -28,11 +28,56 @@ _plans_lock = threading.Lock()
 _MAX_PLANS = 4096
 
 
+#: bumped by ``clear_plans``: a module's replay closure (``convgemm.nn``) made before is not used
+PLANS_GENERATION = [0]
+
+
 def clear_plans() -> None:
     """Forget every plan (they are rebuilt, and re-tuned if need be, on the next call)."""
     with _plans_lock:
         _plans.clear()
         _derived.clear()
+        PLANS_GENERATION[0] += 1
+
+
+def forward_replay(input, weight, bias, stride, padding, dilation, groups, activation: str = ""):
+    """After an inference call ``conv2d_forward(input, weight, bias, ...)`` (algorithm ``auto``)
+    made or used a plan: a function ``replay(x) -> y`` that repeats exactly the plan-hit path on
+    a new input ``x`` of the same shape, strides, dtype, alignment and device (the caller
+    guarantees that, and that the weight and bias are unchanged), or None when that path does
+    more than allocate the output and launch (an NCHW input or output, no plan).
+
+    ``convgemm.nn.Conv2d`` keeps one per module: its repeat calls then skip argument checks,
+    the plan key and the plan lookup, which on a slow host were most of a small layer's time."""
+    sig = _signature(input, weight, bias, stride, padding, dilation, groups, "auto")
+    if sig is None:
+        return None
+    if activation:
+        sig = (*sig, activation)
+    plan = _plans.get(sig)
+    if plan is None:
+        return None
+    prob, algo, cfg, launch = plan
+    if launch is None or not prob.channels_last_out or _writes_nchw(prob, algo):
+        return None
+    if not algo.reads_nchw and as_nhwc(input) is not input:
+        return None
+    shape, dtype, device = prob.output_shape, input.dtype, input.device
+    n, k, p, q = shape
+    strides = (p * q * k, 1, q * k, k)  # channels_last
+    relu = bool(activation) and not algo.fuses_activation
+    run = algo.run
+
+    def replay(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_strided(shape, strides, dtype=dtype, device=device)
+        if POISON:
+            y.fill_(float("nan"))
+        run(prob, x, weight, bias, y, cfg, launch)
+        if relu:
+            y.relu_()
+        return y
+
+    return replay
 
 
 def _plain(v):
