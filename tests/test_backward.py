@@ -907,7 +907,8 @@ def test_wgrad_row_phases_read_what_the_strided_rows_read():
         ((2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, False), "dgrad_as_forward"),
         ((2, 3, 16, 16, 16, 7, 7, 2, 3, 1, 1, False), "dgrad_by_subpixel"),  # a first layer
         ((2, 16, 8, 8, 32, 3, 3, 2, 1, 1, 1, False), "dgrad_tma"),
-        ((2, 16, 8, 8, 32, 1, 1, 2, 0, 1, 1, False), "dgrad_by_phases"),  # 1x1 downsample
+        # a 1x1 downsample: by phases under the interpreter; on a GPU only from 2**20 input elements
+        ((2, 16, 8, 8, 32, 1, 1, 2, 0, 1, 1, False), "dgrad_by_phases" if INTERPRET else "dgrad"),
         ((2, 16, 9, 9, 32, 3, 3, 2, 1, 1, 1, False), "dgrad"),  # odd sizes: no phase view
     ],
 )
