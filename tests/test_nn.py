@@ -269,3 +269,18 @@ def test_module_replay_after_fuse():
         again = model(x)
     assert_close(got, want, torch.float32, "fused after a replay was kept")
     assert torch.equal(got, again)
+
+
+@pytest.mark.gpu
+def test_module_replay_off(monkeypatch):
+    """``CONVGEMM_REPLAY=0`` (read at import into ``convgemm.nn.REPLAY``): no replay is kept."""
+    import convgemm.nn as cnn
+
+    monkeypatch.setattr(cnn, "REPLAY", False)
+    m = convgemm.patch(nn.Conv2d(16, 16, 3, padding=1)).to(DEVICE)
+    x = torch.randn(1, 16, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        m(x)
+        y = m(x)
+    assert "_convgemm_replay" not in m.__dict__
+    assert_close(y, _ref(m, x), torch.float32, "replay off")

@@ -110,6 +110,8 @@ def cdiv(a: int, b: int) -> int:
 
 # read once: this is on every call's path
 POISON = os.environ.get("CONVGEMM_POISON_OUTPUTS", "0") == "1"
+#: ``convgemm.nn`` modules replay their plans on repeat inference calls (read once, at import)
+REPLAY = os.environ.get("CONVGEMM_REPLAY", "1") != "0"
 
 
 def empty(shape, dtype: torch.dtype, device, memory_format=torch.contiguous_format) -> torch.Tensor:
