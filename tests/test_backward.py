@@ -218,6 +218,7 @@ def test_flat_1x1():
         (8, 256, 7, 7, 256, 1, 1, 1, 0, 1, 1),
         (4, 128, 14, 14, 256, 1, 1, 2, 0, 1, 1),
         (2, 128, 12, 12, 128, 3, 3, 1, 1, 1, 2),
+        (1, 16, 96, 96, 16, 1, 1, 1, 0, 1, 1),  # one output tile: the many-split candidate
     ],
     ids=str,
 )
@@ -234,6 +235,27 @@ def test_gpu_wgrad_tma_every_config(case, dtype):
         dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=dtype)
         WGRAD_TMA.run(prob, x, dy, dw, cfg)
         assert_close(dw, gw, dtype, f"{case} {cfg.describe()}")
+
+
+def test_wgrad_tma_few_tiles_candidate(monkeypatch):
+    """Layers of a few output tiles (CRAFT's 16 -> 16 head) get a 64x64x128 candidate with twice
+    the two-wave split and ``reduce``; big layers do not. Forced on a small head-like layer."""
+    from convgemm.conv import backward as bw
+
+    x, wt, dy, kw = make((1, 16, 24, 24, 16, 1, 1, 1, 0, 1, 1, False), torch.float16)
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    big = replace(prob, n=64, c=1024, k=512, h=14, w=14)
+    assert bw.WgradTma.few_tiles(prob) and not bw.WgradTma.few_tiles(big)
+    monkeypatch.setattr(bw, "interpreting", lambda: False)  # the GPU's candidate list
+    monkeypatch.setattr(bw, "sm_count", lambda: 132)
+    many = [c for c in bw.WGRAD_TMA.configs(prob) if c.num_stages == 4 and c.block_k == 128 and c.reduce]
+    assert len(many) == 1 and many[0].split_k == 2 * bw.WgradTma._shaped(prob, 64, 64, 128, 4, 4).split_k
+    assert not any(c.num_stages == 4 and c.block_k == 128 for c in bw.WGRAD_TMA.configs(big))
+    monkeypatch.undo()
+    _, gw = ref_grads(x, wt, dy, kw)
+    dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=torch.float16)
+    bw.WGRAD_TMA.run(prob, x, dy, dw, replace(many[0], split_k=2))
+    assert_close(dw, gw, torch.float16, "many splits with reduce")
 
 
 # enough pixels that both narrow tiles split (1920 and 792 output pixels), so every candidate

@@ -442,9 +442,12 @@ class WgradTma:
         # warps, stages, reduce, both split counts); 128-row tiles take two warpgroups. Pruned
         # by session 14's tuner logs (46 layers): 64x64x64, 128x64 and the 128-wide tiles
         # without `reduce` never came within 5% of a layer's best
+        # 128x256 on 4 stages (196 KB of shared memory, one program per SM as on 3): in session
+        # 15's sweep (tools/wgrad_sweep.py) it beat 3 stages on ResNet's 1x1 layers at 14x14,
+        # 33.7 against 36.7 us and 27.7 against 28.8 us, both at half the two-wave split
         for bm, bn, bk, warps, stages, red, halves in ((64, 64, 128, 4, 3, 0, True), (64, 128, 64, 4, 3, 0, True),
                                                        (128, 128, 64, 8, 3, 1, True), (128, 128, 128, 8, 2, 1, False),
-                                                       (128, 256, 64, 8, 3, 1, False)):  # fmt: skip
+                                                       (128, 256, 64, 8, 4, 1, True)):  # fmt: skip
             if not self.tile_ok(prob, bm, bn):
                 continue
             cfg = self._shaped(prob, bm, bn, bk, warps, stages)
@@ -452,8 +455,19 @@ class WgradTma:
             # partials would be the launch's tail (128x128 with 29 splits lost to 64x64 with 7)
             cfg = replace(cfg, reduce=red if cfg.split_k > 1 else 0)
             out += [cfg, replace(cfg, split_k=max(1, cfg.split_k // 2))] if halves else [cfg]
+        if self.few_tiles(prob):
+            # one or a few output tiles and a long reduction (CRAFT's 16 -> 16 head at 384x384):
+            # twice the two-wave split, summed by the second kernel; session 15's sweep timed
+            # 64x64x128 on 4 stages with 128 splits at 17.5 us where the tuner's best took 29.4
+            cfg = self._shaped(prob, 64, 64, 128, 4, 4)
+            out.append(replace(cfg, split_k=min(256, 2 * cfg.split_k), reduce=1))
         out += self._taps_configs(prob)
         return list(dict.fromkeys(out))
+
+    @staticmethod
+    def few_tiles(prob: ConvProblem) -> bool:
+        """At most four 64x64 output tiles in all (``configs``' many-split candidate)."""
+        return cdiv(prob.kg, 64) * cdiv(prob.cg, 64) * prob.r * prob.s * prob.groups <= 4
 
     def _taps_configs(self, prob: ConvProblem) -> list[Config]:
         """Several filter columns per program (``conv/wgrad_taps.py``), for stride-1 filters at
