@@ -471,3 +471,20 @@ def test_bench_model_demo_without_gpu(capsys):
         pytest.skip("the demo is what runs without a GPU")
     assert main(["bench", "--model", "craft"]) == 0
     assert main(["bench", "--model", "resnet50"]) == 2  # needs --train
+
+
+def test_model_host_time(monkeypatch):
+    """``bench.models.host_us``: the host's time per iteration, iterations issued back to back
+    (the GPU synchronised only before and after); the model rows put it in their note."""
+    import time
+
+    from convgemm.bench import models
+    from convgemm.bench.runner import Row
+
+    syncs, calls = [], []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: syncs.append(len(calls)))
+    us = models.host_us(lambda: (calls.append(1), time.sleep(0.002)), 3)
+    assert len(calls) == 3 and syncs == [0, 3] and 2000 <= us < 20000
+    row = Row("model", "m", "s", "bf16", "inference", "channels_last", 1.0, host_us=1781.2, cudnn_host_us=1999.0)
+    models._note_host(row)
+    assert row.note == "host 1781 us/iter (cuDNN 1999)"

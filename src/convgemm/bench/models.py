@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 
 import torch
 from torch import nn
@@ -58,6 +59,23 @@ def _run(fn, *args):
     begins, so the previous step's outputs may be overwritten (a no-op for other modes)."""
     torch.compiler.cudagraph_mark_step_begin()
     return fn(*args)
+
+
+def host_us(fn, n: int) -> float:
+    """Host time per iteration of ``fn``: ``n`` iterations issued back to back without
+    synchronising, timed until the last one returns (``n`` small enough that the launch queue
+    never fills and blocks the host). Near the wall time, the iteration is host-bound."""
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    el = time.perf_counter() - t
+    torch.cuda.synchronize()
+    return el / n * 1e6
+
+
+def _note_host(row: Row) -> None:
+    row.note = f"host {row.host_us:.0f} us/iter (cuDNN {row.cudnn_host_us:.0f})"
 
 
 def fold_batch_norms(model: nn.Module) -> nn.Module:
@@ -114,6 +132,9 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
                 t = bench_rounds({"convgemm": lambda a=a: _run(a, x), "cudnn": lambda b=b: _run(b, x)},
                                  timer="do_bench")  # fmt: skip
                 row.convgemm_us, row.cudnn_us = t["convgemm"], t["cudnn"]
+                row.host_us = host_us(lambda a=a: _run(a, x), 10)
+                row.cudnn_host_us = host_us(lambda b=b: _run(b, x), 10)
+                _note_host(row)
         except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
             row.note, row.ok = _failure(e), False
             rows.append(row)
@@ -176,6 +197,10 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
                 steps[name] = step
             # both models live at once, so their steps can be timed in alternating rounds
             times = bench_rounds(steps, rep_ms=750, timer="do_bench")  # host work included, as above
+            # two steps: a step launches several hundred kernels, and a full launch queue would
+            # block the host and time the GPU instead
+            row.host_us, row.cudnn_host_us = host_us(steps["convgemm"], 2), host_us(steps["cudnn"], 2)
+            _note_host(row)
         except Exception as e:  # one mode failing (a compile error) must not lose the others' rows
             row.note, row.ok = _failure(e), False
             rows.append(row)

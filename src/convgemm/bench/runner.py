@@ -57,6 +57,10 @@ class Row:
     tune_s: float | None = None
     ok: bool = True
     note: str = ""
+    # model rows: host time per iteration (issued back to back, unsynchronised): a row whose host
+    # time is near its wall time measures the host, not the GPU
+    host_us: float | None = None
+    cudnn_host_us: float | None = None
 
 
 @dataclass
