@@ -284,3 +284,20 @@ def test_module_replay_off(monkeypatch):
         y = m(x)
     assert "_convgemm_replay" not in m.__dict__
     assert_close(y, _ref(m, x), torch.float32, "replay off")
+
+
+def test_patched_module_pickles_without_its_replay():
+    """``torch.save(model)`` pickles modules whole: the kept replay (a closure over this process's
+    plan) is left out, and the copy works and builds its own."""
+    import io
+
+    m = convgemm.patch(nn.Conv2d(4, 4, 3, padding=1)).to(DEVICE)
+    m.__dict__["_convgemm_replay"] = (None, lambda x: x)  # as an inference call on a GPU leaves it
+    buf = io.BytesIO()
+    torch.save(m, buf)
+    buf.seek(0)
+    m2 = torch.load(buf, weights_only=False)
+    assert "_convgemm_replay" not in m2.__dict__ and "_convgemm_replay" in m.__dict__
+    x = torch.randn(1, 4, 5, 5, device=DEVICE)
+    with torch.no_grad():
+        assert_close(m2(x), _ref(m, x), torch.float32, "unpickled module")

@@ -115,6 +115,12 @@ class Conv2d(nn.Conv2d):
     output and launches the kernel.
     """
 
+    def __getstate__(self):
+        # the replay is a closure over this process's plan: not picklable, and rebuilt on demand
+        state = super().__getstate__()
+        state.pop(_FAST_ATTR, None)
+        return state
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():  # traced: the operators, never a replay
             return self._conv_forward(input, self.weight, self.bias)
