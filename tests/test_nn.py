@@ -301,3 +301,25 @@ def test_patched_module_pickles_without_its_replay():
     x = torch.randn(1, 4, 5, 5, device=DEVICE)
     with torch.no_grad():
         assert_close(m2(x), _ref(m, x), torch.float32, "unpickled module")
+
+
+def test_weight_cache_belongs_to_the_parameter_object():
+    """The packed copy is used only for the very parameter it was made from: another parameter
+    with the same address, version, dtype and shape (a freed one's memory and a fresh counter)
+    packs anew. Deep copies and pickles start without the caches."""
+    import weakref
+
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv2d(4, 4, 3, padding=1)).to(DEVICE)
+    x = torch.randn(1, 4, 5, 5, device=DEVICE)
+    with torch.no_grad():
+        m(x)
+    assert _cached(m) is not None and _cached(copy.deepcopy(m)) is None
+    # a cache entry whose key matches the current weight but which was made from another object
+    other = nn.Parameter(torch.zeros_like(m.weight))
+    key, _, _, _, ref_b = _cached(m)
+    stale = torch.zeros_like(m.weight).contiguous(memory_format=torch.channels_last)
+    m.__dict__["_convgemm_packed"] = (key, stale, m.bias, weakref.ref(other), ref_b)
+    with torch.no_grad():
+        assert_close(m(x), _ref(m, x), torch.float32, "a cache made from another parameter object")
+    assert _cached(m)[1] is not stale

@@ -18,6 +18,7 @@ pack again. A write through ``.data`` bypasses the version counter (as it bypass
 from __future__ import annotations
 
 import fnmatch
+import weakref
 from collections.abc import Iterable
 
 import torch
@@ -51,7 +52,7 @@ def _packed(module: nn.Module, input: torch.Tensor, weight: torch.Tensor, bias: 
         dt = torch.get_autocast_dtype(dev)
     key = (_key(weight), _key(bias), dt)
     hit = module.__dict__.get(_CACHE_ATTR)
-    if hit is not None and hit[0] == key:
+    if hit is not None and hit[0] == key and _same(hit[3], weight) and _same(hit[4], bias):
         return hit[1], hit[2]
     with torch.no_grad():
         w = weight.detach().to(dt)
@@ -64,8 +65,27 @@ def _packed(module: nn.Module, input: torch.Tensor, weight: torch.Tensor, bias: 
         else:
             w = w.transpose(1, 2).contiguous().transpose(1, 2)
         b = None if bias is None else bias.detach().to(dt)
-    module.__dict__[_CACHE_ATTR] = (key, w, b)
+    # weak references to the parameters themselves: a new parameter can take a freed one's
+    # address and version counter (a deep copy's cache outliving its original, say)
+    module.__dict__[_CACHE_ATTR] = (key, w, b, weakref.ref(weight), None if bias is None else weakref.ref(bias))
     return w, b
+
+
+def _same(ref, t: torch.Tensor | None) -> bool:
+    """Whether the weak reference ``ref`` (None for no tensor) refers to ``t``."""
+    return t is None if ref is None else ref() is t
+
+
+class _Caches:
+    """Mixin of the convgemm modules: pickling and deep copies leave out the packed weight and the
+    replay (caches of this process, rebuilt on the next call; the replay is a closure and the
+    cache holds weak references, neither of which pickles)."""
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop(_CACHE_ATTR, None)
+        state.pop(_FAST_ATTR, None)
+        return state
 
 
 def clear_weight_cache(model: nn.Module) -> nn.Module:
@@ -96,13 +116,13 @@ def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> t
         return None
     return (
         x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev, torch._C._cuda_getDevice(),
-        id(w), w.data_ptr(), w._version, None if b is None else (id(b), b.data_ptr(), b._version),
+        w.data_ptr(), w._version, None if b is None else (b.data_ptr(), b._version),
         mod.stride, mod.padding, mod.dilation, mod.groups, mod.padding_mode, mod.__dict__.get(_ACT_ATTR),
         torch.backends.cudnn.allow_tf32, PLANS_GENERATION[0],
     )  # fmt: skip
 
 
-class Conv2d(nn.Conv2d):
+class Conv2d(_Caches, nn.Conv2d):
     """``torch.nn.Conv2d`` computed by ``convgemm.conv2d`` (every ``padding_mode``).
 
     A module that ``fuse`` gave a ReLU applies it in the convolution's epilogue
@@ -115,27 +135,21 @@ class Conv2d(nn.Conv2d):
     output and launches the kernel.
     """
 
-    def __getstate__(self):
-        # the replay is a closure over this process's plan: not picklable, and rebuilt on demand
-        state = super().__getstate__()
-        state.pop(_FAST_ATTR, None)
-        return state
-
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():  # traced: the operators, never a replay
             return self._conv_forward(input, self.weight, self.bias)
         w, b = self.weight, self.bias
         fast = self.__dict__.get(_FAST_ATTR)
         key = _replay_key(self, input, w, b) if REPLAY and self.padding_mode == "zeros" else None
-        if fast is not None and key is not None and key == fast[0]:
+        if fast is not None and key is not None and key == fast[0] and fast[2]() is w and _same(fast[3], b):
             return fast[1](input)
         y = self._conv_forward(input, w, b)
         if key is not None and input.dim() == 4:
             hit = self.__dict__.get(_CACHE_ATTR)  # the packed weight and bias this call used
-            if hit is not None and hit[0][0] == _key(w):
+            if hit is not None and hit[0][0] == _key(w) and _same(hit[3], w) and _same(hit[4], b):
                 replay = forward_replay(input, hit[1], hit[2], self.stride, self.padding, self.dilation, self.groups,
                                         self.__dict__.get(_ACT_ATTR) or "")  # fmt: skip
-                self.__dict__[_FAST_ATTR] = None if replay is None else (key, replay)
+                self.__dict__[_FAST_ATTR] = None if replay is None else (key, replay, hit[3], hit[4])
         return y
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -216,7 +230,7 @@ def _fold_bn(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> None:
         conv.bias.copy_(b.to(conv.bias.dtype))
 
 
-class ConvTranspose2d(nn.ConvTranspose2d):
+class ConvTranspose2d(_Caches, nn.ConvTranspose2d):
     """``torch.nn.ConvTranspose2d`` computed by ``convgemm.conv_transpose2d``."""
 
     def forward(self, input: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
@@ -232,7 +246,7 @@ class ConvTranspose2d(nn.ConvTranspose2d):
         )
 
 
-class Conv1d(nn.Conv1d):
+class Conv1d(_Caches, nn.Conv1d):
     """``torch.nn.Conv1d`` computed by ``convgemm.conv1d`` (every ``padding_mode``)."""
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -243,7 +257,7 @@ class Conv1d(nn.Conv1d):
         return conv1d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class ConvTranspose1d(nn.ConvTranspose1d):
+class ConvTranspose1d(_Caches, nn.ConvTranspose1d):
     """``torch.nn.ConvTranspose1d`` computed by ``convgemm.conv_transpose1d``."""
 
     def forward(self, input: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
@@ -258,7 +272,7 @@ class ConvTranspose1d(nn.ConvTranspose1d):
         )
 
 
-class Conv3d(nn.Conv3d):
+class Conv3d(_Caches, nn.Conv3d):
     """``torch.nn.Conv3d`` computed by ``convgemm.conv3d`` (every ``padding_mode``)."""
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -269,7 +283,7 @@ class Conv3d(nn.Conv3d):
         return conv3d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class ConvTranspose3d(nn.ConvTranspose3d):
+class ConvTranspose3d(_Caches, nn.ConvTranspose3d):
     """``torch.nn.ConvTranspose3d`` computed by ``convgemm.conv_transpose3d``."""
 
     def forward(self, input: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
