@@ -323,3 +323,43 @@ def test_weight_cache_belongs_to_the_parameter_object():
     with torch.no_grad():
         assert_close(m(x), _ref(m, x), torch.float32, "a cache made from another parameter object")
     assert _cached(m)[1] is not stale
+
+
+def test_module_replay_bookkeeping(monkeypatch):
+    """The module side of the replay on any machine: with a key and a replay stubbed in (plans,
+    and so real replays, exist on CUDA devices only), a repeat call runs the kept replay; a new
+    weight object, a new version, or a key change rebuilds it."""
+    from convgemm import nn as cnn
+
+    built, ran = [], []
+
+    def fake_replay(input, weight, bias, *args):
+        built.append(weight)
+
+        def replay(x):
+            ran.append(1)
+            return convgemm.conv2d(x, weight, bias, padding=1)
+
+        return replay
+
+    monkeypatch.setattr(cnn, "_replay_key", lambda mod, x, w, b: (x.shape, w._version))
+    monkeypatch.setattr(cnn, "forward_replay", fake_replay)
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv2d(4, 4, 3, padding=1)).to(DEVICE)
+    x = torch.randn(1, 4, 5, 5, device=DEVICE)
+    with torch.no_grad():
+        m(x)
+        assert len(built) == 1 and built[0] is _cached(m)[1] and not ran
+        assert_close(m(x), _ref(m, x), torch.float32, "replayed")
+        assert len(ran) == 1 and len(built) == 1
+        m.weight.mul_(2)  # a new version: the full path, a new replay
+        assert_close(m(x), _ref(m, x), torch.float32, "after mul_")
+        assert len(ran) == 1 and len(built) == 2
+        m(x)
+        assert len(ran) == 2
+        new = nn.Parameter(m.weight.detach().clone())
+        while new._version < m.weight._version:  # the old weight's version: the same key, another object
+            new.mul_(1)
+        m.weight = new
+        assert_close(m(x), _ref(m, x), torch.float32, "a new parameter object")
+        assert len(ran) == 2 and len(built) == 3
