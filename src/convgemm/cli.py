@@ -129,7 +129,7 @@ def _bench_model(args, dtypes, console) -> int:
             continue
         console.print(
             f"{r.name:32s} {r.dtype:5s} convgemm {r.convgemm_us:9.1f} us  cuDNN {r.cudnn_us:9.1f} us  "
-            f"{r.speedup:5.2f}x  rel_err {r.rel_err:.1e} {'ok' if r.ok else 'MISMATCH'}"
+            f"{r.speedup:5.2f}x  rel_err {r.rel_err:.1e} {'ok' if r.ok else 'MISMATCH'}  {r.note}"
         )
     if args.json:
         report.write_json(res, args.json)
