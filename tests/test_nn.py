@@ -188,23 +188,24 @@ def test_functional_call_under_vmap_keeps_no_batched_weight():
 
 def _count_replays(mod) -> list[int]:
     """Wrap the module's kept replay so that its uses are counted (GPU: plans exist there only)."""
-    key, fn = mod.__dict__["_convgemm_replay"]
+    key, fn, ref_w, ref_b = mod.__dict__["_convgemm_replay"]
+    assert callable(fn), "no replay kept"
     n = [0]
 
     def counted(x):
         n[0] += 1
         return fn(x)
 
-    mod.__dict__["_convgemm_replay"] = (key, counted)
+    mod.__dict__["_convgemm_replay"] = (key, counted, ref_w, ref_b)
     return n
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_module_replay_repeats_the_plan_and_sees_every_change(dtype):
-    """A patched Conv2d keeps a replay of its plan after an inference call; a call with the same
-    key (input geometry, parameters' identity and versions, module arguments, grad mode, ...)
-    runs it, any change takes the full path and gives torch's result."""
+    """A patched Conv2d keeps a replay of its plan after two inference calls with the same key
+    (input geometry, parameters and their versions, module arguments, grad mode, ...) and runs it
+    from the third on; any change takes the full path. Every call matches torch."""
     import convgemm.functional as fn
 
     torch.manual_seed(0)
@@ -214,33 +215,34 @@ def test_module_replay_repeats_the_plan_and_sees_every_change(dtype):
     def x_(n=2, h=9, fmt=cl):
         return torch.randn(n, 16, h, h, device=DEVICE, dtype=dtype).contiguous(memory_format=fmt)
 
-    def check(x, what):
-        y = m(x)
-        assert y.is_contiguous(memory_format=cl), what
-        assert_close(y, _ref(m, x), dtype, what)
-        return y
+    def check(make, what):
+        # three calls: the full path, the full path that keeps a replay, the replay
+        for i in range(3):
+            x = make()
+            y = m(x)
+            assert y.is_contiguous(memory_format=cl), what
+            assert_close(y, _ref(m, x), dtype, f"{what}, call {i + 1}")
 
     with torch.no_grad():
-        check(x_(), "first call")
+        check(x_, "first key")
         uses = _count_replays(m)
-        check(x_(), "repeat")
-        check(x_(), "repeat")
-        assert uses[0] == 2
-        m.weight.mul_(-0.5)  # in place: a new version
-        check(x_(), "after an in-place weight update")
-        assert uses[0] == 2
+        check(x_, "repeat")
+        assert uses[0] == 3
+        m.weight.mul_(-0.5)  # in place: a new version, so a new key
+        check(x_, "after an in-place weight update")
+        assert uses[0] == 3, "the replay made for the old version must not run"
         uses = _count_replays(m)  # the rebuilt replay
-        check(x_(), "repeat after the update")
-        assert uses[0] == 1
-        check(x_(n=3), "another batch size")
-        check(x_(fmt=torch.contiguous_format), "NCHW input")
-        check(x_()[:, :, 1:, 1:], "a sliced view")
+        check(x_, "repeat after the update")
+        assert uses[0] == 3
+        check(lambda: x_(n=3), "another batch size")
+        check(lambda: x_(fmt=torch.contiguous_format), "NCHW input")
+        check(lambda: x_()[:, :, 1:, 1:], "a sliced view")
         m.bias = nn.Parameter(torch.randn(32, device=DEVICE, dtype=dtype))  # a new parameter
-        check(x_(), "a new bias")
+        check(x_, "a new bias")
         fn.clear_plans()
-        check(x_(), "after clear_plans")
+        check(x_, "after clear_plans")
         m.padding = (2, 0)
-        check(x_(), "changed padding")
+        check(x_, "changed padding")
         m.padding = (1, 1)
     x = x_().requires_grad_()
     y = m(x)
@@ -327,8 +329,9 @@ def test_weight_cache_belongs_to_the_parameter_object():
 
 def test_module_replay_bookkeeping(monkeypatch):
     """The module side of the replay on any machine: with a key and a replay stubbed in (plans,
-    and so real replays, exist on CUDA devices only), a repeat call runs the kept replay; a new
-    weight object, a new version, or a key change rebuilds it."""
+    and so real replays, exist on CUDA devices only), the second call with a key builds the
+    replay and later ones run it; a new weight object, a new version, or a key change starts
+    over, and keys seen once build nothing."""
     from convgemm import nn as cnn
 
     built, ran = [], []
@@ -349,11 +352,14 @@ def test_module_replay_bookkeeping(monkeypatch):
     x = torch.randn(1, 4, 5, 5, device=DEVICE)
     with torch.no_grad():
         m(x)
+        assert not built, "a key seen once builds nothing"
+        m(x)
         assert len(built) == 1 and built[0] is _cached(m)[1] and not ran
         assert_close(m(x), _ref(m, x), torch.float32, "replayed")
         assert len(ran) == 1 and len(built) == 1
-        m.weight.mul_(2)  # a new version: the full path, a new replay
+        m.weight.mul_(2)  # a new version: the full path twice, then a new replay
         assert_close(m(x), _ref(m, x), torch.float32, "after mul_")
+        m(x)
         assert len(ran) == 1 and len(built) == 2
         m(x)
         assert len(ran) == 2
@@ -362,4 +368,11 @@ def test_module_replay_bookkeeping(monkeypatch):
             new.mul_(1)
         m.weight = new
         assert_close(m(x), _ref(m, x), torch.float32, "a new parameter object")
+        assert len(ran) == 2 and len(built) == 2
+        m(x)
         assert len(ran) == 2 and len(built) == 3
+        m(x)
+        assert len(ran) == 3
+        m(torch.randn(1, 4, 6, 6, device=DEVICE))  # keys that change every call build nothing
+        m(torch.randn(1, 4, 7, 7, device=DEVICE))
+        assert len(built) == 3
