@@ -35,6 +35,8 @@
 #              wgrad-craft.json
 #   wgradsweep tools/wgrad_sweep.py: a grid of wgrad_tma tiles x stages x splits x reduce on the
 #              slowest wgrad layers of session 14, cold L2, against cuDNN -> wgradsweep.log
+#   hostab     tools/host_split.py on CRAFT (eager, fused) with CONVGEMM_REPLAY=1/0 in alternating
+#              processes -> hostab.log
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -137,6 +139,16 @@ for step in "$@"; do
     wgradsweep)
         timeout "${SWEEP_TIMEOUT:-400}" python3 tools/wgrad_sweep.py > "$OUT/wgradsweep.log" 2>&1
         echo "wgradsweep: rc=$?"; grep -E "==|tuner's best|geomean" "$OUT/wgradsweep.log" ;;
+    hostab)
+        # the nn modules' plan replay on and off in alternating processes (host time per CRAFT
+        # iteration, eager and fused; session 15's call G)
+        for v in "" --fuse; do
+            for r in 1 0 1 0; do
+                echo "REPLAY=$r $v"
+                # shellcheck disable=SC2086  # $v is an option or nothing
+                CONVGEMM_REPLAY=$r timeout 60 python3 tools/host_split.py --model craft $v 2>&1 | grep "^== "
+            done
+        done | tee "$OUT/hostab.log" ;;
     conv3d) bench conv3d "${CONV3D_TIMEOUT:-200}" --suite conv3d --direction fwd ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
