@@ -376,3 +376,20 @@ def test_module_replay_bookkeeping(monkeypatch):
         m(torch.randn(1, 4, 6, 6, device=DEVICE))  # keys that change every call build nothing
         m(torch.randn(1, 4, 7, 7, device=DEVICE))
         assert len(built) == 3
+
+
+def test_module_conversions_drop_the_caches():
+    """``module.double()`` / ``.float()`` (and ``.to``, ``.half``, ``.cuda``) swap the parameters'
+    data without a version bump: the caches go, and the result is the converted weight's."""
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv2d(4, 4, 3, padding=1)).to(DEVICE)
+    x = torch.randn(1, 4, 5, 5, device=DEVICE)
+    with torch.no_grad():
+        m(x)
+        assert _cached(m) is not None
+        m.double()
+        assert _cached(m) is None
+        assert_close(m(x.double()), _ref(m, x), torch.float64, "after double()")
+        m.float()
+        assert _cached(m) is None
+        assert_close(m(x), _ref(m, x), torch.float32, "after float()")

@@ -79,13 +79,21 @@ def _same(ref, t: torch.Tensor | None) -> bool:
 class _Caches:
     """Mixin of the convgemm modules: pickling and deep copies leave out the packed weight and the
     replay (caches of this process, rebuilt on the next call; the replay is a closure and the
-    cache holds weak references, neither of which pickles)."""
+    cache holds weak references, neither of which pickles), and dtype or device conversions of
+    the module drop them."""
 
     def __getstate__(self):
         state = super().__getstate__()
         state.pop(_CACHE_ATTR, None)
         state.pop(_FAST_ATTR, None)
         return state
+
+    def _apply(self, *args, **kwargs):
+        # .to(), .half(), .cuda() and the like replace the parameters' data through `.data =`,
+        # which no version counter sees, and the old memory may come back at the same address
+        self.__dict__.pop(_CACHE_ATTR, None)
+        self.__dict__.pop(_FAST_ATTR, None)
+        return super()._apply(*args, **kwargs)
 
 
 def clear_weight_cache(model: nn.Module) -> nn.Module:
