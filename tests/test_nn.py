@@ -393,3 +393,101 @@ def test_module_conversions_drop_the_caches():
         m.float()
         assert _cached(m) is None
         assert_close(m(x), _ref(m, x), torch.float32, "after float()")
+
+
+def _cpu_plans(monkeypatch):
+    """Plans (and so replays) on any device: the plan key without its CUDA-only condition, and a
+    replay key for CPU tensors. The interpreter then runs a plan's kernels on every call."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+
+    def sig(input, weight, bias, stride, padding, dilation, groups, algorithm):
+        b = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() % 16)
+        t = (input.shape, input.stride(), input.dtype, input.device, input.data_ptr() % 16,
+             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() % 16, b)  # fmt: skip
+        return (*t, *(fn._plain(v) for v in (stride, padding, dilation, groups, algorithm)), False)
+
+    monkeypatch.setattr(fn, "_signature", sig)
+    monkeypatch.setattr(
+        cnn, "_replay_key", lambda mod, x, w, b: (x.shape, x.stride(), x.dtype, w._version, fn.PLANS_GENERATION[0])
+    )
+    fn.clear_plans()
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["plain", "fused-relu"])
+def test_module_replay_runs_the_plan(monkeypatch, fused):
+    """The replay itself (``functional.forward_replay``), on the interpreter: from the third call
+    with one key the module runs the kept plan's algorithm directly, with torch's results."""
+    import convgemm.functional as fn
+
+    _cpu_plans(monkeypatch)
+    made = []
+    real = fn.forward_replay
+
+    def counting(*args):
+        replay = real(*args)
+        if replay is None:
+            return None
+        made.append(0)
+
+        def counted(x):
+            made[-1] += 1
+            return replay(x)
+
+        return counted
+
+    from convgemm import nn as cnn
+
+    monkeypatch.setattr(cnn, "forward_replay", counting)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU()).to(DEVICE)
+    convgemm.patch(model)
+    if fused:
+        convgemm.nn.fuse(model)
+    try:
+        with torch.no_grad():
+            for i in range(4):
+                x = torch.randn(1, 16, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+                want = torch.relu(_ref(model[0], x)) if not fused else _ref(model[0], x).relu()
+                assert_close(model(x), want, torch.float32, f"call {i + 1}")
+        assert made == [2], "built on the second call, run on the third and fourth"
+    finally:
+        fn.clear_plans()
+
+
+@pytest.mark.parametrize("padding", [1, "same"], ids=["pad1", "same"])
+def test_conv1d_module_replay_runs_the_plan(monkeypatch, padding):
+    """``Conv1d`` replays the plan of the 2-D call ``conv1d`` makes (on the interpreter here):
+    channels-last ``[N, C, L]`` input, torch's results on every call, the replay from the third."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+
+    _cpu_plans(monkeypatch)
+    made = []
+    real = fn.forward_replay
+
+    def counting(*args):
+        replay = real(*args)
+        if replay is not None:
+            made.append(0)
+
+            def counted(x):
+                made[-1] += 1
+                return replay(x)
+
+            return counted
+        return None
+
+    monkeypatch.setattr(cnn, "forward_replay", counting)
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv1d(16, 32, 3, padding=padding, stride=1)).to(DEVICE)
+    try:
+        with torch.no_grad():
+            for i in range(4):
+                x = torch.randn(2, 11, 16, device=DEVICE).transpose(1, 2)  # [N, C, L], channel stride 1
+                y = m(x)
+                assert y.shape == (2, 32, 11)
+                assert_close(y, _ref(m, x), torch.float32, f"call {i + 1}")
+        assert made == [2], "built on the second call, run on the third and fourth"
+    finally:
+        fn.clear_plans()

@@ -108,6 +108,33 @@ def clear_weight_cache(model: nn.Module) -> nn.Module:
 _FAST_ATTR = "_convgemm_replay"
 
 
+def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build) -> torch.Tensor:
+    """``forward`` of a module that replays its plan (``Conv2d``, ``Conv1d``): the module keeps
+    ``(key, state, weak refs to the weight and bias)`` of its last inference call; ``state`` is
+    None when the key was seen once, False when the plan cannot be replayed, else the replay.
+    The second call in a row with a key builds the replay (``build(input, packed weight, packed
+    bias)``), and later ones run it; a key seen once builds nothing."""
+    if torch.compiler.is_compiling():  # traced: the operators, never a replay
+        return mod._conv_forward(input, mod.weight, mod.bias)
+    w, b = mod.weight, mod.bias
+    key = _replay_key(mod, input, w, b) if REPLAY and mod.padding_mode == "zeros" else None
+    fast = mod.__dict__.get(_FAST_ATTR)
+    again = fast is not None and key is not None and key == fast[0] and fast[2]() is w and _same(fast[3], b)
+    if again and fast[1]:
+        return fast[1](input)
+    y = mod._conv_forward(input, w, b)
+    if key is None or input.dim() != rank or (again and fast[1] is False):
+        return y
+    hit = mod.__dict__.get(_CACHE_ATTR)  # the packed weight and bias this call used
+    if hit is None or hit[0][0] != _key(w) or not _same(hit[3], w) or not _same(hit[4], b):
+        return y
+    state = None
+    if again:  # the second call with this key: replay from the next one on
+        state = build(input, hit[1], hit[2]) or False
+    mod.__dict__[_FAST_ATTR] = (key, state, hit[3], hit[4])
+    return y
+
+
 def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
     """Everything a module's inference call depends on besides the input's values, or None
     when the call must take the full path (a gradient is needed, autocast, tracing, a torch.func
@@ -146,28 +173,11 @@ class Conv2d(_Caches, nn.Conv2d):
     """
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_compiling():  # traced: the operators, never a replay
-            return self._conv_forward(input, self.weight, self.bias)
-        w, b = self.weight, self.bias
-        key = _replay_key(self, input, w, b) if REPLAY and self.padding_mode == "zeros" else None
-        # the kept entry: (key, state, weak refs to the weight and bias); state None: the key was
-        # seen once; False: its plan cannot be replayed; else the replay
-        fast = self.__dict__.get(_FAST_ATTR)
-        again = fast is not None and key is not None and key == fast[0] and fast[2]() is w and _same(fast[3], b)
-        if again and fast[1]:
-            return fast[1](input)
-        y = self._conv_forward(input, w, b)
-        if key is None or input.dim() != 4 or (again and fast[1] is False):
-            return y
-        hit = self.__dict__.get(_CACHE_ATTR)  # the packed weight and bias this call used
-        if hit is None or hit[0][0] != _key(w) or not _same(hit[3], w) or not _same(hit[4], b):
-            return y
-        state = None
-        if again:  # the second call with this key: replay from the next one on
-            state = forward_replay(input, hit[1], hit[2], self.stride, self.padding, self.dilation, self.groups,
-                                   self.__dict__.get(_ACT_ATTR) or "") or False  # fmt: skip
-        self.__dict__[_FAST_ATTR] = (key, state, hit[3], hit[4])
-        return y
+        return _replaying_forward(self, input, 4, self._replay)
+
+    def _replay(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+        return forward_replay(x, weight, bias, self.stride, self.padding, self.dilation, self.groups,
+                              self.__dict__.get(_ACT_ATTR) or "")  # fmt: skip
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         weight, bias = _packed(self, input, weight, bias)
@@ -264,7 +274,20 @@ class ConvTranspose2d(_Caches, nn.ConvTranspose2d):
 
 
 class Conv1d(_Caches, nn.Conv1d):
-    """``torch.nn.Conv1d`` computed by ``convgemm.conv1d`` (every ``padding_mode``)."""
+    """``torch.nn.Conv1d`` computed by ``convgemm.conv1d`` (every ``padding_mode``). Inference
+    calls replay their plan as ``Conv2d``'s do (on the ``[N, C, 1, L]`` view ``conv1d`` runs)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return _replaying_forward(self, input, 3, self._replay)
+
+    def _replay(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+        # the 2-D call conv1d makes, argument for argument, so that the plan key is the same
+        pad = self.padding if isinstance(self.padding, str) else (0, self.padding[0])
+        replay = forward_replay(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, self.stride[0]), pad,
+                                (1, self.dilation[0]), self.groups)  # fmt: skip
+        if replay is None:
+            return None
+        return lambda x: replay(x.unsqueeze(2)).squeeze(2)
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         weight, bias = _packed(self, input, weight, bias)
