@@ -401,13 +401,7 @@ def _cpu_plans(monkeypatch):
     import convgemm.functional as fn
     from convgemm import nn as cnn
 
-    def sig(input, weight, bias, stride, padding, dilation, groups, algorithm):
-        b = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() % 16)
-        t = (input.shape, input.stride(), input.dtype, input.device, input.data_ptr() % 16,
-             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() % 16, b)  # fmt: skip
-        return (*t, *(fn._plain(v) for v in (stride, padding, dilation, groups, algorithm)), False)
-
-    monkeypatch.setattr(fn, "_signature", sig)
+    monkeypatch.setattr(fn, "_signature", fn._plan_key)
     monkeypatch.setattr(
         cnn, "_replay_key", lambda mod, x, w, b: (x.shape, x.stride(), x.dtype, w._version, fn.PLANS_GENERATION[0])
     )

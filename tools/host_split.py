@@ -55,15 +55,11 @@ def timed(owner, name: str, acc: dict, label: str):
 
 
 def per_call(fn, n: int = 2000) -> float:
+    from convgemm.bench.models import host_us
+
     for _ in range(50):
         fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    el = time.perf_counter() - t
-    torch.cuda.synchronize()
-    return el / n * 1e6
+    return host_us(fn, n)
 
 
 def main() -> None:

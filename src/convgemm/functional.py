@@ -49,12 +49,8 @@ def forward_replay(input, weight, bias, stride, padding, dilation, groups, activ
 
     ``convgemm.nn.Conv2d`` keeps one per module: its repeat calls then skip argument checks,
     the plan key and the plan lookup, which on a slow host were most of a small layer's time."""
-    sig = _signature(input, weight, bias, stride, padding, dilation, groups, "auto")
-    if sig is None:
-        return None
-    if activation:
-        sig = (*sig, activation)
-    plan = _plans.get(sig)
+    sig = _forward_sig(input, weight, bias, stride, padding, dilation, groups, "auto", activation)
+    plan = _plans.get(sig) if sig is not None else None
     if plan is None:
         return None
     prob, algo, cfg, launch = plan
@@ -102,7 +98,14 @@ def _plain(v):
 
 def _signature(input, weight, bias, stride, padding, dilation, groups, algorithm) -> tuple | None:
     """The plan key of a call, or None when a plan must not be used (interpreter, unusual arguments)."""
-    if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or input.device.type != "cuda":
+    if not isinstance(input, torch.Tensor) or input.device.type != "cuda":
+        return None
+    return _plan_key(input, weight, bias, stride, padding, dilation, groups, algorithm)
+
+
+def _plan_key(input, weight, bias, stride, padding, dilation, groups, algorithm) -> tuple | None:
+    """``_signature`` on any device (the tests give CPU tensors plans with it)."""
+    if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor):
         return None
     if bias is not None and not isinstance(bias, torch.Tensor):
         return None
@@ -116,6 +119,13 @@ def _signature(input, weight, bias, stride, padding, dilation, groups, algorithm
         )  # fmt: skip
     except TypeError:
         return None
+
+
+def _forward_sig(input, weight, bias, stride, padding, dilation, groups, algorithm, activation: str) -> tuple | None:
+    """The plan key of a ``conv2d_forward`` call (written to no ``out``): ``forward_replay``
+    looks up the plan a call made with exactly this key."""
+    sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
+    return (*sig, activation) if sig is not None and activation else sig
 
 
 def _dense_rows(x: torch.Tensor) -> bool:
@@ -224,9 +234,7 @@ def conv2d_forward(
     ``activation``: ``""`` or a checked name (``_check_activation``). ``out`` (internal): a
     tensor of the output's shape and dtype, any strides (e.g. one stride phase of a larger
     tensor), written in place and returned."""
-    sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
-    if sig is not None and activation:
-        sig = (*sig, activation)
+    sig = _forward_sig(input, weight, bias, stride, padding, dilation, groups, algorithm, activation)
     if sig is not None and out is not None:
         # the TMA algorithms' descriptors, and whether they store in place, follow out's geometry
         sig = (*sig, "out", out.shape, out.stride(), out.data_ptr() % 16)
