@@ -485,3 +485,139 @@ def test_conv1d_module_replay_runs_the_plan(monkeypatch, padding):
         assert made == [2], "built on the second call, run on the third and fourth"
     finally:
         fn.clear_plans()
+
+
+def _cpu_train_plans(monkeypatch):
+    """``_cpu_plans`` for training calls: a training key and wgrad plan keys for CPU tensors."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+
+    _cpu_plans(monkeypatch)
+    monkeypatch.setattr(fn, "_wgrad_signature", fn._wgrad_plan_key)
+    monkeypatch.setattr(
+        cnn,
+        "_train_key",
+        lambda mod, x, w, b: (x.shape, x.stride(), x.dtype, w.shape, w.stride(), b is None, fn.PLANS_GENERATION[0]),
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(k=3, stride=1, padding=1, bias=True),  # dgrad as a forward convolution of dy
+        dict(k=3, stride=2, padding=1, bias=False),  # strided: a per-phase dgrad kernel
+        dict(k=1, stride=2, padding=0, bias=True),  # dgrad by phases: no runner, the general path
+    ],
+    ids=["3x3", "3x3-s2", "1x1-s2"],
+)
+def test_module_training_replay(monkeypatch, case):
+    """Training calls replay their plans (``ops.TrainReplay``), on the interpreter: from the third
+    step the forward runs the kept plan, from the fourth the gradients do too; the results
+    equal the general path's bit for bit (the same kernels and configs) and torch's in float64,
+    with the weight updated in place between steps."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+    from convgemm import ops
+
+    _cpu_train_plans(monkeypatch)
+    used = {"forward": 0, "dgrad": 0, "wgrad": 0}
+
+    def counting(name, real):
+        def make(*args):
+            run = real(*args)
+            if run is None:
+                return None
+
+            def counted(*a):
+                used[name] += 1
+                return run(*a)
+
+            return counted
+
+        return make
+
+    monkeypatch.setattr(ops, "forward_runner", counting("forward", ops.forward_runner))
+    monkeypatch.setattr(ops, "dgrad_runner", counting("dgrad", ops.dgrad_runner))
+    monkeypatch.setattr(ops, "wgrad_runner", counting("wgrad", ops.wgrad_runner))
+    torch.manual_seed(0)
+    k, stride, padding, bias = case["k"], case["stride"], case["padding"], case["bias"]
+    m = convgemm.patch(nn.Conv2d(16, 16, k, stride=stride, padding=padding, bias=bias)).to(DEVICE)
+    plain = copy.deepcopy(m)  # the same module on the general path (no replay)
+    try:
+        for step in range(4):
+            x = torch.randn(2, 16, 8, 8, device=DEVICE).contiguous(memory_format=torch.channels_last)
+            results = []
+            for mod, replay in ((m, True), (plain, False)):
+                monkeypatch.setattr(cnn, "REPLAY", replay)
+                xi = x.clone().requires_grad_()
+                y = mod(xi)
+                g = torch.randn_like(y, generator=torch.Generator().manual_seed(step))
+                y.backward(g)
+                results.append((y.detach(), xi.grad, mod.weight.grad, mod.bias.grad if bias else None))
+            (y, dx, dw, db), want = results
+            for a, b, what in zip((y, dx, dw, db), want, ("y", "dx", "dw", "db"), strict=True):
+                if a is not None:
+                    assert torch.equal(a, b), f"step {step + 1}: {what} differs from the general path"
+            ref = convgemm.unpatch(copy.deepcopy(m)).double()
+            xr = x.double().requires_grad_()
+            yr = ref(xr)
+            yr.backward(g.double())
+            assert_close(y, yr.detach(), torch.float32, f"step {step + 1}: y")
+            assert_close(dx, xr.grad, torch.float32, f"step {step + 1}: dx")
+            assert_close(dw, ref.weight.grad, torch.float32, f"step {step + 1}: dw")
+            with torch.no_grad():  # an optimizer step: in place, as the plan must not care
+                for mod in (m, plain):
+                    for p in mod.parameters():
+                        p -= 0.1 * p.grad
+                        p.grad = None
+        assert used["forward"] == 2, "the forward replayed on steps 3 and 4"
+        assert used["wgrad"] == 1, "wgrad replayed on step 4 (its plan made by step 3's backward)"
+        assert used["dgrad"] == (0 if case["k"] == 1 else 1), "dgrad replayed where its route has a runner"
+        assert type(m.__dict__[cnn._TRAIN_ATTR][1]) is ops.TrainReplay
+        assert cnn._TRAIN_ATTR not in plain.__dict__ or not plain.__dict__[cnn._TRAIN_ATTR][1]
+    finally:
+        fn.clear_plans()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "autocast-bf16"])
+def test_gpu_training_replay_matches_general_path(monkeypatch, autocast):
+    """A small CNN trained six steps (SGD) with the training replay and without it, from one
+    initialisation: the same kernels and configs, so the losses and parameters agree bit for bit;
+    every convolution ends up replaying (forward and both gradients where the route has them)."""
+    from convgemm import nn as cnn
+    from convgemm import ops
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1, bias=False), nn.ReLU(),
+        nn.Conv2d(64, 64, 1), nn.ReLU(),
+        nn.Conv2d(64, 128, 1, stride=2, bias=False), nn.ReLU(),
+        nn.Conv2d(128, 128, 3, padding=2, dilation=2, groups=4),
+    ).to(DEVICE).to(memory_format=torch.channels_last)  # fmt: skip
+    a = convgemm.patch(model)
+    b = copy.deepcopy(a)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in (a, b)]
+    x = torch.randn(4, 3, 32, 32, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    for step in range(6):
+        losses = []
+        for mod, opt, replay in ((a, opts[0], True), (b, opts[1], False)):
+            monkeypatch.setattr(cnn, "REPLAY", replay)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                loss = mod(x).float().square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+        assert losses[0] == losses[1], f"step {step + 1}: loss {losses[0]} with the replay, {losses[1]} without"
+    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q), f"{name} differs after six steps"
+    for name, mod in a.named_modules():
+        if isinstance(mod, nn.Conv2d):
+            state = mod.__dict__.get(cnn._TRAIN_ATTR)
+            assert state is not None and type(state[1]) is ops.TrainReplay, f"{name} does not replay"
+            plan = state[1]
+            if name != "0":  # the RGB layer: wgrad by the width unfold (no runner), dx not needed
+                assert plan.wgrad, f"{name}: wgrad has no runner"
+                assert plan.dgrad is not None, f"{name}: dgrad never ran"

@@ -27,6 +27,8 @@
 #              configs, then the best of each against cuDNN in alternating rounds -> dwab.log
 #   dw7        the rows kernel's every column width on the three 7x7 sweep layers, then its best
 #              against cuDNN in alternating rounds; with and without TRIM -> dw7.log, dw7--no-trim.log
+#   train      the ResNet-50 training step eager (bench), profile_model and host_split, patched and
+#              not -> resnet-train.json, train-prof.log, train-host.log
 #   conv3d     the conv3d suite forward (tuned) -> conv3d.json
 #   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
@@ -149,6 +151,22 @@ for step in "$@"; do
                 CONVGEMM_REPLAY=$r timeout 60 python3 tools/host_split.py --model craft $v 2>&1 | grep "^== "
             done
         done | tee "$OUT/hostab.log" ;;
+    train)
+        # the ResNet-50 training step, eager: the bench (tunes every layer, fills the plan cache),
+        # then where the time goes, patched and not (profile_model), and host against wall plus
+        # the nested timers (host_split) -> resnet-train.json, train-prof.log, train-host.log
+        timeout "${TRAIN_TIMEOUT:-300}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 --no-compile \
+            --json "$OUT/resnet-train.json" > "$OUT/resnet-train.log" 2>&1
+        echo "resnet50 train: rc=$?"; tail -4 "$OUT/resnet-train.log"
+        for v in "" --unpatched; do
+            # shellcheck disable=SC2086  # $v is an option or nothing
+            timeout 90 python3 tools/profile_model.py --model resnet50 --train --top 30 $v 2>&1
+        done > "$OUT/train-prof.log"
+        grep -E "^==|synchronised|inside|descriptors" "$OUT/train-prof.log"
+        for v in "" --unpatched; do
+            # shellcheck disable=SC2086
+            timeout 90 python3 tools/host_split.py --model resnet50 --train $v 2>&1
+        done | tee "$OUT/train-host.log" ;;
     conv3d) bench conv3d "${CONV3D_TIMEOUT:-200}" --suite conv3d --direction fwd ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)

@@ -92,6 +92,14 @@ def main() -> None:
         # functional and the nn module bound these names at import: patch their copies too
         undo.append(timed(cnn, "conv2d", acc, "functional.conv2d"))
         undo.append(timed(fn, "empty", acc, "empty (functional)"))
+        # training: the autograd Function's forward and backward and the two gradients
+        # (ops bound them at import; the backward runs on autograd's device thread)
+        from convgemm import ops
+
+        undo.append(timed(ops, "conv2d_forward", acc, "conv2d_forward (ops)"))
+        undo.append(timed(ops, "_backward", acc, "ops._backward"))
+        undo.append(timed(ops, "conv2d_input", acc, "conv2d_input"))
+        undo.append(timed(ops, "conv2d_weight", acc, "conv2d_weight"))
         try:
             torch.cuda.synchronize()
             t0 = time.perf_counter()

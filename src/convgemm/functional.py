@@ -49,10 +49,29 @@ def forward_replay(input, weight, bias, stride, padding, dilation, groups, activ
 
     ``convgemm.nn.Conv2d`` keeps one per module: its repeat calls then skip argument checks,
     the plan key and the plan lookup, which on a slow host were most of a small layer's time."""
+    run = forward_runner(input, weight, bias, stride, padding, dilation, groups, activation)
+    if run is None:
+        return None
+
+    def replay(x: torch.Tensor) -> torch.Tensor:
+        return run(x, weight, bias)
+
+    return replay
+
+
+def forward_runner(input, weight, bias, stride, padding, dilation, groups, activation: str = ""):
+    """``forward_replay`` with the weight and bias as arguments: ``run(x, w, b) -> y`` repeats the
+    plan a ``conv2d_forward`` call with exactly these arguments made, for tensors of the same
+    shapes, strides, dtypes, alignment and device (the caller guarantees it), or None. Training
+    calls (``ops.TrainReplay``) use it: their weight is a new tensor every step."""
     sig = _forward_sig(input, weight, bias, stride, padding, dilation, groups, "auto", activation)
     plan = _plans.get(sig) if sig is not None else None
-    if plan is None:
-        return None
+    return None if plan is None else _plan_runner(input, plan, activation)
+
+
+def _plan_runner(input, plan: tuple, activation: str):
+    """A forward plan's hit path as ``run(x, w, b) -> y`` (channels_last output), or None when it
+    does more than allocate the output and launch (an NCHW input or output, no launch handle)."""
     prob, algo, cfg, launch = plan
     if launch is None or not prob.channels_last_out or _writes_nchw(prob, algo):
         return None
@@ -62,18 +81,88 @@ def forward_replay(input, weight, bias, stride, padding, dilation, groups, activ
     n, k, p, q = shape
     strides = (p * q * k, 1, q * k, k)  # channels_last
     relu = bool(activation) and not algo.fuses_activation
-    run = algo.run
+    algo_run = algo.run
 
-    def replay(x: torch.Tensor) -> torch.Tensor:
+    def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         y = torch.empty_strided(shape, strides, dtype=dtype, device=device)
         if POISON:
             y.fill_(float("nan"))
-        run(prob, x, weight, bias, y, cfg, launch)
+        algo_run(prob, x, w, b, y, cfg, launch)
         if relu:
             y.relu_()
         return y
 
-    return replay
+    return run
+
+
+def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, groups):
+    """After a ``conv2d_input`` call with exactly these arguments (no ``memory_format``) made its
+    plan: ``run(w, dy) -> dx`` repeating it for a weight and dy of the same shapes, strides, dtypes,
+    alignment and device, or None where the route does more than a weight flip, an allocation
+    and one launch (sub-pixel and per-phase dgrad, NCHW results)."""
+    from .conv.backward import DGRAD, DGRAD_TMA
+
+    sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
+    if sig is None:
+        return None
+    hit = _plans.get((*sig, tuple(int(v) for v in input_size), None))
+    if hit is None:
+        return None
+    prob, memory_format, launch, route = hit
+    if memory_format != torch.channels_last or min(prob.n, prob.c, prob.h, prob.w, prob.k, prob.p, prob.q) == 0:
+        return None
+    if route == "dgrad_as_forward":
+        cl = output_memory_format(grad_output, weight) == torch.channels_last
+        g = prob.groups
+        wt = _flip_swap(weight.detach(), g, cl)
+        er, es = prob.dilation[0] * (prob.r - 1), prob.dilation[1] * (prob.s - 1)
+        pads = Pads4((er - prob.pad_h[0], er - prob.pad_h[1], es - prob.pad_w[0], es - prob.pad_w[1]))
+        fwd = forward_runner(grad_output, wt, None, (1, 1), pads, prob.dilation, g)
+        if fwd is None:
+            return None
+
+        def by_forward(w: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+            return fwd(dy, _flip_swap(w, g, cl), None)
+
+        return by_forward
+    if route not in ("dgrad_tma", "dgrad") or launch is None:
+        return None
+    shape, dtype, device = (prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device
+    if route == "dgrad_tma":
+        if as_nhwc(grad_output) is not grad_output:
+            return None
+        algo, cfg = DGRAD_TMA, DGRAD_TMA.default_config(prob)
+    else:
+        algo, cfg = DGRAD, DGRAD.default_config(prob)
+    algo_run = algo.run
+
+    def direct(w: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        dx = empty(shape, dtype, device, torch.channels_last)
+        algo_run(prob, dy, w, dx, cfg, launch)
+        return dx
+
+    return direct
+
+
+def wgrad_runner(input, weight_size, grad_output, stride, padding, dilation, groups):
+    """After a ``conv2d_weight`` call with exactly these arguments (no ``memory_format``) made its
+    plan: ``run(x, dy) -> dw`` repeating it for tensors of the same shapes, strides, dtypes,
+    alignment and device, or None (no plan: the first-layer unfold, empty problems)."""
+    sig = _wgrad_signature(input, weight_size, grad_output, stride, padding, dilation, groups, None)
+    plan = _plans.get(sig) if sig is not None else None
+    if plan is None:
+        return None
+    prob, algo, cfg, launch, nhwc, memory_format, wsize = plan
+    if nhwc and (as_nhwc(input) is not input or as_nhwc(grad_output) is not grad_output):
+        return None
+    dtype, device, algo_run = input.dtype, input.device, algo.run
+
+    def run(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        dw = empty(wsize, dtype, device, memory_format)
+        algo_run(prob, x, dy, dw, cfg, launch)
+        return dw
+
+    return run
 
 
 def _plain(v):
@@ -995,7 +1084,14 @@ def _wgrad_by_unfold(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> to
 
 def _wgrad_signature(input, weight_size, grad_output, stride, padding, dilation, groups, memory_format):
     """``conv2d_weight``'s plan key, or None (interpreter, unusual arguments)."""
-    if not isinstance(input, torch.Tensor) or not isinstance(grad_output, torch.Tensor) or input.device.type != "cuda":
+    if not isinstance(input, torch.Tensor) or input.device.type != "cuda":
+        return None
+    return _wgrad_plan_key(input, weight_size, grad_output, stride, padding, dilation, groups, memory_format)
+
+
+def _wgrad_plan_key(input, weight_size, grad_output, stride, padding, dilation, groups, memory_format):
+    """``_wgrad_signature`` on any device (the tests give CPU tensors plans with it)."""
+    if not isinstance(input, torch.Tensor) or not isinstance(grad_output, torch.Tensor):
         return None
     if memory_format is not None and not isinstance(memory_format, torch.memory_format):
         return None

@@ -18,7 +18,17 @@ from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ._runtime import transforming
-from .functional import Pads4, _grad_problem, conv2d_forward, conv2d_input, conv2d_weight, make_problem
+from .functional import (
+    Pads4,
+    _grad_problem,
+    conv2d_forward,
+    conv2d_input,
+    conv2d_weight,
+    dgrad_runner,
+    forward_runner,
+    make_problem,
+    wgrad_runner,
+)
 from .problem import _suggest_channels_last, output_memory_format
 
 
@@ -294,6 +304,96 @@ class _Conv2dFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return _backward(ctx, grad)
+
+
+class TrainReplay:
+    """A training call's plans, replayed (``convgemm.nn.Conv2d`` keeps one per module).
+
+    ``_Conv2dFunction`` pays, per layer and step, the forward's plan key and lookup, then in the
+    backward a plan key and lookup for dgrad and for wgrad, each with validation on a miss: on the
+    H200's host that was 170 us per forward and 350 us per backward of a ResNet-50 layer
+    (``tools/host_split.py --model resnet50 --train``), while its kernels take tens. A module whose
+    training calls repeat one key (``nn._train_key``: the tensors' shapes, strides, dtypes and
+    alignment, the arguments, the autocast dtype) holds this object instead: the forward is an
+    allocation and a launch, and each gradient the same once its first backward has made the plan
+    (``functional.dgrad_runner``, ``wgrad_runner``). Anything unusual in a backward -- a
+    grad_output of other strides, create_graph, a route with more than one launch -- takes
+    ``_backward``, the general path, for that gradient.
+    """
+
+    __slots__ = ("forward", "conv", "dgrad", "wgrad", "dy_key")
+
+    def __init__(self, forward, conv: tuple) -> None:
+        self.forward = forward
+        #: the operator's argument forms: (stride list, 4-int padding, dilation list, groups)
+        self.conv = conv
+        #: gradient runners: None until the first backward, False where that route has none
+        self.dgrad = self.wgrad = None
+        #: (strides, dtype, alignment) of the grad_output the runners were made for
+        self.dy_key = None
+
+    @classmethod
+    def build(cls, input, weight, bias, stride, padding, dilation, groups) -> "TrainReplay | None":
+        """After a training call ``conv2d(input, weight, bias, ...)`` made its forward plan (the
+        tensors as the kernels saw them: autocast applied), or None when it cannot be replayed."""
+        fwd = forward_runner(input, weight, bias, stride, padding, dilation, groups)
+        if fwd is None:
+            return None
+        st, pads, dil = normalize(weight, stride, padding, dilation)
+        return cls(fwd, (st, pads, dil, groups))
+
+    def __call__(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        return _ReplayConv2d.apply(input, weight, bias, self)
+
+    def backward(self, ctx, dy: Tensor) -> tuple:
+        if torch.is_grad_enabled() or type(dy) is not Tensor:  # create_graph, a subclass: the operators
+            return _backward(ctx, dy)[:3]
+        key = (dy.stride(), dy.dtype, dy.data_ptr() & 15)
+        if self.dy_key is None:
+            self.dy_key = key
+        elif key != self.dy_key:
+            return _backward(ctx, dy)[:3]
+        x, w = ctx.saved_tensors
+        st, pads, dil, g = self.conv
+        args = (tuple(st), Pads4(pads), tuple(dil), g)
+        dx = dw = db = None
+        needs = ctx.needs_input_grad
+        if needs[0]:
+            run = self.dgrad
+            if run:
+                dx = run(w, dy)
+            else:
+                dx = conv2d_input(x.shape, w, dy, *args)
+                if run is None:  # the call above made the plan
+                    self.dgrad = dgrad_runner(x.shape, w, dy, *args) or False
+        if needs[1]:
+            run = self.wgrad
+            if run:
+                dw = run(x, dy)
+            else:
+                dw = conv2d_weight(x, w.shape, dy, *args)
+                if run is None:
+                    self.wgrad = wgrad_runner(x, w.shape, dy, *args) or False
+        if ctx.has_bias and needs[2]:
+            db = dy.sum(dim=(0, 2, 3), dtype=torch.promote_types(dy.dtype, torch.float32)).to(dy.dtype)
+        return dx, dw, db
+
+
+class _ReplayConv2d(torch.autograd.Function):
+    """``_Conv2dFunction`` through a ``TrainReplay``: the same kernels, tensors and gradients."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias, plan):
+        y = plan.forward(input, weight, bias)
+        ctx.save_for_backward(input, weight)
+        ctx.conv = plan.conv
+        ctx.has_bias = bias is not None
+        ctx.plan = plan
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (*ctx.plan.backward(ctx, grad), None)
 
 
 def func_function(name: str, op, setup_context, backward) -> type:

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._runtime import REPLAY, may_cache, transforming
-from ..functional import PLANS_GENERATION, conv2d, conv_transpose2d, forward_replay
+from ..functional import PLANS_GENERATION, _autocast, conv2d, conv_transpose2d, forward_replay
 from ..functional1d import conv1d, conv_transpose1d
 from ..functional3d import conv3d, conv_transpose3d
 
@@ -84,15 +84,15 @@ class _Caches:
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.pop(_CACHE_ATTR, None)
-        state.pop(_FAST_ATTR, None)
+        for attr in _CACHES:
+            state.pop(attr, None)
         return state
 
     def _apply(self, *args, **kwargs):
         # .to(), .half(), .cuda() and the like replace the parameters' data through `.data =`,
         # which no version counter sees, and the old memory may come back at the same address
-        self.__dict__.pop(_CACHE_ATTR, None)
-        self.__dict__.pop(_FAST_ATTR, None)
+        for attr in _CACHES:
+            self.__dict__.pop(attr, None)
         return super()._apply(*args, **kwargs)
 
 
@@ -100,23 +100,30 @@ def clear_weight_cache(model: nn.Module) -> nn.Module:
     """Drop the packed weight copies of every convgemm module of ``model`` (needed only after a
     write through ``.data``, which PyTorch's version counters do not see); returns ``model``."""
     for mod in model.modules():
-        mod.__dict__.pop(_CACHE_ATTR, None)
-        mod.__dict__.pop(_FAST_ATTR, None)
+        for attr in _CACHES:
+            mod.__dict__.pop(attr, None)
     return model
 
 
 _FAST_ATTR = "_convgemm_replay"
+_TRAIN_ATTR = "_convgemm_train"
+#: the per-module caches: packed weight, inference replay, training replay
+_CACHES = (_CACHE_ATTR, _FAST_ATTR, _TRAIN_ATTR)
 
 
-def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build) -> torch.Tensor:
+def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build, train: bool = False) -> torch.Tensor:
     """``forward`` of a module that replays its plan (``Conv2d``, ``Conv1d``): the module keeps
     ``(key, state, weak refs to the weight and bias)`` of its last inference call; ``state`` is
     None when the key was seen once, False when the plan cannot be replayed, else the replay.
     The second call in a row with a key builds the replay (``build(input, packed weight, packed
-    bias)``), and later ones run it; a key seen once builds nothing."""
+    bias)``), and later ones run it; a key seen once builds nothing. ``train``: calls that need a
+    gradient replay too (``_training_forward``)."""
     if torch.compiler.is_compiling():  # traced: the operators, never a replay
         return mod._conv_forward(input, mod.weight, mod.bias)
     w, b = mod.weight, mod.bias
+    if train and REPLAY and torch.is_grad_enabled():
+        if w.requires_grad or (b is not None and b.requires_grad) or getattr(input, "requires_grad", False):
+            return _training_forward(mod, input, w, b)
     key = _replay_key(mod, input, w, b) if REPLAY and mod.padding_mode == "zeros" else None
     fast = mod.__dict__.get(_FAST_ATTR)
     again = fast is not None and key is not None and key == fast[0] and fast[2]() is w and _same(fast[3], b)
@@ -133,6 +140,52 @@ def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build) ->
         state = build(input, hit[1], hit[2]) or False
     mod.__dict__[_FAST_ATTR] = (key, state, hit[3], hit[4])
     return y
+
+
+def _training_forward(mod: nn.Module, input: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """A ``Conv2d`` call that needs a gradient: as ``_replaying_forward``, with the training key
+    (``_train_key``) and ``ops.TrainReplay`` (the forward's plan and, after the first backward,
+    the gradients' plans). The weight is not part of the key: it changes every step, and the
+    plans depend only on its shape, strides, dtype and alignment."""
+    key = _train_key(mod, input, w, b) if mod.padding_mode == "zeros" else None
+    st = mod.__dict__.get(_TRAIN_ATTR)
+    again = key is not None and st is not None and st[0] == key
+    if again and st[1]:
+        y = st[1](*_autocast(input, w, b))
+        return torch.relu(y) if mod.__dict__.get(_ACT_ATTR) else y
+    y = mod._conv_forward(input, w, b)
+    if key is None or input.dim() != 4 or (again and st[1] is False):
+        return y
+    state = None
+    if again:  # the second call with this key: replay from the next one on
+        from ..ops import TrainReplay
+
+        x, wc, bc = _autocast(input, w, b)  # the tensors the call above gave the kernels
+        state = TrainReplay.build(x, wc, bc, mod.stride, mod.padding, mod.dilation, mod.groups) or False
+    mod.__dict__[_TRAIN_ATTR] = (key, state)
+    return y
+
+
+def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
+    """Everything a training call's plans depend on (shapes, strides, dtypes, alignment,
+    devices, autocast dtype, module arguments), or None when it must take the full path (not a
+    plain CUDA tensor, a torch.func transform, a side stream)."""
+    if type(x) is not torch.Tensor or type(w) not in _PLAIN or (b is not None and type(b) not in _PLAIN):
+        return None
+    dev = x.get_device()
+    if dev < 0 or transforming() or torch._C._cuda_getCurrentRawStream(dev) != 0:
+        return None
+    return (
+        x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev, torch._C._cuda_getDevice(),
+        w.shape, w.stride(), w.dtype, w.data_ptr() & 15, w.get_device(),
+        None if b is None else (b.stride(), b.dtype, b.data_ptr() & 15, b.get_device()),
+        torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda"),
+        mod.stride, mod.padding, mod.dilation, mod.groups, mod.__dict__.get(_ACT_ATTR),
+        torch.backends.cudnn.allow_tf32, PLANS_GENERATION[0],
+    )  # fmt: skip
+
+
+_PLAIN = (torch.Tensor, nn.Parameter)
 
 
 def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
@@ -173,7 +226,7 @@ class Conv2d(_Caches, nn.Conv2d):
     """
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return _replaying_forward(self, input, 4, self._replay)
+        return _replaying_forward(self, input, 4, self._replay, train=True)
 
     def _replay(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
         return forward_replay(x, weight, bias, self.stride, self.padding, self.dilation, self.groups,
@@ -235,7 +288,8 @@ def fuse(model: nn.Module) -> nn.Module:
                 j += 1
             if j > i + 1:
                 conv.__class__ = Conv2d
-                conv.__dict__.pop(_FAST_ATTR, None)  # its key would not match anyway: new weights
+                for attr in (_FAST_ATTR, _TRAIN_ATTR):  # their keys would not match anyway
+                    conv.__dict__.pop(attr, None)
             i = j
     return model
 
@@ -401,6 +455,6 @@ def unpatch(model: nn.Module) -> nn.Module:
         old = _BACK.get(type(mod))
         if old is not None:
             mod.__class__ = old
-            mod.__dict__.pop(_CACHE_ATTR, None)
-        mod.__dict__.pop(_FAST_ATTR, None)
+            for attr in _CACHES:
+                mod.__dict__.pop(attr, None)
     return model
