@@ -100,6 +100,12 @@ def main() -> None:
         undo.append(timed(ops, "_backward", acc, "ops._backward"))
         undo.append(timed(ops, "conv2d_input", acc, "conv2d_input"))
         undo.append(timed(ops, "conv2d_weight", acc, "conv2d_weight"))
+        # the training replay (ops.TrainReplay): the module's call, the Function's forward, the
+        # backward (autograd's device thread unless --one-thread) and the flip dgrad needs
+        undo.append(timed(ops.TrainReplay, "__call__", acc, "TrainReplay (Function.apply)"))
+        undo.append(timed(ops._ReplayConv2d, "forward", acc, "_ReplayConv2d.forward"))
+        undo.append(timed(ops.TrainReplay, "backward", acc, "TrainReplay.backward"))
+        undo.append(timed(fn, "_flip_swap", acc, "_flip_swap"))
         try:
             torch.cuda.synchronize()
             t0 = time.perf_counter()

@@ -100,11 +100,13 @@ def add_model_args(ap: argparse.ArgumentParser, iters: int, top: int) -> None:
 
 
 def warm_step(a: argparse.Namespace):
-    """The model's step, built (``--one-thread`` applied) and run three times (compiles, tunes)."""
+    """The model's step, built (``--one-thread`` applied) and run six times: compiles and tunes,
+    and the nn modules' replays engage from the third call (the gradients' from the fourth),
+    after which the caching allocator may still grow its pools for a step or two."""
     if a.one_thread:
         torch.autograd.set_multithreading_enabled(False)
     step = build(a)
-    for _ in range(3):
+    for _ in range(6):
         step()
     torch.cuda.synchronize()
     return step
@@ -145,9 +147,10 @@ def main() -> None:
     wall = per_call_us(step, a.iters)
     parts: dict[str, float] = {}
     inside: dict[str, list[float]] = {}
-    from convgemm.matmul.launch import DESC_STATS
+    from convgemm.matmul.launch import DESC_MISSES, DESC_STATS
 
     seen = list(DESC_STATS)
+    seen_sites = dict(DESC_MISSES)
     if a.model == "resnet50":  # where the wall time goes, each part synchronised
         with _timing_function(inside):
             for _ in range(a.iters):
@@ -173,6 +176,10 @@ def main() -> None:
         print("   synchronised parts: " + ", ".join(f"{k} {v / a.iters:.0f} us" for k, v in parts.items()))
     if hits + misses:
         print(f"   TMA descriptors per iteration: {hits / a.iters:.0f} reused, {misses / a.iters:.0f} encoded anew")
+        worst = sorted(((n - seen_sites.get(k, 0), k) for k, n in DESC_MISSES.items()), reverse=True)[:12]
+        for n, (name, i, shape) in worst:
+            if n:
+                print(f"     {n / a.iters:5.1f} per iteration: {name} descriptor {i} {list(shape)}")
     if inside:
         print(
             "   inside convgemm's autograd Function: "

@@ -104,6 +104,9 @@ def descriptor(base, shape, strides, block_shape) -> TensorDescriptor:
 #: for ``tools/profile_model.py``: in a training step every activation is a new allocation, and
 #: a miss re-encodes the descriptor on the host)
 DESC_STATS = [0, 0]
+#: misses of ``DESC_STATS`` by (kernel name, descriptor argument, its shape): which launch sites
+#: re-encode (counted on misses only, which cost far more than the count)
+DESC_MISSES: dict[tuple, int] = {}
 
 
 class Launch:
@@ -168,12 +171,13 @@ class Launch:
             for j, i in inner:
                 t[j] = bases[i]
             flat[pos] = tuple(t)
-        for pos, i, cache, encode in descs:
+        for pos, i, cache, encode, site in descs:
             t = bases[i]
             m = cache.get(t.data_ptr())
             if m is None:
                 m = encode(t)
                 DESC_STATS[1] += 1
+                DESC_MISSES[site] = DESC_MISSES.get(site, 0) + 1
             else:
                 DESC_STATS[0] += 1
             flat[pos] = m
@@ -242,7 +246,8 @@ def _bind_fast(kernel, grid, args: tuple, tail: tuple):
                 cache[t.data_ptr()] = m
                 return m
 
-            descs.append((len(flat), n_base, cache, encode))
+            site = (getattr(kernel, "name", "?"), n_desc - 1, tuple(a.shape))
+            descs.append((len(flat), n_base, cache, encode, site))
             flat.extend(enc)
             n_base += 1
         elif isinstance(a, torch.Tensor):
