@@ -551,7 +551,8 @@ def test_module_training_replay(monkeypatch, case):
                 monkeypatch.setattr(cnn, "REPLAY", replay)
                 xi = x.clone().requires_grad_()
                 y = mod(xi)
-                g = torch.randn_like(y, generator=torch.Generator().manual_seed(step))
+                g = torch.randn(y.shape, generator=torch.Generator().manual_seed(step)).to(DEVICE)
+                g = g.contiguous(memory_format=torch.channels_last)
                 y.backward(g)
                 results.append((y.detach(), xi.grad, mod.weight.grad, mod.bias.grad if bias else None))
             (y, dx, dw, db), want = results

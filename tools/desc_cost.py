@@ -3,8 +3,9 @@
     PYTHONPATH=src python3 tools/desc_cost.py
 
 Times, per call: ``descriptor()`` (the Python object), Triton's ``make_tensordesc_arg`` (the
-encode, ``cuTensorMapEncodeTiled`` behind it) and a dict lookup (the hit), on a ResNet-sized
-bf16 NHWC activation with a 4-D box.
+encode, ``cuTensorMapEncodeTiled`` behind it), a dict lookup (the hit) and ``Launch.fast``'s
+re-addressed copy (``launch._retarget_fn``), on a ResNet-sized bf16 NHWC activation with a 4-D
+box.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def main() -> None:
     encode = getattr(nv, "_convgemm_original_make_tensordesc_arg", nv.make_tensordesc_arg)
     x = torch.empty(64, 56, 56, 64, device="cuda", dtype=torch.bfloat16)
     geom = ([64, 56, 56, 64], [56 * 56 * 64, 56 * 64, 64, 1], [1, 8, 16, 64])
-    meta = {"swizzle": 3, "elem_size": 2, "elem_type": 9, "block_size": geom[2], "fp4_padded": False}
+    # elem_type: Triton's device-side code for bf16 (TMA_DTYPE_DEVICE_TO_HOST maps 10 to the driver's 9)
+    meta = {"swizzle": 3, "elem_size": 2, "elem_type": 10, "block_size": geom[2], "fp4_padded": False}
     d = descriptor(x, *geom)
     try:
         encode(d, meta)
@@ -44,8 +46,16 @@ def main() -> None:
     print(f"both (a cache miss)     {per_call(lambda: encode(descriptor(x, *geom), meta)):6.2f} us")
     print(f"dict hit                {per_call(lambda: cache.get(x.data_ptr())):6.2f} us")
     utils = __import__("triton").runtime.driver.active.utils
-    args = (x.data_ptr(), 3, 2, nv.TMA_DTYPE_DEVICE_TO_HOST[9], geom[2], geom[0], geom[1], 0)
+    args = (x.data_ptr(), 3, 2, nv.TMA_DTYPE_DEVICE_TO_HOST[10], geom[2], geom[0], geom[1], 0)
     print(f"fill_tma_descriptor     {per_call(lambda: utils.fill_tma_descriptor(*args)):6.2f} us")
+    from convgemm.matmul import launch
+
+    template = cache[x.data_ptr()]
+    rt = launch._retarget_fn(template, d, meta, encode)
+    print(f"retarget available: {bool(rt)}")
+    if rt:
+        y = torch.empty_like(x)
+        print(f"retarget (the new miss) {per_call(lambda: rt(template, y.data_ptr())):6.2f} us")
 
 
 if __name__ == "__main__":
