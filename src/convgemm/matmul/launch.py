@@ -27,8 +27,8 @@ def install_tma_encode_cache() -> None:
     """Memoise the encoding of host TMA descriptors (``CUtensorMap``) in Triton's CUDA launcher.
 
     Triton encodes every host ``TensorDescriptor`` argument with ``cuTensorMapEncodeTiled`` on
-    every launch; measured on an H200 that is about 20 us per descriptor, longer than many small
-    convolutions take to run. The encoding is a pure function of (address, shape, strides, box,
+    every launch (an early session measured about 20 us per descriptor through Triton's launch
+    path; session 16's ``tools/desc_cost.py`` timed the encode alone at 1.7 us). The encoding is a pure function of (address, shape, strides, box,
     dtype, swizzle), so an exact-key cache returns the very same bytes. Weights hit always, and
     activations and outputs hit whenever PyTorch's caching allocator hands the same addresses out
     again (every iteration of a training or inference loop). The cache replaces Triton's
@@ -98,68 +98,6 @@ def descriptor(base, shape, strides, block_shape) -> TensorDescriptor:
     d.block_shape = block_shape
     d.padding = "zero"
     return d
-
-
-#: bytes of a ``CUtensorMap``
-_MAP_BYTES = 128
-#: ``retarget(map, address) -> map`` once checked, False where unavailable, None before the check
-_retarget = None
-
-
-class _At:
-    """A stand-in base tensor: only its address (``make_tensordesc_arg`` reads nothing else)."""
-
-    __slots__ = ("ptr",)
-
-    def __init__(self, ptr: int) -> None:
-        self.ptr = ptr
-
-    def data_ptr(self) -> int:
-        return self.ptr
-
-
-def _retarget_fn(template, desc: TensorDescriptor, meta, encode_one):
-    """A function ``retarget(map, address)``: a copy of the encoded descriptor ``map`` with its
-    global address replaced (``cuTensorMapReplaceAddress``), or False.
-
-    A per-address cache miss used to encode a whole descriptor (``cuTensorMapEncodeTiled``):
-    about 20 us of host time on the H200's machine (session 16: 141 misses per ResNet-50
-    training step, whose activations get new addresses every step). Only the address differs
-    from the first call's descriptor. Triton's map object keeps the 128-byte ``CUtensorMap`` at
-    the end of the object; the copy goes there. Checked once per process on the first
-    descriptor bound: a re-addressed copy must equal, byte for byte, a fresh encoding at another
-    address; otherwise (another driver, another Triton object layout) every miss encodes as before."""
-    global _retarget
-    if _retarget is not None:
-        return _retarget
-    _retarget = False
-    try:
-        import ctypes
-
-        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapReplaceAddress
-        fn.argtypes, fn.restype = (ctypes.c_void_p, ctypes.c_void_p), ctypes.c_int
-        kind = type(template)
-        off = kind.__basicsize__ - _MAP_BYTES
-        if off <= 0 or off % 64:
-            return False
-        memmove, string_at = ctypes.memmove, ctypes.string_at
-
-        def retarget(m, ptr: int):
-            new = kind()
-            dst = id(new) + off
-            memmove(dst, id(m) + off, _MAP_BYTES)
-            if fn(dst, ptr) != 0:
-                raise RuntimeError(f"cuTensorMapReplaceAddress refused address {ptr:#x}")
-            return new
-
-        other = desc.base.data_ptr() + (1 << 20)
-        fresh = encode_one(descriptor(_At(other), desc.shape, desc.strides, desc.block_shape), meta)[0]
-        moved = retarget(template, other)
-        if string_at(id(moved) + off, _MAP_BYTES) == string_at(id(fresh) + off, _MAP_BYTES):
-            _retarget = retarget
-    except Exception:  # noqa: BLE001 - any failure leaves the encoding path, which always works
-        _retarget = False
-    return _retarget
 
 
 #: [hits, misses] of ``Launch.fast``'s per-address descriptor caches since import (a diagnostic
@@ -300,13 +238,9 @@ def _bind_fast(kernel, grid, args: tuple, tail: tuple):
             cache = {a.base.data_ptr(): enc[0]}
             # the geometry only: a handle kept in a plan must not keep the first call's tensors alive
             geom = (list(a.shape), list(a.strides), list(a.block_shape))
-            retarget = _retarget_fn(enc[0], a, meta, encode_one)
 
-            def encode(t, geom=geom, meta=meta, cache=cache, template=enc[0], retarget=retarget):
-                if retarget:
-                    m = retarget(template, t.data_ptr())
-                else:
-                    m = encode_one(descriptor(t, *geom), meta)[0]
+            def encode(t, geom=geom, meta=meta, cache=cache):
+                m = encode_one(descriptor(t, *geom), meta)[0]
                 if len(cache) >= Launch.DESC_CACHE:
                     cache.clear()
                 cache[t.data_ptr()] = m
