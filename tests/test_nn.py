@@ -559,10 +559,10 @@ def test_module_training_replay(monkeypatch, case):
             for a, b, what in zip((y, dx, dw, db), want, ("y", "dx", "dw", "db"), strict=True):
                 if a is not None:
                     assert torch.equal(a, b), f"step {step + 1}: {what} differs from the general path"
-            ref = convgemm.unpatch(copy.deepcopy(m)).double()
-            xr = x.double().requires_grad_()
+            ref = convgemm.unpatch(copy.deepcopy(m)).double().cpu()
+            xr = x.double().cpu().requires_grad_()
             yr = ref(xr)
-            yr.backward(g.double())
+            yr.backward(g.double().cpu())
             assert_close(y, yr.detach(), torch.float32, f"step {step + 1}: y")
             assert_close(dx, xr.grad, torch.float32, f"step {step + 1}: dx")
             assert_close(dw, ref.weight.grad, torch.float32, f"step {step + 1}: dw")
@@ -619,6 +619,11 @@ def test_gpu_training_replay_matches_general_path(monkeypatch, autocast):
             state = mod.__dict__.get(cnn._TRAIN_ATTR)
             assert state is not None and type(state[1]) is ops.TrainReplay, f"{name} does not replay"
             plan = state[1]
-            if name != "0":  # the RGB layer: wgrad by the width unfold (no runner), dx not needed
+            if name == "0":  # the RGB layer: wgrad by the width unfold (no runner), dx not needed
+                continue
+            assert plan.dy_key is not None, f"{name}: never went backward through the replay"
+            if plan.dy_key[0][1] == 1:  # a channels_last grad_output: runners
                 assert plan.wgrad, f"{name}: wgrad has no runner"
                 assert plan.dgrad is not None, f"{name}: dgrad never ran"
+            else:  # NCHW (under autocast, the gradient of the last layer's .float()): the general path
+                assert plan.wgrad is False and plan.dgrad is False, f"{name}: a runner for an NCHW grad_output"
