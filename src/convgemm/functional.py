@@ -125,6 +125,8 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
             return fwd(dy, _flip_swap(w, g, cl), None)
 
         return by_forward
+    if route == "dgrad_by_phases":
+        return _phases_runner(prob, weight, grad_output)
     if route not in ("dgrad_tma", "dgrad") or launch is None:
         return None
     shape, dtype, device = (prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device
@@ -142,6 +144,38 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
         return dx
 
     return direct
+
+
+def _phases_runner(prob: ConvProblem, weight, grad_output):
+    """``dgrad_runner`` for the per-phase route: dx allocated (and cleared where a phase gets no
+    tap), each phase's weight made and its forward plan launched into dx's phase view, as
+    ``_dgrad_by_phases`` does after its plans exist; None when a phase's plan is missing or does
+    more than one launch."""
+    sh, sw = prob.stride
+    shape, dtype, device = (prob.n, prob.c, prob.h, prob.w), grad_output.dtype, grad_output.device
+    dy = as_nhwc(grad_output)
+    if dy is not grad_output:
+        return None
+    zero, parts = _dgrad_phases(prob, True)
+    dx = torch.empty(shape, dtype=dtype, device=device, memory_format=torch.channels_last)  # its geometry only
+    runs = []
+    for fh, fw, rows, cols, pads, dil, _, make in parts:
+        x, wt, out = dy[:, :, rows, cols], make(weight.detach()), dx[:, :, fh::sh, fw::sw]
+        sig = _forward_sig(x, wt, None, (1, 1), pads, dil, prob.groups, "auto", "")
+        plan = _plans.get((*sig, "out", out.shape, out.stride(), out.data_ptr() % 16)) if sig is not None else None
+        if plan is None or plan[3] is None or not (plan[1].reads_nchw or as_nhwc(x) is x):
+            return None
+        runs.append((fh, fw, rows, cols, make, plan))
+
+    def by_phases(w: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        dx = empty(shape, dtype, device, torch.channels_last)
+        if zero:
+            dx.zero_()
+        for fh, fw, rows, cols, make, (p, algo, cfg, launch) in runs:
+            algo.run(p, dy[:, :, rows, cols], make(w), None, dx[:, :, fh::sh, fw::sw], cfg, launch)
+        return dx
+
+    return by_phases
 
 
 def wgrad_runner(input, weight_size, grad_output, stride, padding, dilation, groups):
@@ -897,20 +931,19 @@ def phase_convs(k: int, stride: int, pad: int, dil: int, size: int, out: int) ->
     return res
 
 
-def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> None:
-    """Strided dgrad as ``stride_h * stride_w`` stride-1 forward convolutions of dy (TMA kernels
-    and tuning included), each written into its phase of dx (``phase_convs``)."""
+def _dgrad_phases(prob: ConvProblem, channels_last: bool) -> tuple[bool, list]:
+    """Strided dgrad's stride-1 parts (``phase_convs`` on both axes): ``(zero, parts)``, ``zero``
+    when some phase receives no tap (dx must be cleared), and per phase with taps
+    ``(fh, fw, rows, cols, pads, dilation, tag, make)``: dy's slice ``dy[:, :, rows, cols]``
+    convolved (stride 1, ``Pads4`` ``pads``) with ``make(w)``, the phase's taps with the channel
+    axes swapped (``tag`` names it for ``_derived_weight``), is dx's phase ``dx[:, :, fh::sh,
+    fw::sw]``. Shared by ``_dgrad_by_phases`` and ``dgrad_runner``."""
     sh, sw = prob.stride
     rows = phase_convs(prob.r, sh, prob.pad_h[0], prob.dilation[0], prob.h, prob.p)
     cols = phase_convs(prob.s, sw, prob.pad_w[0], prob.dilation[1], prob.w, prob.q)
-    if any(a is None for a in rows) or any(b is None for b in cols):
-        # phases no tap reaches are zero. One memset of all of dx, though the taps' phases are
-        # then written twice: clearing only the untouched phases through strided views was
-        # slower on the H200 (session 14: ResNet's 1x1 downsample dgrad 67.7 -> 90.6 us)
-        dx.zero_()
-    cl = dx.is_contiguous(memory_format=torch.channels_last)
-    fmt = torch.channels_last if cl else torch.contiguous_format
-    dy = as_nhwc(dy)  # once, not once per phase
+    zero = any(a is None for a in rows) or any(b is None for b in cols)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    parts = []
     for fh, a in enumerate(rows):
         for fw, b in enumerate(cols):
             if a is None or b is None:
@@ -928,10 +961,27 @@ def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, 
                 sub = take(take(w, 2, taps_r), 3, taps_s)
                 return _swap_channels(sub, prob.groups).contiguous(memory_format=fmt)
 
-            wt = _derived_weight(weight, ("phase", prob.groups, tuple(taps_r), tuple(taps_s), cl), make)
-            # written straight into dx's phase (a strided view; TMA stores take it as it is)
-            conv2d_forward(dy[:, :, start_h:stop_h, start_w:stop_w], wt, None, (1, 1),
-                           Pads4((lo_h, hi_h, lo_w, hi_w)), (d_h, d_w), prob.groups, out=dx[:, :, fh::sh, fw::sw])  # fmt: skip
+            tag = ("phase", prob.groups, tuple(taps_r), tuple(taps_s), channels_last)
+            parts.append((fh, fw, slice(start_h, stop_h), slice(start_w, stop_w), Pads4((lo_h, hi_h, lo_w, hi_w)),
+                          (d_h, d_w), tag, make))  # fmt: skip
+    return zero, parts
+
+
+def _dgrad_by_phases(prob: ConvProblem, weight: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> None:
+    """Strided dgrad as ``stride_h * stride_w`` stride-1 forward convolutions of dy (TMA kernels
+    and tuning included), each written into its phase of dx (``_dgrad_phases``)."""
+    sh, sw = prob.stride
+    zero, parts = _dgrad_phases(prob, dx.is_contiguous(memory_format=torch.channels_last))
+    if zero:
+        # phases no tap reaches are zero. One memset of all of dx, though the taps' phases are
+        # then written twice: clearing only the untouched phases through strided views was
+        # slower on the H200 (session 14: ResNet's 1x1 downsample dgrad 67.7 -> 90.6 us)
+        dx.zero_()
+    dy = as_nhwc(dy)  # once, not once per phase
+    for fh, fw, rows, cols, pads, dil, tag, make in parts:
+        wt = _derived_weight(weight, tag, make)
+        # written straight into dx's phase (a strided view; TMA stores take it as it is)
+        conv2d_forward(dy[:, :, rows, cols], wt, None, (1, 1), pads, dil, prob.groups, out=dx[:, :, fh::sh, fw::sw])
 
 
 def conv2d_weight(
