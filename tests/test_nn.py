@@ -507,8 +507,10 @@ def _cpu_train_plans(monkeypatch):
         dict(k=3, stride=1, padding=1, bias=True),  # dgrad as a forward convolution of dy
         dict(k=3, stride=2, padding=1, bias=False),  # strided: one launch over the phases (dgrad_tma)
         dict(k=1, stride=2, padding=0, bias=True),  # dgrad by phases (one of four gets the tap)
+        # an RGB first layer in fp16: wgrad on the width unfold by row phase; no input gradient
+        dict(k=3, stride=2, padding=1, bias=False, c=3, dtype=torch.float16, input_grad=False),
     ],
-    ids=["3x3", "3x3-s2", "1x1-s2"],
+    ids=["3x3", "3x3-s2", "1x1-s2", "rgb-s2-fp16"],
 )
 def test_module_training_replay(monkeypatch, case):
     """Training calls replay their plans (``ops.TrainReplay``), on the interpreter: from the third
@@ -541,17 +543,18 @@ def test_module_training_replay(monkeypatch, case):
     monkeypatch.setattr(ops, "wgrad_runner", counting("wgrad", ops.wgrad_runner))
     torch.manual_seed(0)
     k, stride, padding, bias = case["k"], case["stride"], case["padding"], case["bias"]
-    m = convgemm.patch(nn.Conv2d(16, 16, k, stride=stride, padding=padding, bias=bias)).to(DEVICE)
+    c, dtype, input_grad = case.get("c", 16), case.get("dtype", torch.float32), case.get("input_grad", True)
+    m = convgemm.patch(nn.Conv2d(c, 16, k, stride=stride, padding=padding, bias=bias)).to(DEVICE, dtype)
     plain = copy.deepcopy(m)  # the same module on the general path (no replay)
     try:
         for step in range(4):
-            x = torch.randn(2, 16, 8, 8, device=DEVICE).contiguous(memory_format=torch.channels_last)
+            x = torch.randn(2, c, 8, 8, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
             results = []
             for mod, replay in ((m, True), (plain, False)):
                 monkeypatch.setattr(cnn, "REPLAY", replay)
-                xi = x.clone().requires_grad_()
+                xi = x.clone().requires_grad_(input_grad)
                 y = mod(xi)
-                g = torch.randn(y.shape, generator=torch.Generator().manual_seed(step)).to(DEVICE)
+                g = torch.randn(y.shape, generator=torch.Generator().manual_seed(step)).to(DEVICE, dtype)
                 g = g.contiguous(memory_format=torch.channels_last)
                 y.backward(g)
                 results.append((y.detach(), xi.grad, mod.weight.grad, mod.bias.grad if bias else None))
@@ -560,12 +563,13 @@ def test_module_training_replay(monkeypatch, case):
                 if a is not None:
                     assert torch.equal(a, b), f"step {step + 1}: {what} differs from the general path"
             ref = convgemm.unpatch(copy.deepcopy(m)).double().cpu()
-            xr = x.double().cpu().requires_grad_()
+            xr = x.double().cpu().requires_grad_(input_grad)
             yr = ref(xr)
             yr.backward(g.double().cpu())
-            assert_close(y, yr.detach(), torch.float32, f"step {step + 1}: y")
-            assert_close(dx, xr.grad, torch.float32, f"step {step + 1}: dx")
-            assert_close(dw, ref.weight.grad, torch.float32, f"step {step + 1}: dw")
+            assert_close(y, yr.detach(), dtype, f"step {step + 1}: y")
+            if input_grad:
+                assert_close(dx, xr.grad, dtype, f"step {step + 1}: dx")
+            assert_close(dw, ref.weight.grad, dtype, f"step {step + 1}: dw")
             with torch.no_grad():  # an optimizer step: in place, as the plan must not care
                 for mod in (m, plain):
                     for p in mod.parameters():
@@ -573,7 +577,9 @@ def test_module_training_replay(monkeypatch, case):
                         p.grad = None
         assert used["forward"] == 2, "the forward replayed on steps 3 and 4"
         assert used["wgrad"] == 1, "wgrad replayed on step 4 (its plan made by step 3's backward)"
-        assert used["dgrad"] == 1, "dgrad replayed on step 4"
+        assert used["dgrad"] == (1 if input_grad else 0), "dgrad replayed on step 4"
+        unfold = fn._unfold_wgrad_pays(fn.make_problem(x, m.weight, None, stride, padding, 1, 1))
+        assert unfold == (c == 3), "the RGB case is the one whose wgrad runs on the width unfold"
         assert type(m.__dict__[cnn._TRAIN_ATTR][1]) is ops.TrainReplay
         assert cnn._TRAIN_ATTR not in plain.__dict__ or not plain.__dict__[cnn._TRAIN_ATTR][1]
     finally:

@@ -181,7 +181,7 @@ def _phases_runner(prob: ConvProblem, weight, grad_output):
 def wgrad_runner(input, weight_size, grad_output, stride, padding, dilation, groups):
     """After a ``conv2d_weight`` call with exactly these arguments (no ``memory_format``) made its
     plan: ``run(x, dy) -> dw`` repeating it for tensors of the same shapes, strides, dtypes,
-    alignment and device, or None (no plan: the first-layer unfold, empty problems)."""
+    alignment and device, or None (no plan: empty problems)."""
     sig = _wgrad_signature(input, weight_size, grad_output, stride, padding, dilation, groups, None)
     plan = _plans.get(sig) if sig is not None else None
     if plan is None:
@@ -189,7 +189,16 @@ def wgrad_runner(input, weight_size, grad_output, stride, padding, dilation, gro
     prob, algo, cfg, launch, nhwc, memory_format, wsize = plan
     if nhwc and (as_nhwc(input) is not input or as_nhwc(grad_output) is not grad_output):
         return None
-    dtype, device, algo_run = input.dtype, input.device, algo.run
+    dtype, device = input.dtype, input.device
+    if algo is None:  # the first-layer unfold: its steps without the plan key and lookup
+
+        def by_unfold(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+            dw = empty(wsize, dtype, device, memory_format)
+            dw.copy_(_wgrad_by_unfold(prob, x, dy, launch))
+            return dw
+
+        return by_unfold
+    algo_run = algo.run
 
     def run(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
         dw = empty(wsize, dtype, device, memory_format)
@@ -1016,6 +1025,9 @@ def conv2d_weight(
         prob, algo, cfg, launch, nhwc, memory_format, wsize = plan
         dw = empty(wsize, input.dtype, input.device, memory_format)
         with _device_of(input):
+            if algo is None:  # the first-layer unfold; launch: the unfold kernel's
+                dw.copy_(_wgrad_by_unfold(prob, input, grad_output, launch))
+                return dw
             x, dy = (as_nhwc(input), as_nhwc(grad_output)) if nhwc else (input, grad_output)
             algo.run(prob, x, dy, dw, cfg, launch)
         return dw
@@ -1034,13 +1046,15 @@ def conv2d_weight(
         return dw
     if prob.n * prob.p * prob.q == 0:
         return dw.zero_()
+    launch = Launch() if sig is not None else None
     if _unfold_wgrad_pays(prob):
         with _device_of(input):
-            dw.copy_(_wgrad_by_unfold(prob, input, grad_output))
-        return dw
-    launch = Launch() if sig is not None else None
-    with _device_of(input):
-        algo, cfg, nhwc = wgrad(prob, input, grad_output, dw, launch)
+            dw.copy_(_wgrad_by_unfold(prob, input, grad_output, launch))
+        algo = cfg = None  # the plan says "unfold"; its launch is the unfold kernel's
+        nhwc = False
+    else:
+        with _device_of(input):
+            algo, cfg, nhwc = wgrad(prob, input, grad_output, dw, launch)
     if sig is not None:
         with _plans_lock:
             if len(_plans) >= _MAX_PLANS:
@@ -1102,7 +1116,7 @@ def wgrad_row_phases(r: int, stride: int, pad: int, dil: int, size: int, out: in
     return res
 
 
-def _wgrad_by_unfold(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+def _wgrad_by_unfold(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, launch=None) -> torch.Tensor:
     """wgrad of a first layer through the width unfold of the forward (``conv.unfold``).
 
     Each output column's S taps are gathered into one pixel of ``Cu`` = S*C channels (rounded
@@ -1111,11 +1125,12 @@ def _wgrad_by_unfold(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> to
     A row stride is split into row phases (``wgrad_row_phases``), each a stride-1 wgrad over a
     strided view of the unfolded input, which the TMA wgrad takes. The gather wgrad's GEMM
     over an RGB input has 3 channels per tap (6-byte rows, a fraction of each tile); the
-    unfolded one has 16-64 per filter row, on the tuned wgrad kernels (TMA included)."""
+    unfolded one has 16-64 per filter row, on the tuned wgrad kernels (TMA included). ``launch``:
+    the unfold kernel's, kept by ``conv2d_weight``'s plan."""
     from .conv.unfold import unfold_w
 
     sh = prob.stride[0]
-    xu = unfold_w(x, prob.s, prob.stride[1], prob.pad_w[0], prob.dilation[1], prob.q, prob.h)
+    xu = unfold_w(x, prob.s, prob.stride[1], prob.pad_w[0], prob.dilation[1], prob.q, prob.h, launch)
     cu = xu.shape[1]
     if sh == 1:
         pads = Pads4((prob.pad_h[0], prob.pad_h[1], 0, 0))

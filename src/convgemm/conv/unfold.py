@@ -89,10 +89,13 @@ def unfold_w_kernel(
     tl.store(dst, v, mask=live[:, None] & (j < CU_ROW)[None, :])
 
 
-def unfold_w(x: torch.Tensor, s: int, stride_w: int, pad_w: int, dil_w: int, q: int, hu: int) -> torch.Tensor:
+def unfold_w(
+    x: torch.Tensor, s: int, stride_w: int, pad_w: int, dil_w: int, q: int, hu: int, launch=None
+) -> torch.Tensor:
     """``x [N, C, H, W]`` or ``[N, C, D, H, W]`` (any strides) -> the unfolded input, logical shape
     ``[N, Cu, HU, Q]`` / ``[N, Cu, D, HU, Q]`` in channels_last(_3d) memory (dense ``[N, (D,) HU, Q,
-    Cu]``): pixel (h, q) holds the S taps' C channels of output column q, tap-major, then zeros."""
+    Cu]``): pixel (h, q) holds the S taps' C channels of output column q, tap-major, then zeros.
+    ``launch``: a ``Launch`` kept by a caller whose calls all have x's shape and strides."""
     c, h, w = x.shape[1], x.shape[-2], x.shape[-1]
     a = x.shape[2] if x.dim() == 5 else 1
     cu = unfolded_channels(c, s)
@@ -112,7 +115,7 @@ def unfold_w(x: torch.Tensor, s: int, stride_w: int, pad_w: int, dil_w: int, q: 
         def constexprs():
             return dict(C=c, S=s, CU=triton.next_power_of_2(cu), CU_ROW=cu, BLOCK=block)
 
-        _run_kernel(None, unfold_w_kernel, (cdiv(rows, block),), args, constexprs, {"num_warps": 4})
+        _run_kernel(launch, unfold_w_kernel, (cdiv(rows, block),), args, constexprs, {"num_warps": 4})
     if x.dim() == 5:
         return u.permute(0, 4, 1, 2, 3)
     return u.view(n, hu, q, cu).permute(0, 3, 1, 2)
