@@ -633,3 +633,33 @@ def test_gpu_training_replay_matches_general_path(monkeypatch, autocast):
                 assert plan.dgrad is not None, f"{name}: dgrad never ran"
             else:  # NCHW (under autocast, the gradient of the last layer's .float()): the general path
                 assert plan.wgrad is False and plan.dgrad is False, f"{name}: a runner for an NCHW grad_output"
+
+
+def test_module_training_replay_double_backward(monkeypatch):
+    """``create_graph`` through a replayed training call (a gradient penalty): the replay's
+    backward hands over to the operators, which record their own gradients; the results equal
+    the general path's."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+    from convgemm import ops
+
+    _cpu_train_plans(monkeypatch)
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv2d(8, 8, 3, padding=1)).to(DEVICE)
+    plain = copy.deepcopy(m)
+    try:
+        for step in range(4):
+            x = torch.randn(2, 8, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+            got = []
+            for mod, replay in ((m, True), (plain, False)):
+                monkeypatch.setattr(cnn, "REPLAY", replay)
+                xi = x.clone().requires_grad_()
+                (gx,) = torch.autograd.grad(mod(xi).square().sum(), xi, create_graph=True)
+                gx.square().sum().backward()
+                got.append((gx.detach(), xi.grad, mod.weight.grad.clone()))
+                mod.zero_grad(set_to_none=True)
+            for a, b, what in zip(*got, ("dx", "d(penalty)/dx", "d(penalty)/dw"), strict=True):
+                assert torch.equal(a, b), f"step {step + 1}: {what}"
+        assert type(m.__dict__[cnn._TRAIN_ATTR][1]) is ops.TrainReplay, "the calls replayed"
+    finally:
+        fn.clear_plans()
