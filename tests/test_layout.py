@@ -194,15 +194,26 @@ def test_conv2d_sees_update_through_data():
 def test_dgrad_weight_transform_is_flip_then_swap(k, cg, r, s, g, channels_last, weight_layout):
     """dgrad's weight [C, K/g, R, S] (taps flipped, channel axes swapped per group), made in one
     gather, equals flip-then-swap exactly, in the requested memory format."""
-    from convgemm.functional import _flip_swap, _swap_channels
+    from convgemm.functional import _flip_swap, _flipper, _swap_channels
 
-    w = torch.randn(k, cg + (weight_layout == "sliced"), r, s, dtype=torch.float64, device=DEVICE)
-    if weight_layout == "sliced":
-        w = w[:, 1:]
-    elif weight_layout == "channels_last":
-        w = w.contiguous(memory_format=torch.channels_last)
+    def make():
+        w = torch.randn(k, cg + (weight_layout == "sliced"), r, s, dtype=torch.float64, device=DEVICE)
+        if weight_layout == "sliced":
+            return w[:, 1:]
+        if weight_layout == "channels_last":
+            return w.contiguous(memory_format=torch.channels_last)
+        return w
+
+    w = make()
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     want = _swap_channels(w.flip(2, 3), g).contiguous(memory_format=fmt)
     got = _flip_swap(w, g, channels_last)
     assert got.shape == want.shape and torch.equal(got, want)
     assert got.is_contiguous(memory_format=fmt)
+    # the training replay's form: made once for the layout, applied to new weights of it, with
+    # _flip_swap's strides (the forward plan it runs is keyed on them)
+    flip = _flipper(w, g, channels_last)
+    for v in (w, make()):
+        want = _flip_swap(v, g, channels_last)
+        got = flip(v)
+        assert got.shape == want.shape and got.stride() == want.stride() and torch.equal(got, want)

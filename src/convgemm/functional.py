@@ -114,7 +114,8 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
     if route == "dgrad_as_forward":
         cl = output_memory_format(grad_output, weight) == torch.channels_last
         g = prob.groups
-        wt = _flip_swap(weight.detach(), g, cl)
+        flip = _flipper(weight, g, cl)
+        wt = flip(weight.detach())
         er, es = prob.dilation[0] * (prob.r - 1), prob.dilation[1] * (prob.s - 1)
         pads = Pads4((er - prob.pad_h[0], er - prob.pad_h[1], es - prob.pad_w[0], es - prob.pad_w[1]))
         fwd = forward_runner(grad_output, wt, None, (1, 1), pads, prob.dilation, g)
@@ -122,7 +123,7 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
             return None
 
         def by_forward(w: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-            return fwd(dy, _flip_swap(w, g, cl), None)
+            return fwd(dy, flip(w), None)
 
         return by_forward
     if route == "dgrad_by_phases":
@@ -883,6 +884,31 @@ def _flip_swap(w: torch.Tensor, groups: int, channels_last: bool) -> torch.Tenso
         return out.view(groups * cg, r, s, kg).permute(0, 3, 1, 2)
     out = v.permute(0, 2, 1, 3, 4).reshape(groups, cg, kg, r * s).index_select(3, idx)
     return out.view(groups * cg, kg, r, s)
+
+
+def _flipper(w: torch.Tensor, groups: int, channels_last: bool):
+    """``_flip_swap`` for weights with ``w``'s shape and strides, as three calls (a strided view,
+    the gather, the result's view) instead of six: the training replay flips the weight on every
+    backward, and each torch call costs host microseconds. Falls back to ``_flip_swap`` where
+    the R and S axes do not merge into one strided axis."""
+    k, cg, r, s = w.shape
+    sk, sc, sr, ss = w.stride()
+    kg, rs = k // groups, r * s
+    if sr != s * ss and r > 1:
+        return lambda v: _flip_swap(v, groups, channels_last)
+    idx = torch.arange(rs - 1, -1, -1, device=w.device)
+    c = groups * cg
+    if channels_last:  # [g, cg, RS, kg] gathered on RS: [C][R][S][K/g] in memory
+        src = ((groups, cg, rs, kg), (kg * sk, sc, ss, sk))
+        dim, dst = 2, ((c, kg, r, s), (rs * kg, 1, s * kg, kg))
+    else:  # [g, cg, kg, RS] gathered on RS: [C][K/g][R][S]
+        src = ((groups, cg, kg, rs), (kg * sk, sc, sk, ss))
+        dim, dst = 3, ((c, kg, r, s), (kg * rs, rs, s, 1))
+
+    def flip(v: torch.Tensor) -> torch.Tensor:
+        return v.as_strided(*src, v.storage_offset()).index_select(dim, idx).as_strided(*dst)
+
+    return flip
 
 
 def _flipped_weight(prob: ConvProblem, weight: torch.Tensor, channels_last: bool) -> torch.Tensor:
