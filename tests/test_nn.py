@@ -663,3 +663,41 @@ def test_module_training_replay_double_backward(monkeypatch):
         assert type(m.__dict__[cnn._TRAIN_ATTR][1]) is ops.TrainReplay, "the calls replayed"
     finally:
         fn.clear_plans()
+
+
+@pytest.mark.gpu
+def test_gpu_train_key():
+    """The training replay's key: unchanged by an optimizer step (the plans do not depend on the
+    weight's values), changed by everything the plans depend on; None on a side stream."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+
+    m = convgemm.nn.Conv2d(8, 8, 3, padding=1).to(DEVICE)
+    x = torch.randn(2, 8, 6, 6, device=DEVICE)
+
+    def key(x=x):
+        return cnn._train_key(m, x, m.weight, m.bias)
+
+    k = key()
+    assert k is not None
+    with torch.no_grad():
+        m.weight.add_(1)  # an optimizer step
+    assert key() == k, "an in-place weight update must not change the key"
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert key() != k, "the autocast dtype"
+    assert key(x.contiguous(memory_format=torch.channels_last)) != k, "the input's strides"
+    assert key(x[:, :, 1:]) != k, "the input's shape"
+    m.padding = (2, 2)
+    assert key() != k, "the module's arguments"
+    m.padding = (1, 1)
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = not old
+    try:
+        assert key() != k, "the TF32 flag"
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+    assert key() == k
+    fn.clear_plans()
+    assert key() != k, "clear_plans' generation"
+    with torch.cuda.stream(torch.cuda.Stream()):
+        assert key() is None, "a side stream takes the full path"

@@ -113,9 +113,14 @@ for step in "$@"; do
         CONVGEMM_STRIDED_TMA=1 bench strided-fwd 150 --suite resnet50 --direction fwd
         CONVGEMM_STRIDED_TMA=1 bench strided-dgrad 150 --suite resnet50 --direction dgrad ;;
     changed)
-        CUDA_VISIBLE_DEVICES=${TEST_GPU:-0} timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -n 8 ${TESTS:-tests} \
-            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "FAILED|ERROR|Error|passed|failed" | tail -30 |
-            tee "$OUT/changed.log" ;;
+        # -v: each test's outcome is a line as it happens, so a run cut short by the timeout still
+        # names its failures (session 16 lost two test steps' results to -q); the full log is kept
+        # shellcheck disable=SC2086  # $TESTS is a list of paths
+        CUDA_VISIBLE_DEVICES=${TEST_GPU:-0} timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -v -n 8 ${TESTS:-tests} \
+            -p no:cacheprovider --tb=short -W ignore > "$OUT/changed-full.log" 2>&1
+        echo "changed: rc=$? (124: the timeout cut it short)"
+        grep -E "FAILED|ERROR|passed|failed" "$OUT/changed-full.log" | grep -v " PASSED" | tail -30 | tee "$OUT/changed.log"
+        echo "$(grep -c " PASSED" "$OUT/changed-full.log") passed so far" ;;
     ddp)
         timeout 150 python3 -m pytest -v tests/test_ddp.py -p no:cacheprovider --tb=short -W ignore 2>&1 |
             grep -E "PASSED|FAILED|SKIPPED|passed|failed|Error" | tee "$OUT/ddp.log" ;;
