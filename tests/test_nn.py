@@ -701,3 +701,62 @@ def test_gpu_train_key():
     assert key() != k, "clear_plans' generation"
     with torch.cuda.stream(torch.cuda.Stream()):
         assert key() is None, "a side stream takes the full path"
+
+
+@pytest.mark.parametrize("padding", [1, "same"])
+def test_conv1d_module_training_replay(monkeypatch, padding):
+    """``nn.Conv1d`` training calls replay the 2-D call ``conv1d`` makes: from the third step the
+    forward runs the kept plan, from the fourth the gradients do (tensors with channel stride 1,
+    whose ``[N, C, 1, L]`` views are channels_last); equal to the general path bit for bit, and
+    to torch in float64."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+    from convgemm import ops
+
+    _cpu_train_plans(monkeypatch)
+    built = []
+    real = ops.TrainReplay.build
+
+    def counting(*args):
+        plan = real(*args)
+        built.append(plan)
+        return plan
+
+    monkeypatch.setattr(ops.TrainReplay, "build", counting)
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv1d(16, 32, 3, padding=padding)).to(DEVICE)
+    plain = copy.deepcopy(m)
+    try:
+        for step in range(4):
+            x = torch.randn(2, 11, 16, device=DEVICE).transpose(1, 2)  # [N, C, L], channel stride 1
+            got = []
+            for mod, replay in ((m, True), (plain, False)):
+                monkeypatch.setattr(cnn, "REPLAY", replay)
+                xi = x.clone().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()
+                y = mod(xi)
+                # channel stride 1, as x: then the [N, K, 1, L] view of dy is channels_last, which
+                # the gradients' runners need (an NCL dy takes the general path)
+                g = torch.randn(2, y.shape[2], 32, generator=torch.Generator().manual_seed(step)).to(DEVICE)
+                g = g.transpose(1, 2)
+                y.backward(g)
+                got.append((y.detach(), xi.grad, mod.weight.grad, mod.bias.grad))
+            for a, b, what in zip(*got, ("y", "dx", "dw", "db"), strict=True):
+                assert torch.equal(a, b), f"step {step + 1}: {what} differs from the general path"
+            ref = convgemm.unpatch(copy.deepcopy(m)).double().cpu()
+            xr = x.double().cpu().requires_grad_()
+            yr = ref(xr)
+            yr.backward(g.double().cpu())
+            y, dx, dw, _ = got[0]
+            assert_close(y, yr.detach(), torch.float32, f"step {step + 1}: y")
+            assert_close(dx, xr.grad, torch.float32, f"step {step + 1}: dx")
+            assert_close(dw, ref.weight.grad, torch.float32, f"step {step + 1}: dw")
+            with torch.no_grad():
+                for mod in (m, plain):
+                    for p in mod.parameters():
+                        p -= 0.1 * p.grad
+                        p.grad = None
+        assert len(built) == 1 and type(built[0]) is ops.TrainReplay, "built once, on the second call"
+        plan = built[0]
+        assert plan.dgrad and plan.wgrad, "both gradients replayed after the first replayed backward"
+    finally:
+        fn.clear_plans()

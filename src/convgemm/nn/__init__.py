@@ -123,7 +123,7 @@ def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build, tr
     w, b = mod.weight, mod.bias
     if train and REPLAY and torch.is_grad_enabled():
         if w.requires_grad or (b is not None and b.requires_grad) or getattr(input, "requires_grad", False):
-            return _training_forward(mod, input, w, b)
+            return _training_forward(mod, input, w, b, rank)
     key = _replay_key(mod, input, w, b) if REPLAY and mod.padding_mode == "zeros" else None
     fast = mod.__dict__.get(_FAST_ATTR)
     again = fast is not None and key is not None and key == fast[0] and fast[2]() is w and _same(fast[3], b)
@@ -142,26 +142,38 @@ def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build, tr
     return y
 
 
-def _training_forward(mod: nn.Module, input: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    """A ``Conv2d`` call that needs a gradient: as ``_replaying_forward``, with the training key
-    (``_train_key``) and ``ops.TrainReplay`` (the forward's plan and, after the first backward,
-    the gradients' plans). The weight is not part of the key: it changes every step, and the
-    plans depend only on its shape, strides, dtype and alignment."""
+def _training_forward(
+    mod: nn.Module, input: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, rank: int
+) -> torch.Tensor:
+    """A ``Conv2d`` (rank 4) or ``Conv1d`` (rank 3) call that needs a gradient: as
+    ``_replaying_forward``, with the training key (``_train_key``) and ``ops.TrainReplay`` (the
+    forward's plan and, after the first backward, the gradients' plans). The weight is not part
+    of the key: it changes every step, and the plans depend only on its shape, strides, dtype and
+    alignment. A 1-D module replays the 2-D call ``conv1d`` makes, on the ``[N, C, 1, L]`` view
+    (``unsqueeze`` and ``squeeze`` record their own, view-only gradients)."""
     key = _train_key(mod, input, w, b) if mod.padding_mode == "zeros" else None
     st = mod.__dict__.get(_TRAIN_ATTR)
     again = key is not None and st is not None and st[0] == key
     if again and st[1]:
-        y = st[1](*_autocast(input, w, b))
+        x, wc, bc = _autocast(input, w, b)
+        if rank == 3:
+            return st[1](x.unsqueeze(2), wc.unsqueeze(2), bc).squeeze(2)
+        y = st[1](x, wc, bc)
         return torch.relu(y) if mod.__dict__.get(_ACT_ATTR) else y
     y = mod._conv_forward(input, w, b)
-    if key is None or input.dim() != 4 or (again and st[1] is False):
+    if key is None or input.dim() != rank or (again and st[1] is False):
         return y
     state = None
     if again:  # the second call with this key: replay from the next one on
         from ..ops import TrainReplay
 
         x, wc, bc = _autocast(input, w, b)  # the tensors the call above gave the kernels
-        state = TrainReplay.build(x, wc, bc, mod.stride, mod.padding, mod.dilation, mod.groups) or False
+        if rank == 3:  # conv1d's 2-D call, argument for argument (the same plan keys)
+            pad = mod.padding if isinstance(mod.padding, str) else (0, mod.padding[0])
+            args = (x.unsqueeze(2), wc.unsqueeze(2), bc, (1, mod.stride[0]), pad, (1, mod.dilation[0]), mod.groups)
+        else:
+            args = (x, wc, bc, mod.stride, mod.padding, mod.dilation, mod.groups)
+        state = TrainReplay.build(*args) or False
     mod.__dict__[_TRAIN_ATTR] = (key, state)
     return y
 
@@ -328,11 +340,12 @@ class ConvTranspose2d(_Caches, nn.ConvTranspose2d):
 
 
 class Conv1d(_Caches, nn.Conv1d):
-    """``torch.nn.Conv1d`` computed by ``convgemm.conv1d`` (every ``padding_mode``). Inference
-    calls replay their plan as ``Conv2d``'s do (on the ``[N, C, 1, L]`` view ``conv1d`` runs)."""
+    """``torch.nn.Conv1d`` computed by ``convgemm.conv1d`` (every ``padding_mode``). Inference and
+    training calls replay their plans as ``Conv2d``'s do (on the ``[N, C, 1, L]`` view ``conv1d``
+    runs)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return _replaying_forward(self, input, 3, self._replay)
+        return _replaying_forward(self, input, 3, self._replay, train=True)
 
     def _replay(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
         # the 2-D call conv1d makes, argument for argument, so that the plan key is the same
