@@ -701,6 +701,14 @@ def test_gpu_train_key():
     assert key() != k, "clear_plans' generation"
     with torch.cuda.stream(torch.cuda.Stream()):
         assert key() is None, "a side stream takes the full path"
+    if torch.cuda.device_count() > 1:  # the replays have no device guard
+        m1 = convgemm.nn.Conv2d(8, 8, 3, padding=1).to("cuda:1")
+        x1 = x.to("cuda:1")
+        with torch.cuda.device(0):
+            assert cnn._train_key(m1, x1, m1.weight, m1.bias) is None, "off the current device"
+            assert cnn._replay_key(m1, x1, m1.weight, m1.bias) is None, "off the current device"
+        with torch.cuda.device(1):
+            assert cnn._train_key(m1, x1, m1.weight, m1.bias) is not None
 
 
 @pytest.mark.parametrize("padding", [1, "same"])

@@ -181,14 +181,16 @@ def _training_forward(
 def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
     """Everything a training call's plans depend on (shapes, strides, dtypes, alignment,
     devices, autocast dtype, module arguments), or None when it must take the full path (not a
-    plain CUDA tensor, a torch.func transform, a side stream)."""
+    plain CUDA tensor, a tensor off the current device, a torch.func transform, a side stream)."""
     if type(x) is not torch.Tensor or type(w) not in _PLAIN or (b is not None and type(b) not in _PLAIN):
         return None
     dev = x.get_device()
-    if dev < 0 or transforming() or torch._C._cuda_getCurrentRawStream(dev) != 0:
+    # the replay launches on the current device's stream, with no device guard: a tensor on
+    # another device than the current one takes the full path, which switches devices
+    if dev < 0 or dev != torch._C._cuda_getDevice() or transforming() or torch._C._cuda_getCurrentRawStream(dev):
         return None
     return (
-        x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev, torch._C._cuda_getDevice(),
+        x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev,
         w.shape, w.stride(), w.dtype, w.data_ptr() & 15, w.get_device(),
         None if b is None else (b.stride(), b.dtype, b.data_ptr() & 15, b.get_device()),
         torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda"),
@@ -203,19 +205,20 @@ _PLAIN = (torch.Tensor, nn.Parameter)
 def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
     """Everything a module's inference call depends on besides the input's values, or None
     when the call must take the full path (a gradient is needed, autocast, tracing, a torch.func
-    transform, a side stream, not a plain CUDA tensor). Equal keys: the same plan, the same
-    packed weight, the same output allocation."""
+    transform, a side stream, not a plain CUDA tensor, a tensor off the current device). Equal
+    keys: the same plan, the same packed weight, the same output allocation."""
     if type(x) is not torch.Tensor:
         return None
     dev = x.get_device()
-    if dev < 0 or torch.is_autocast_enabled("cuda") or transforming():
+    # the replay launches on the current device's stream, with no device guard (as _train_key)
+    if dev < 0 or dev != torch._C._cuda_getDevice() or torch.is_autocast_enabled("cuda") or transforming():
         return None
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
         return None
     if torch._C._cuda_getCurrentRawStream(dev) != 0:  # may_cache: CUDA graph capture, side streams
         return None
     return (
-        x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev, torch._C._cuda_getDevice(),
+        x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev,
         w.data_ptr(), w._version, None if b is None else (b.data_ptr(), b._version),
         mod.stride, mod.padding, mod.dilation, mod.groups, mod.padding_mode, mod.__dict__.get(_ACT_ATTR),
         torch.backends.cudnn.allow_tf32, PLANS_GENERATION[0],
