@@ -3,26 +3,22 @@
     PYTHONPATH=src python3 tools/desc_cost.py
 
 Times, per call: ``descriptor()`` (the Python object), Triton's ``make_tensordesc_arg`` (the
-encode, ``cuTensorMapEncodeTiled`` behind it), and a dict lookup (the hit), on a ResNet-sized bf16 NHWC activation with a 4-D box. On the
-H200's host (session 16): 1.7 us per miss, so misses are not where ``Launch.fast``'s time goes.
+encode, ``cuTensorMapEncodeTiled`` behind it), and a dict lookup (the hit), on a ResNet-sized
+bf16 NHWC activation with a 4-D box. On the H200's host (session 16): 1.7 us per miss, so
+misses are not where ``Launch.fast``'s time goes.
 """
 
 from __future__ import annotations
 
-import time
+import os
+import sys
 
 import torch
 
 from convgemm.matmul.launch import descriptor
 
-
-def per_call(fn, n: int = 5000) -> float:
-    for _ in range(100):
-        fn()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t) / n * 1e6
+sys.path.insert(0, os.path.dirname(__file__))
+from host_split import per_call  # noqa: E402
 
 
 def main() -> None:

@@ -77,16 +77,12 @@ def _plan_runner(input, plan: tuple, activation: str):
         return None
     if not algo.reads_nchw and as_nhwc(input) is not input:
         return None
-    shape, dtype, device = prob.output_shape, input.dtype, input.device
-    n, k, p, q = shape
-    strides = (p * q * k, 1, q * k, k)  # channels_last
+    alloc = _allocator(prob.output_shape, input.dtype, input.device, torch.channels_last)
     relu = bool(activation) and not algo.fuses_activation
     algo_run = algo.run
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        y = torch.empty_strided(shape, strides, dtype=dtype, device=device)
-        if POISON:
-            y.fill_(float("nan"))
+        y = alloc()
         algo_run(prob, x, w, b, y, cfg, launch)
         if relu:
             y.relu_()
@@ -117,10 +113,8 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
     and one launch (sub-pixel and per-phase dgrad, NCHW results)."""
     from .conv.backward import DGRAD, DGRAD_TMA
 
-    sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
-    if sig is None:
-        return None
-    hit = _plans.get((*sig, tuple(int(v) for v in input_size), None))
+    sig = _dgrad_sig(input_size, weight, grad_output, stride, padding, dilation, groups, None)
+    hit = _plans.get(sig) if sig is not None else None
     if hit is None:
         return None
     prob, memory_format, launch, route = hit
@@ -177,8 +171,8 @@ def _phases_runner(prob: ConvProblem, weight, grad_output):
     runs = []
     for fh, fw, rows, cols, pads, dil, _, make in parts:
         x, wt, out = dy[:, :, rows, cols], make(weight.detach()), dx[:, :, fh::sh, fw::sw]
-        sig = _forward_sig(x, wt, None, (1, 1), pads, dil, prob.groups, "auto", "")
-        plan = _plans.get((*sig, "out", out.shape, out.stride(), out.data_ptr() % 16)) if sig is not None else None
+        sig = _forward_sig(x, wt, None, (1, 1), pads, dil, prob.groups, "auto", "", out)
+        plan = _plans.get(sig) if sig is not None else None
         if plan is None or plan[3] is None or not (plan[1].reads_nchw or as_nhwc(x) is x):
             return None
         runs.append((fh, fw, rows, cols, make, plan))
@@ -271,11 +265,29 @@ def _plan_key(input, weight, bias, stride, padding, dilation, groups, algorithm)
         return None
 
 
-def _forward_sig(input, weight, bias, stride, padding, dilation, groups, algorithm, activation: str) -> tuple | None:
-    """The plan key of a ``conv2d_forward`` call (written to no ``out``): ``forward_replay``
-    looks up the plan a call made with exactly this key."""
+def _forward_sig(
+    input, weight, bias, stride, padding, dilation, groups, algorithm, activation: str, out=None
+) -> tuple | None:
+    """The plan key of a ``conv2d_forward`` call: the replays (``forward_runner``,
+    ``_phases_runner``) look up the plan a call made with exactly this key."""
     sig = _signature(input, weight, bias, stride, padding, dilation, groups, algorithm)
-    return (*sig, activation) if sig is not None and activation else sig
+    if sig is not None and activation:
+        sig = (*sig, activation)
+    if sig is not None and out is not None:
+        # the TMA algorithms' descriptors, and whether they store in place, follow out's geometry
+        sig = (*sig, "out", out.shape, out.stride(), out.data_ptr() % 16)
+    return sig
+
+
+def _dgrad_sig(input_size, weight, grad_output, stride, padding, dilation, groups, memory_format) -> tuple | None:
+    """The plan key of a ``conv2d_input`` call, shared with ``dgrad_runner``'s lookup."""
+    sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
+    if sig is None:
+        return None
+    try:
+        return (*sig, tuple(int(v) for v in input_size), memory_format)
+    except (TypeError, ValueError):
+        return None
 
 
 def _dense_rows(x: torch.Tensor) -> bool:
@@ -384,10 +396,7 @@ def conv2d_forward(
     ``activation``: ``""`` or a checked name (``_check_activation``). ``out`` (internal): a
     tensor of the output's shape and dtype, any strides (e.g. one stride phase of a larger
     tensor), written in place and returned."""
-    sig = _forward_sig(input, weight, bias, stride, padding, dilation, groups, algorithm, activation)
-    if sig is not None and out is not None:
-        # the TMA algorithms' descriptors, and whether they store in place, follow out's geometry
-        sig = (*sig, "out", out.shape, out.stride(), out.data_ptr() % 16)
+    sig = _forward_sig(input, weight, bias, stride, padding, dilation, groups, algorithm, activation, out)
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:
         prob, algo, cfg, launch = plan
@@ -605,12 +614,7 @@ def conv2d_input(
     from .conv.backward import DGRAD, DGRAD_TMA
 
     # a repeat call (same shapes, strides, dtypes and arguments) skips validation, as conv2d does
-    sig = _signature(grad_output, weight, None, stride, padding, dilation, groups, "dgrad")
-    if sig is not None:
-        try:
-            sig = (*sig, tuple(int(v) for v in input_size), memory_format)
-        except (TypeError, ValueError):
-            sig = None
+    sig = _dgrad_sig(input_size, weight, grad_output, stride, padding, dilation, groups, memory_format)
     hit = _plans.get(sig) if sig is not None else None
     if hit is not None:
         prob, memory_format, launch, route = hit

@@ -321,12 +321,15 @@ class TrainReplay:
     ``_backward``, the general path, for that gradient.
     """
 
-    __slots__ = ("forward", "conv", "dgrad", "wgrad", "dy_key")
+    __slots__ = ("forward", "conv", "args", "dgrad", "wgrad", "dy_key")
 
     def __init__(self, forward, conv: tuple) -> None:
         self.forward = forward
         #: the operator's argument forms: (stride list, 4-int padding, dilation list, groups)
         self.conv = conv
+        st, pads, dil, g = conv
+        #: the same as ``conv2d_input`` / ``conv2d_weight`` take them (as ``_backward`` passes them)
+        self.args = (tuple(st), Pads4(pads), tuple(dil), g)
         #: gradient runners: None until the first backward, False where that route has none
         self.dgrad = self.wgrad = None
         #: (strides, dtype, alignment) of the grad_output the runners were made for
@@ -354,8 +357,7 @@ class TrainReplay:
         elif key != self.dy_key:
             return _backward(ctx, dy)[:3]
         x, w = ctx.saved_tensors
-        st, pads, dil, g = self.conv
-        args = (tuple(st), Pads4(pads), tuple(dil), g)
+        args = self.args
         dx = dw = db = None
         needs = ctx.needs_input_grad
         if needs[0]:

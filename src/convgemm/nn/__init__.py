@@ -168,9 +168,8 @@ def _training_forward(
         from ..ops import TrainReplay
 
         x, wc, bc = _autocast(input, w, b)  # the tensors the call above gave the kernels
-        if rank == 3:  # conv1d's 2-D call, argument for argument (the same plan keys)
-            pad = mod.padding if isinstance(mod.padding, str) else (0, mod.padding[0])
-            args = (x.unsqueeze(2), wc.unsqueeze(2), bc, (1, mod.stride[0]), pad, (1, mod.dilation[0]), mod.groups)
+        if rank == 3:
+            args = (x.unsqueeze(2), wc.unsqueeze(2), bc, *_conv1d_as_2d(mod))
         else:
             args = (x, wc, bc, mod.stride, mod.padding, mod.dilation, mod.groups)
         state = TrainReplay.build(*args) or False
@@ -200,6 +199,13 @@ def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tu
 
 
 _PLAIN = (torch.Tensor, nn.Parameter)
+
+
+def _conv1d_as_2d(mod: nn.Module) -> tuple:
+    """(stride, padding, dilation, groups) of the 2-D call ``conv1d`` makes for a 1-D module,
+    argument for argument, so that a replay looks up the plan that call made."""
+    pad = mod.padding if isinstance(mod.padding, str) else (0, mod.padding[0])
+    return (1, mod.stride[0]), pad, (1, mod.dilation[0]), mod.groups
 
 
 def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
@@ -351,10 +357,7 @@ class Conv1d(_Caches, nn.Conv1d):
         return _replaying_forward(self, input, 3, self._replay, train=True)
 
     def _replay(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
-        # the 2-D call conv1d makes, argument for argument, so that the plan key is the same
-        pad = self.padding if isinstance(self.padding, str) else (0, self.padding[0])
-        replay = forward_replay(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, self.stride[0]), pad,
-                                (1, self.dilation[0]), self.groups)  # fmt: skip
+        replay = forward_replay(x.unsqueeze(2), weight.unsqueeze(2), bias, *_conv1d_as_2d(self))
         if replay is None:
             return None
         return lambda x: replay(x.unsqueeze(2)).squeeze(2)
