@@ -162,3 +162,79 @@ def test_fuse_leaves_other_layers_alone():
     m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Conv2d(4, 4, 3), nn.BatchNorm2d(5), nn.ReLU6()).eval()
     fused = convgemm.nn.fuse(m)
     assert [type(mod) for mod in fused] == [nn.Conv2d, nn.Conv2d, nn.BatchNorm2d, nn.ReLU6]
+
+
+# ---------------------------------------------------------------- torch.compile: conv2d_act
+def test_opcheck_conv2d_act():
+    """The operator a compiled ``conv2d(..., activation='relu')`` calls: schema, fake
+    implementation, autograd registration and batching, as opcheck checks them."""
+    import convgemm.ops  # noqa: F401 - registers torch.ops.convgemm.*
+
+    x, w, b, _ = _make(CASES["implicit_gemm"], torch.float32)
+    x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+    op = torch.ops.convgemm.conv2d_act.default
+    torch.library.opcheck(op, (x, w, b, [1, 1], [1, 1, 1, 1], [1, 1], 1, "auto", "relu"))
+    torch.library.opcheck(op, (x, w, None, [2, 1], [0, 1, 1, 0], [1, 1], 1, "auto", "relu"))
+    with pytest.raises(ValueError, match="activation must be None or one of"):
+        op(x.detach(), w.detach(), None, [1, 1], [1, 1, 1, 1], [1, 1], 1, "auto", "gelu")
+
+
+def _compiled_ops(fn, *args):
+    """``fn(*args)`` compiled (fullgraph, aot_eager: the CPU has no code generation for these
+    ops) and the call targets of every graph AOTAutograd made, forward and backward."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    targets = []
+
+    def record(gm, _inputs):
+        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    backend = aot_autograd(fw_compiler=record, bw_compiler=record)
+    torch._dynamo.reset()
+    return torch.compile(fn, fullgraph=True, backend=backend)(*args), targets
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_compiled_relu_stays_in_the_operator(grad):
+    """Under torch.compile ``activation='relu'`` is one operator (``conv2d_act``), not a conv2d
+    followed by a relu that a compiler would run as its own pass; forward and gradients still
+    equal torch's in float64."""
+    x, w, b, kw = _make(CASES["implicit_gemm"], torch.float32, nan=not grad)  # NaN stays NaN
+    xs, ws, bs = (t.detach().clone().requires_grad_(grad) for t in (x, w, b))
+
+    def f(x, w, b):
+        return convgemm.conv2d(x, w, b, **kw, activation="relu")
+
+    y, targets = _compiled_ops(f, xs, ws, bs)
+    if grad:
+        g = torch.randn_like(y)
+        (y * g).sum().backward()  # the backward graph is made here
+    assert "convgemm.conv2d_act.default" in targets, targets
+    assert not any("relu" in t for t in targets), targets
+    xd, wd, bd = (t.detach().double().cpu().requires_grad_(grad) for t in (x, w, b))
+    yd = torch.relu(torch.nn.functional.conv2d(xd, wd, bd, **kw))
+    y, yd_ = y.detach().cpu(), yd.detach()
+    assert torch.equal(torch.isnan(y), torch.isnan(yd_)), "NaN where torch.relu has it"
+    fin = ~torch.isnan(yd_)
+    assert_close(y[fin], yd_[fin], torch.float32, "forward")
+    if grad:
+        assert (yd == 0).any(), "some outputs are clamped: the gradient's mask matters"
+        (yd * g.double().cpu()).sum().backward()
+        assert "aten.threshold_backward.default" in targets, targets
+        for got, want, what in ((xs.grad, xd.grad, "dx"), (ws.grad, wd.grad, "dw"), (bs.grad, bd.grad, "db")):
+            assert_close(got, want, torch.float32, what)
+
+
+def test_compiled_fused_model_has_no_relu_or_batch_norm():
+    """``nn.fuse`` then torch.compile: each folded convolution and its ReLU are one operator."""
+    m = _block()
+    x = torch.randn(2, 3, 9, 10)
+    with torch.no_grad():
+        ref = m.double()(x.double())
+        fused = convgemm.nn.fuse(copy.deepcopy(m).float()).to(DEVICE)
+        y, targets = _compiled_ops(fused, x.to(DEVICE))
+    assert targets.count("convgemm.conv2d_act.default") == 3, targets
+    assert targets.count("convgemm.conv2d.default") == 1, targets
+    assert not any("relu" in t or "batch_norm" in t for t in targets), targets
+    assert_close(y, ref, torch.float32, "fused block, compiled")

@@ -323,8 +323,10 @@ def conv2d(
         algorithm: ``'auto'`` (tuned per shape) or a name from ``convgemm.algorithms()``.
         activation: None, or ``'relu'``: ``relu(conv2d(...))``, applied in the kernel's epilogue
             after the bias (one pass over the output saved) by the GEMM algorithms when no
-            gradient is needed; otherwise (autograd, ``torch.compile``, algorithms without the
-            epilogue) as ``torch.relu`` on the result. NaN stays NaN, as in ``torch.relu``.
+            gradient is needed, and under ``torch.compile`` (``torch.ops.convgemm.conv2d_act``,
+            differentiable); otherwise (eager autograd, torch.func transforms, algorithms
+            without the epilogue) as ``torch.relu`` on the result. NaN stays NaN, as in
+            ``torch.relu``.
 
     Returns:
         ``[N, K, P, Q]`` (``[K, P, Q]`` for unbatched input) in the input's dtype, channels_last
@@ -341,11 +343,15 @@ def conv2d(
         input = input.unsqueeze(0)
     input, weight, bias = _autocast(input, weight, bias)
     if _needs_op(input, weight, bias):
-        from .ops import conv2d_op
+        from .ops import conv2d_act_op, conv2d_op
 
-        y = conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
-        if act == "relu":
-            y = torch.relu(y)  # autograd and torch.compile see an ordinary relu
+        if act and torch.compiler.is_compiling() and not transforming():
+            # compiled: one operator, so the activation stays in the epilogue (its gradient too)
+            y = conv2d_act_op(input, weight, bias, stride, padding, dilation, groups, algorithm, act)
+        else:
+            y = conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
+            if act == "relu":
+                y = torch.relu(y)  # eager autograd and torch.func see an ordinary relu
     else:
         y = conv2d_forward(input, weight, bias, stride, padding, dilation, groups, algorithm, act)
     return y.squeeze(0) if unbatched else y
@@ -461,8 +467,9 @@ _NO_GUARD = _NoGuard()
 
 def _device_of(t: torch.Tensor):
     """Make the tensor's GPU current (Triton launches on the current device), if it is not already."""
-    if t.device.type == "cuda" and t.device.index is not None and t.device.index != torch.cuda.current_device():
-        return torch.cuda.device(t.device.index)
+    dev = t.get_device()  # -1 off the GPU; cheaper than t.device and torch.cuda.current_device()
+    if dev >= 0 and dev != torch._C._cuda_getDevice():
+        return torch.cuda.device(dev)
     return _NO_GUARD
 
 

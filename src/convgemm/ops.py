@@ -1,5 +1,5 @@
-"""convgemm's PyTorch operators: ``torch.ops.convgemm.conv2d``, its two gradients and
-``conv_transpose2d``.
+"""convgemm's PyTorch operators: ``torch.ops.convgemm.conv2d`` (and ``conv2d_act``, the same
+followed by an activation in the epilogue), its two gradients and ``conv_transpose2d``.
 
 Registered with ``torch.library`` (schemas, CPU and CUDA kernels, fake implementations, autograd)
 so that ``torch.compile(fullgraph=True)`` traces models that call convgemm without a graph break
@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from ._runtime import transforming
 from .functional import (
     Pads4,
+    _check_activation,
     _grad_problem,
     conv2d_forward,
     conv2d_input,
@@ -102,6 +103,28 @@ _define(
 )
 
 
+def _conv2d_act(input, weight, bias, stride, padding, dilation, groups, algorithm, activation):
+    return conv2d_forward(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups, algorithm,
+                          _check_activation(activation))  # fmt: skip
+
+
+def _conv2d_act_fake(input, weight, bias, stride, padding, dilation, groups, algorithm, activation):
+    _check_activation(activation)
+    return _conv2d_fake(input, weight, bias, stride, padding, dilation, groups, algorithm)
+
+
+# conv2d followed by an activation, as one operator: what ``conv2d(..., activation='relu')``
+# traces to under torch.compile, so that the activation stays in the kernel's epilogue there
+# too (a separate relu is one more pass over the output, which Inductor cannot fold into an
+# operator it does not know)
+_define(
+    "conv2d_act(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, "
+    "SymInt groups, str algorithm, str activation) -> Tensor",
+    _conv2d_act,
+    _conv2d_act_fake,
+)
+
+
 def _setup_context(ctx, inputs, output):
     input, weight, bias, stride, padding, dilation, groups, _ = inputs
     ctx.save_for_backward(input, weight)
@@ -123,6 +146,24 @@ def _plain(*tensors) -> bool:
 
 def _backward(ctx, grad):
     input, weight = ctx.saved_tensors
+    return _conv_grads(ctx, input, weight, grad)
+
+
+def _setup_act(ctx, inputs, output):
+    input, weight, bias, stride, padding, dilation, groups, _, activation = inputs
+    ctx.save_for_backward(input, weight, output)
+    ctx.conv = (stride, padding, dilation, groups)
+    ctx.has_bias = bias is not None
+
+
+def _backward_act(ctx, grad):
+    input, weight, y = ctx.saved_tensors
+    # relu's gradient from its result, as torch.relu's own backward: zero where y <= 0 (and NaN)
+    grad = torch.ops.aten.threshold_backward(grad, y, 0)
+    return (*_conv_grads(ctx, input, weight, grad), None)
+
+
+def _conv_grads(ctx, input, weight, grad):
     stride, padding, dilation, groups = ctx.conv
     dx = dw = db = None
     # Traced (torch.compile, make_fx), the gradients must be the ops; in plain eager backward they
@@ -256,6 +297,7 @@ _setup_input, _backward_input, _setup_weight, _backward_weight = gradient_op_aut
     torch.ops.convgemm.conv2d_input, torch.ops.convgemm.conv2d_weight, torch.ops.convgemm.conv2d, "auto"
 )
 _autograd_kernel(torch.ops.convgemm.conv2d, _conv2d, _backward, _setup_context, (0, 1, 2))
+_autograd_kernel(torch.ops.convgemm.conv2d_act, _conv2d_act, _backward_act, _setup_act, (0, 1, 2))
 # the gradients' own gradients: double backward (create_graph=True, gradient penalties)
 _autograd_kernel(torch.ops.convgemm.conv2d_input, _conv2d_input, _backward_input, _setup_input, (1, 2), True)
 _autograd_kernel(torch.ops.convgemm.conv2d_weight, _conv2d_weight, _backward_weight, _setup_weight, (0, 2), True)
@@ -484,6 +526,7 @@ def _batch_first(t, dim, nb):
 
 
 torch.library.register_vmap("convgemm::conv2d", conv_vmap_rule(torch.ops.convgemm.conv2d, 3), lib=_LIB)
+torch.library.register_vmap("convgemm::conv2d_act", conv_vmap_rule(torch.ops.convgemm.conv2d_act, 3), lib=_LIB)
 
 
 def grad_input_vmap_rule(op):
@@ -544,6 +587,15 @@ def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
     if transforming():
         return _FuncConv2d.apply(input, weight, bias, st, pads, dil, groups, algorithm)
     return torch.ops.convgemm.conv2d(input, weight, bias, st, pads, dil, groups, algorithm)
+
+
+def conv2d_act_op(input, weight, bias, stride, padding, dilation, groups, algorithm, activation: str) -> Tensor:
+    """``torch.ops.convgemm.conv2d_act`` with ``conv2d``'s argument forms: what a compiled
+    ``conv2d(..., activation=...)`` calls, so that the activation stays in the epilogue."""
+    if not torch.compiler.is_compiling():
+        make_problem(input, weight, bias, stride, padding, dilation, groups)
+    st, pads, dil = normalize(weight, stride, padding, dilation)
+    return torch.ops.convgemm.conv2d_act(input, weight, bias, st, pads, dil, groups, algorithm, activation)
 
 
 def _conv_transpose2d(input, weight, bias, output_size, stride, padding, dilation, groups):
