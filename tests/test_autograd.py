@@ -498,3 +498,35 @@ def test_conv3d_gradient_operators_batching_rules(dims):
     torch.testing.assert_close(dx, ref_dx, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(dw, ref_dw, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(per_sample, ref_ps, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["conv2d", "conv2d_act", "nchw-no-bias"])
+def test_inductor_calls_convgemm_directly(monkeypatch, kind):
+    """Inductor lowers the forward operators to a direct call of ``_inductor.extern_conv2d``
+    (no dispatcher round trip in the compiled wrapper), with the results of eager calls."""
+    import torch._inductor.config
+    from torch._inductor.utils import run_and_get_code
+
+    import convgemm._inductor as ci
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))  # the CPU: the kernels on the interpreter
+    torch.manual_seed(0)
+    fmt = torch.contiguous_format if kind == "nchw-no-bias" else torch.channels_last
+    x = torch.randn(2, 8, 7, 6, device=DEVICE).contiguous(memory_format=fmt)
+    w = torch.randn(12, 4, 3, 3, device=DEVICE)
+    b = None if kind == "nchw-no-bias" else torch.randn(12, device=DEVICE)
+    act = "relu" if kind == "conv2d_act" else None
+
+    def f(x, w, b):
+        return convgemm.conv2d(x, w, b, stride=(2, 1), padding=1, groups=2, activation=act)
+
+    torch._dynamo.reset()
+    # compile, not load from Inductor's cache (which may hold a graph made without the lowering)
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
+        y, code = run_and_get_code(torch.compile(f, fullgraph=True), x, w, b)
+        ref = f(x, w, b)
+    calls = [line.strip() for line in "\n".join(code).splitlines() if "convgemm" in line and "(" in line]
+    assert any(line.split("=", 1)[-1].strip().startswith("extern_kernels.convgemm_conv2d(") for line in calls), calls
+    assert not any("torch.ops.convgemm" in line and "assert" not in line for line in calls), calls
+    assert y.stride() == ref.stride()
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from ._inductor import ensure_lowerings
 from ._runtime import transforming
 from .functional import (
     Pads4,
@@ -60,6 +61,7 @@ def _conv2d(input, weight, bias, stride, padding, dilation, groups, algorithm):
 
 
 def _conv2d_fake(input, weight, bias, stride, padding, dilation, groups, algorithm):
+    ensure_lowerings()  # tracing has begun: Inductor may lower this call next
     prob = make_problem(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups)
     return input.new_empty(prob.output_shape).contiguous(memory_format=_fmt(input, weight))
 
