@@ -100,6 +100,11 @@ elif __name__ == "__main__":
         print(
             f"torch.ops.convgemm.conv2d    {per_call_us(lambda: op(x, w, b, [1, 1], [1, 1, 1, 1], [1, 1], 1, 'auto')):7.1f} us/call"
         )
+        # what an Inductor-compiled graph calls instead of the op (convgemm/_inductor.py)
+        from convgemm._inductor import extern_conv2d
+
+        kw = dict(stride=[1, 1], padding=[1, 1, 1, 1], dilation=[1, 1], groups=1, algorithm="auto")
+        print(f"extern_conv2d (compiled)     {per_call_us(lambda: extern_conv2d(x, w, b, **kw)):7.1f} us/call")
     print(
         f"convgemm fwd+bwd (autograd)  {per_call_us(lambda: convgemm.conv2d(xg, wg2, padding=1).backward(dy)):7.1f} us/call"
     )

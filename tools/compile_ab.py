@@ -1,0 +1,69 @@
+"""CRAFT under torch.compile: wall and host time per iteration of one variant (GPU).
+
+    CONVGEMM_INDUCTOR_LOWERING=0|1 PYTHONPATH=src python3 tools/compile_ab.py [--fuse] [--unpatched]
+        [--folded] [--size 768] [--dtype bf16]
+
+Run it in alternating processes with the lowering on and off (the variable is read at import)
+to see what the direct call of ``extern_conv2d`` saves in a compiled graph against Inductor's
+fallback through ``torch.ops.convgemm.*``. ``--unpatched`` times cuDNN's model as torch.compile
+takes it (``--folded``: with its batch norms folded first). Prints the wall time (alternating-round
+median, ``runner.bench_rounds``), the host time per iteration (enqueue without synchronising),
+and how the compiled wrapper calls convgemm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+import torch._inductor.config
+
+import convgemm
+from convgemm.bench.models import fold_batch_norms, host_us
+from convgemm.bench.runner import DTYPES, bench_rounds
+from convgemm.models.craft import CRAFT
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fuse", action="store_true", help="convgemm.nn.fuse the patched model first")
+    ap.add_argument("--unpatched", action="store_true", help="cuDNN's model")
+    ap.add_argument("--folded", action="store_true", help="with --unpatched: batch norms folded first")
+    ap.add_argument("--size", type=int, default=768)
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    a = ap.parse_args()
+    dtype = DTYPES[a.dtype]
+    torch.backends.cudnn.benchmark = True
+    model = CRAFT().eval().cuda().to(dtype).to(memory_format=torch.channels_last)
+    if a.unpatched:
+        if a.folded:
+            model = fold_batch_norms(model)
+        what = "cuDNN" + (" folded" if a.folded else "")
+    else:
+        model = convgemm.patch(model)
+        if a.fuse:
+            model = convgemm.nn.fuse(model)
+        what = "convgemm" + (" fused" if a.fuse else "")
+    x = torch.randn(1, 3, a.size, a.size, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    from torch._inductor.utils import run_and_get_code
+
+    # compile here: Inductor's on-disk cache does not know whether the lowering was on
+    torch._inductor.config.fx_graph_cache = False
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        _, code = run_and_get_code(compiled, x)
+        lines = "\n".join(code).splitlines()
+        extern = sum("extern_kernels.convgemm_conv2d(" in line for line in lines)
+        ops = sum("torch.ops.convgemm." in line and "assert" not in line for line in lines)
+        for _ in range(3):
+            compiled(x)
+        wall = bench_rounds({"it": lambda: compiled(x)}, rep_ms=600, timer="do_bench")["it"]
+        host = min(host_us(lambda: compiled(x), 10) for _ in range(5))
+    lowering = os.environ.get("CONVGEMM_INDUCTOR_LOWERING", "1")
+    print(f"{what:16s} compile  lowering={lowering}  wall {wall:7.1f} us  host {host:7.1f} us/iter  "
+          f"wrapper: {extern} direct calls, {ops} operator calls")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
