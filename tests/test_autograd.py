@@ -526,7 +526,44 @@ def test_inductor_calls_convgemm_directly(monkeypatch, kind):
         y, code = run_and_get_code(torch.compile(f, fullgraph=True), x, w, b)
         ref = f(x, w, b)
     calls = [line.strip() for line in "\n".join(code).splitlines() if "convgemm" in line and "(" in line]
-    assert any(line.split("=", 1)[-1].strip().startswith("extern_kernels.convgemm_conv2d(") for line in calls), calls
+    name = "conv2d_act" if act else "conv2d"
+    assert any(line.split("=", 1)[-1].strip().startswith(f"extern_kernels.convgemm_{name}(") for line in calls), calls
     assert not any("torch.ops.convgemm" in line and "assert" not in line for line in calls), calls
     assert y.stride() == ref.stride()
     torch.testing.assert_close(y, ref, rtol=0, atol=0)
+
+
+def test_inductor_calls_the_gradients_directly(monkeypatch):
+    """A compiled training step: the backward graph calls dgrad and wgrad through their lowerings
+    (``extern_conv2d_input``, ``extern_conv2d_weight``), and the gradients equal eager's."""
+    from torch._inductor.utils import run_and_get_code
+
+    import convgemm._inductor as ci
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 7, 6, device=DEVICE).contiguous(memory_format=torch.channels_last).requires_grad_()
+    w = torch.randn(12, 4, 3, 3, device=DEVICE).requires_grad_()
+
+    def f(x, w):
+        return convgemm.conv2d(x, w, stride=(2, 1), padding=1, groups=2)
+
+    def step(x, w):
+        y = torch.compile(f, fullgraph=True)(x, w)
+        y.backward(dy)
+        return y
+
+    dy = torch.randn(2, 12, 4, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        _, code = run_and_get_code(step, x, w)
+    gx, gw = x.grad, w.grad
+    x.grad = w.grad = None
+    f(x, w).backward(dy)
+    text = "\n".join(code)
+    for name in ("conv2d", "conv2d_input", "conv2d_weight"):
+        assert f"extern_kernels.convgemm_{name}(" in text, name
+    calls = [line for line in text.splitlines() if "torch.ops.convgemm" in line and "assert_size_stride" not in line]
+    assert not calls, calls
+    torch.testing.assert_close(gx, x.grad, rtol=0, atol=0)
+    torch.testing.assert_close(gw, w.grad, rtol=0, atol=0)

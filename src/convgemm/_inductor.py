@@ -1,4 +1,4 @@
-"""Inductor lowerings of convgemm's forward operators: a compiled graph calls convgemm directly.
+"""Inductor lowerings of convgemm's 2-D operators: a compiled graph calls convgemm directly.
 
 By default Inductor runs a custom operator it cannot generate code for as a fallback: its
 compiled wrapper calls ``torch.ops.convgemm.conv2d.default(...)``, which goes through the
@@ -7,11 +7,13 @@ cost 8.5 us per call on this project's 2-core development CPU with the implement
 (``tools/overhead.py --dispatch``), about as much as the implementation's own plan lookup, and a
 compiled CRAFT calls it 29 times per image.
 
-Here ``conv2d`` and ``conv2d_act`` are lowered to an ``ExternKernelAlloc`` whose wrapper line calls
-``extern_kernels.convgemm_conv2d(input, weight[, bias], stride=..., ...)``: a plain Python function
-that runs ``functional.conv2d_forward`` (the same plans and kernels as the operator). The inputs
-keep the strides they had when the graph was traced, and the output's layout is the operator's
-fake implementation's, which the wrapper's size and stride assertion checks on every call.
+Here ``conv2d``, ``conv2d_act``, ``conv2d_input`` and ``conv2d_weight`` are lowered to an
+``ExternKernelAlloc`` whose wrapper line calls, e.g., ``extern_kernels.convgemm_conv2d(input,
+weight[, bias], stride=..., ...)``: a plain Python function that runs the operator's
+implementation (``functional.conv2d_forward``, ``conv2d_input``, ``conv2d_weight``: the same
+plans and kernels). The inputs keep the strides they had when the graph was traced, and the
+output's layout is the operator's fake implementation's, which the wrapper's size and stride
+assertion checks on every call.
 
 Anything unusual -- symbolic shapes, a CPU tensor, the C++ wrapper (AOTInductor) -- keeps
 Inductor's own fallback. The lowerings are registered the first time a fake implementation runs
@@ -26,10 +28,9 @@ import warnings
 
 import torch
 
-from .functional import Pads4, conv2d_forward
+from .functional import Pads4, conv2d_forward, conv2d_input, conv2d_weight
 
 ENABLED = os.environ.get("CONVGEMM_INDUCTOR_LOWERING", "1") != "0"
-_NAME = "convgemm_conv2d"
 #: devices whose calls are lowered (the tests add "cpu", where the kernels run on Triton's interpreter)
 DEVICES = ("cuda",)
 _registered = [False]
@@ -40,6 +41,25 @@ def extern_conv2d(input, weight, bias=None, *, stride, padding, dilation, groups
     their implementation (arguments in the operators' forms), without the dispatcher."""
     return conv2d_forward(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups, algorithm,
                           activation)  # fmt: skip
+
+
+def extern_conv2d_input(weight, grad_output, *, input_size, stride, padding, dilation, groups):
+    """``torch.ops.convgemm.conv2d_input`` (dgrad) for a compiled backward graph."""
+    return conv2d_input(input_size, weight, grad_output, tuple(stride), Pads4(padding), tuple(dilation), groups)
+
+
+def extern_conv2d_weight(input, grad_output, *, weight_size, stride, padding, dilation, groups):
+    """``torch.ops.convgemm.conv2d_weight`` (wgrad) for a compiled backward graph."""
+    return conv2d_weight(input, weight_size, grad_output, tuple(stride), Pads4(padding), tuple(dilation), groups)
+
+
+#: operator name -> the function its lowering calls (under ``extern_kernels.convgemm_<name>``)
+EXTERNS = {
+    "conv2d": extern_conv2d,
+    "conv2d_act": extern_conv2d,
+    "conv2d_input": extern_conv2d_input,
+    "conv2d_weight": extern_conv2d_weight,
+}
 
 
 def ensure_lowerings() -> None:
@@ -60,41 +80,47 @@ def ensure_lowerings() -> None:
 def _register(lower_ops: bool) -> None:
     from torch._inductor.select_algorithm import extern_kernels
 
-    # always: a graph from Inductor's on-disk cache, compiled with the lowerings, calls it
-    if not hasattr(extern_kernels, _NAME):
-        setattr(extern_kernels, _NAME, extern_conv2d)
+    # always: a graph from Inductor's on-disk cache, compiled with the lowerings, calls them
+    for name, fn in EXTERNS.items():
+        if not hasattr(extern_kernels, f"convgemm_{name}"):
+            setattr(extern_kernels, f"convgemm_{name}", fn)
     if not lower_ops:
         return
     from torch._inductor import ir
     from torch._inductor.lowering import constrain_to_fx_strides, fallback_handler, register_lowering
     from torch._inductor.virtualized import V
 
-    def lowering(op, has_activation: bool):
+    def lowering(op, name: str):
         fallback = fallback_handler(op, add_to_fallback_set=False)
+        schema = op._schema.arguments
+        is_tensor = [a.type.isSubtypeOf(torch._C.OptionalType(torch._C.TensorType.get())) for a in schema]
 
-        def lower(x, weight, bias, stride, padding, dilation, groups, algorithm, *rest):
+        def lower(*args):
             node = V.graph.current_node
             val = node.meta.get("val") if node is not None else None
-            consts = (*stride, *padding, *dilation, groups)
+            consts = {a.name: v for a, v, t in zip(schema, args, is_tensor, strict=True) if not t}
+            ints = [e for v in consts.values() if not isinstance(v, str) for e in (v if isinstance(v, list) else [v])]
             static = (
                 isinstance(val, torch.Tensor)
                 and val.device.type in DEVICES
-                and all(type(v) is int for v in (*val.shape, *val.stride(), *consts))
+                and all(type(v) is int for v in (*val.shape, *val.stride(), *ints))
             )
             if not static or V.graph.cpp_wrapper:
-                return fallback(x, weight, bias, stride, padding, dilation, groups, algorithm, *rest)
+                return fallback(*args)
             # the strides each input had when traced: the fake implementation's output layout,
             # which the wrapper asserts, was worked out from them
-            (x, weight, bias), _ = constrain_to_fx_strides(node, x, weight, bias)
+            args, _ = constrain_to_fx_strides(node, *args)
+            # the functions take the tensors positionally; an absent optional one (conv2d's bias)
+            # is the last, passed as None by default
+            inputs = [v for v, t in zip(args, is_tensor, strict=True) if t and v is not None]
+            kwargs = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in consts.items()}
             layout = ir.FixedLayout(val.device, val.dtype, list(val.shape), list(val.stride()))
-            kwargs = dict(stride=list(stride), padding=list(padding), dilation=list(dilation), groups=groups,
-                          algorithm=algorithm, activation=rest[0] if has_activation else "")  # fmt: skip
-            inputs = [x, weight] if bias is None else [x, weight, bias]
             out = ir.ExternKernelAlloc(layout=layout, inputs=inputs, kwargs=kwargs,
-                                       python_kernel_name=f"extern_kernels.{_NAME}")  # fmt: skip
+                                       python_kernel_name=f"extern_kernels.convgemm_{name}")  # fmt: skip
             return ir.TensorBox.create(out)
 
         return lower
 
-    for op, act in ((torch.ops.convgemm.conv2d.default, False), (torch.ops.convgemm.conv2d_act.default, True)):
-        register_lowering(op, type_promotion_kind=None)(lowering(op, act))
+    for name in EXTERNS:
+        op = getattr(torch.ops.convgemm, name).default
+        register_lowering(op, type_promotion_kind=None)(lowering(op, name))
