@@ -191,6 +191,8 @@ def test_cli_rejects_bad_arguments(argv, capsys):
         (["bench", "--shape", "1,2,3"], "expected 7 to 11 integers"),
         (["bench", "--suite", "nope"], "unknown suite 'nope'"),
         (["bench", "--rounds", "0"], "--rounds 0: give at least 1"),
+        (["bench", "--model", "craft", "--modes", "eager,bogus"], "unknown for --model craft: ['bogus']"),
+        (["bench", "--model", "resnet50", "--train", "--modes", "fused eager"], "choose from ['eager',"),
     ],
 )
 def test_cli_bench_refuses_bad_values(argv, match, capsys):

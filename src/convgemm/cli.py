@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a whole network instead of layers: craft (inference, 1x768x768) or resnet50 (--train)")  # fmt: skip
     b.add_argument("--train", action="store_true", help="with --model resnet50: time a training step (batch 64)")
     b.add_argument("--no-compile", action="store_true", help="with --model: eager only, skip torch.compile")
+    b.add_argument("--modes", default=None, metavar="MODE[,MODE...]",
+                   help="with --model: only these rows, e.g. 'eager,fused compile' (names as the table prints them "
+                        "after the model and size)")  # fmt: skip
     b.add_argument("--shape", action="append", default=[], metavar="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias]",
                    help="an extra shape (repeatable)")  # fmt: skip
     b.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32 (strict: no TF32 rounding), tf32")
@@ -102,6 +105,12 @@ def _bench_model(args, dtypes, console) -> int:
     if args.model == "craft" and args.train:
         console.print("[red]--model craft is inference only: drop --train[/red]")
         return 2
+    if args.modes is not None:
+        unknown = [m.strip() for m in args.modes.split(",") if m.strip() not in models.MODES[args.model]]
+        if unknown:
+            console.print(f"[red]--modes: unknown for --model {args.model}: {unknown}; choose from "
+                          f"{models.MODES[args.model]}[/red]")  # fmt: skip
+            return 2
     if runner.interpreting():
         console.print(
             "[yellow]No CUDA GPU: a correctness demo of the model (width 1/8, 32x32) under Triton's "
@@ -119,10 +128,11 @@ def _bench_model(args, dtypes, console) -> int:
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
     for dk in dtypes:
+        only = None if args.modes is None else [m.strip() for m in args.modes.split(",") if m.strip()]
         if args.model == "craft":
-            res.rows += models.bench_craft(dk, not args.no_compile)
+            res.rows += models.bench_craft(dk, not args.no_compile, only=only)
         else:
-            res.rows += models.bench_resnet50_train(dk, not args.no_compile)
+            res.rows += models.bench_resnet50_train(dk, not args.no_compile, only=only)
     for r in res.rows:
         if r.speedup is None:  # a mode that failed (its note says how)
             console.print(f"{r.name:32s} {r.dtype:5s} {r.note}")

@@ -96,7 +96,26 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     return model
 
 
-def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> list[Row]:
+#: the rows each model's benchmark can time (``convgemm bench --model ... --modes``)
+MODES = {
+    "craft": ["eager", "fused eager", "compile", "fused compile", "fused compile vs folded", "compile cudagraphs",
+              "fused compile cudagraphs"],
+    "resnet50": ["eager", "eager one-thread", "compile", "compile cudagraphs"],
+}  # fmt: skip
+
+
+def _pick(modes: list, only: list[str] | None) -> list:
+    """The modes named in ``only`` (all when None); a name that is no mode is an error."""
+    if only is None:
+        return modes
+    names = [m[0] for m in modes]
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise ValueError(f"bench --modes: unknown mode(s) {unknown}; this model's modes are {names}")
+    return [m for m in modes if m[0] in only]
+
+
+def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768, only: list[str] | None = None) -> list[Row]:
     import convgemm
     from convgemm.models.craft import CRAFT
 
@@ -128,6 +147,7 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
         modes.append(("compile cudagraphs", graphs, copy.deepcopy(ours), copy.deepcopy(ref)))
         # the fastest inference either side offers: folded batch norms, compiled, CUDA graphs
         modes.append(("fused compile cudagraphs", graphs, copy.deepcopy(fused), copy.deepcopy(ref_folded)))
+    modes = _pick(modes, only)
     wrapped = {}  # one compiled module per (mode kind, model): rows that share one reuse it
 
     def wrap_once(wrap, m):
@@ -163,7 +183,9 @@ def bench_craft(dtype_key: str, compile_too: bool = True, size: int = 768) -> li
     return rows
 
 
-def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 64) -> list[Row]:
+def bench_resnet50_train(
+    dtype_key: str, compile_too: bool = True, batch: int = 64, only: list[str] | None = None
+) -> list[Row]:
     import convgemm
     from convgemm.models.resnet import resnet50
 
@@ -185,7 +207,7 @@ def bench_resnet50_train(dtype_key: str, compile_too: bool = True, batch: int = 
             ("compile", torch.compile),
             ("compile cudagraphs", lambda m: torch.compile(m, mode="reduce-overhead")),
         ]
-    for mode, wrap in modes:
+    for mode, wrap in _pick(modes, only):
         threads = not mode.endswith("one-thread")
         first = {}
         row = Row("model", f"resnet50 train b{batch} {mode}", f"{batch}x3x224x224", dtype_key, "train",
