@@ -25,6 +25,52 @@ from convgemm.bench.runner import DTYPES, bench_rounds
 from convgemm.models.craft import CRAFT
 
 
+def split_host(compiled, x, n: int = 10) -> None:
+    """Where the compiled wrapper's host time goes: each lowered convgemm function wrapped in a
+    timer (the wrapper looks them up on every call), ``n`` iterations enqueued without
+    synchronising, and the TMA descriptor encodes they caused."""
+    import time
+
+    from torch._inductor.select_algorithm import extern_kernels
+
+    from convgemm.matmul.launch import DESC_MISSES
+
+    spent: dict[str, list] = {}
+    real = {k: getattr(extern_kernels, k) for k in dir(extern_kernels) if k.startswith("convgemm_")}
+
+    def timed(name, fn):
+        acc = spent.setdefault(name, [0.0, 0])
+
+        def call(*a, **k):
+            t = time.perf_counter()
+            r = fn(*a, **k)
+            acc[0] += time.perf_counter() - t
+            acc[1] += 1
+            return r
+
+        return call
+
+    for k, fn in real.items():
+        setattr(extern_kernels, k, timed(k, fn))
+    misses = sum(DESC_MISSES.values())
+    try:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            compiled(x)
+        host = (time.perf_counter() - t) / n * 1e6
+        torch.cuda.synchronize()
+    finally:
+        for k, fn in real.items():
+            setattr(extern_kernels, k, fn)
+    inside = sum(v[0] for v in spent.values()) / n * 1e6
+    print(f"  host {host:.0f} us/iter, of which {inside:.0f} us in convgemm's functions; "
+          f"TMA descriptor encodes per iter: {(sum(DESC_MISSES.values()) - misses) / n:.1f}")  # fmt: skip
+    for k, (sec, calls) in sorted(spent.items()):
+        if calls:
+            print(f"  {k:24s} {calls // n:3d} calls/iter  {sec / calls * 1e6:6.1f} us/call")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fuse", action="store_true", help="convgemm.nn.fuse the patched model first")
@@ -62,6 +108,8 @@ def main() -> None:
             compiled(x)
         wall = bench_rounds({"it": lambda: compiled(x)}, rep_ms=600, timer="do_bench")["it"]
         host = min(host_us(lambda: compiled(x), 10) for _ in range(5))
+        if extern:
+            split_host(compiled, x)
     lowering = os.environ.get("CONVGEMM_INDUCTOR_LOWERING", "1")
     print(f"{what:16s} compile  lowering={lowering}  wall {wall:7.1f} us  host {host:7.1f} us/iter  "
           f"wrapper: {extern} direct calls, {ops} operator calls")  # fmt: skip
