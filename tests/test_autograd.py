@@ -567,3 +567,33 @@ def test_inductor_calls_the_gradients_directly(monkeypatch):
     assert not calls, calls
     torch.testing.assert_close(gx, x.grad, rtol=0, atol=0)
     torch.testing.assert_close(gw, w.grad, rtol=0, atol=0)
+
+
+def test_inductor_lowering_on_a_fused_network(monkeypatch):
+    """A whole network compiled with the lowerings: CRAFT (width 1/8, 32x32) after ``nn.fuse``,
+    whose U-Net concatenations hand the convolutions views into Inductor's cat buffers; the
+    output equals the eager model's. Dynamic shapes keep Inductor's fallback and still work."""
+    from torch._inductor.utils import run_and_get_code
+
+    import convgemm._inductor as ci
+    from convgemm.models.craft import CRAFT
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))
+    torch.manual_seed(0)
+    m = CRAFT(width_div=8).eval().to(DEVICE).to(memory_format=torch.channels_last)
+    m = convgemm.nn.fuse(convgemm.patch(m))
+    x = torch.randn(1, 3, 32, 32, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    torch._dynamo.reset()
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
+        y, code = run_and_get_code(torch.compile(m), x)
+        ref = m(x)
+        text = "\n".join(code)
+        assert text.count("extern_kernels.convgemm_conv2d_act(") >= 20
+        assert "reinterpret_tensor" in text  # the concatenations' views reach the convolutions
+        torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-5)
+        x2 = torch.randn(1, 8, 9, 10, device=DEVICE)
+        w2 = torch.randn(4, 8, 3, 3, device=DEVICE)
+        f = torch.compile(lambda x, w: convgemm.conv2d(x, w, padding=1), dynamic=True)
+        for size in (9, 12):
+            xs = x2[:, :, :size]
+            torch.testing.assert_close(f(xs, w2), F.conv2d(xs, w2, padding=1), rtol=1e-4, atol=1e-4)
