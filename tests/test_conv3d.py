@@ -467,3 +467,41 @@ def test_conv3d_untuned_choice_is_the_heuristic(fresh_tuner, monkeypatch):
         prob = ConvProblem3d.from_tensors(x, w, b, **kw)
         prob = replace(prob, **k3.input_flags(x, prob.stride))
         assert cfg == k3.ALGORITHMS3D[name].default_config(prob)
+
+
+def test_conv3d_compiled_calls_convgemm_directly(monkeypatch):
+    """Inductor lowers conv3d and its gradients to direct calls (``convgemm/_inductor.py``); the
+    compiled step's output and gradients equal eager's."""
+    import torch._inductor.config
+    from torch._inductor.utils import run_and_get_code
+
+    import convgemm._inductor as ci
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 5, 6, 5, device=DEVICE).requires_grad_()
+    w = torch.randn(6, 2, 3, 1, 3, device=DEVICE).requires_grad_()
+    b = torch.randn(6, device=DEVICE).requires_grad_()
+
+    def f(x, w, b):
+        return convgemm.conv3d(x, w, b, stride=(1, 2, 1), padding=(1, 0, 1), groups=2)
+
+    def step(x, w, b):
+        y = torch.compile(f, fullgraph=True)(x, w, b)
+        y.square().sum().backward()
+        return y
+
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        y, code = run_and_get_code(step, x, w, b)
+    grads = [t.grad for t in (x, w, b)]
+    for t in (x, w, b):
+        t.grad = None
+    ref = f(x, w, b)
+    ref.square().sum().backward()
+    text = "\n".join(code)
+    for name in ("conv3d", "conv3d_input", "conv3d_weight"):
+        assert f"extern_kernels.convgemm_{name}(" in text, name
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)
+    for g, t in zip(grads, (x, w, b), strict=True):
+        torch.testing.assert_close(g, t.grad, rtol=1e-5, atol=1e-5)

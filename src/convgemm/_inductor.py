@@ -1,4 +1,4 @@
-"""Inductor lowerings of convgemm's 2-D operators: a compiled graph calls convgemm directly.
+"""Inductor lowerings of convgemm's operators: a compiled graph calls convgemm directly.
 
 By default Inductor runs a custom operator it cannot generate code for as a fallback: its
 compiled wrapper calls ``torch.ops.convgemm.conv2d.default(...)``, which goes through the
@@ -7,7 +7,8 @@ cost 8.5 us per call on this project's 2-core development CPU with the implement
 (``tools/overhead.py --dispatch``), about as much as the implementation's own plan lookup, and a
 compiled CRAFT calls it 29 times per image.
 
-Here ``conv2d``, ``conv2d_act``, ``conv2d_input`` and ``conv2d_weight`` are lowered to an
+Here ``conv2d``, ``conv2d_act``, ``conv2d_input`` and ``conv2d_weight`` (and conv3d's three
+operators) are lowered to an
 ``ExternKernelAlloc`` whose wrapper line calls, e.g., ``extern_kernels.convgemm_conv2d(input,
 weight[, bias], stride=..., ...)``: a plain Python function that runs the operator's
 implementation (``functional.conv2d_forward``, ``conv2d_input``, ``conv2d_weight``: the same
@@ -62,6 +63,23 @@ EXTERNS = {
 }
 
 
+def _externs_3d() -> dict:
+    """The 3-D operators' functions (``functional3d`` imports ``ops``, which imports this module,
+    so they are made when the lowerings are registered)."""
+    from .functional3d import Pads6, conv3d_forward, conv3d_input, conv3d_weight
+
+    def extern_conv3d(input, weight, bias=None, *, stride, padding, dilation, groups):
+        return conv3d_forward(input, weight, bias, tuple(stride), Pads6(padding), tuple(dilation), groups)
+
+    def extern_conv3d_input(weight, grad_output, *, input_size, stride, padding, dilation, groups):
+        return conv3d_input(input_size, weight, grad_output, tuple(stride), Pads6(padding), tuple(dilation), groups)
+
+    def extern_conv3d_weight(input, grad_output, *, weight_size, stride, padding, dilation, groups):
+        return conv3d_weight(input, weight_size, grad_output, tuple(stride), Pads6(padding), tuple(dilation), groups)
+
+    return {"conv3d": extern_conv3d, "conv3d_input": extern_conv3d_input, "conv3d_weight": extern_conv3d_weight}
+
+
 def ensure_lowerings() -> None:
     """Register the lowerings once (called by the operators' fake implementations)."""
     if _registered[0]:
@@ -80,8 +98,9 @@ def ensure_lowerings() -> None:
 def _register(lower_ops: bool) -> None:
     from torch._inductor.select_algorithm import extern_kernels
 
+    externs = {**EXTERNS, **_externs_3d()}
     # always: a graph from Inductor's on-disk cache, compiled with the lowerings, calls them
-    for name, fn in EXTERNS.items():
+    for name, fn in externs.items():
         if not hasattr(extern_kernels, f"convgemm_{name}"):
             setattr(extern_kernels, f"convgemm_{name}", fn)
     if not lower_ops:
@@ -121,6 +140,6 @@ def _register(lower_ops: bool) -> None:
 
         return lower
 
-    for name in EXTERNS:
+    for name in externs:
         op = getattr(torch.ops.convgemm, name).default
         register_lowering(op, type_promotion_kind=None)(lowering(op, name))

@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ._inductor import ensure_lowerings
 from ._runtime import check_device, empty, transforming
 from .conv import conv3d as k3
 from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
@@ -324,6 +325,7 @@ def _conv3d_op(
 
 @_conv3d_op.register_fake
 def _(input, weight, bias, stride, padding, dilation, groups):
+    ensure_lowerings()  # tracing has begun: Inductor may lower this call next
     prob = _problem(input, weight, bias, tuple(stride), Pads6(padding), tuple(dilation), groups)
     return input.new_empty(prob.output_shape).contiguous(memory_format=_out_format(input, weight))
 
@@ -343,6 +345,7 @@ def _conv3d_input_op(
 
 @_conv3d_input_op.register_fake
 def _(input_size, weight, grad_output, stride, padding, dilation, groups):
+    ensure_lowerings()
     return grad_output.new_empty(input_size).contiguous(memory_format=_out_format(grad_output, weight))
 
 
@@ -361,6 +364,7 @@ def _conv3d_weight_op(
 
 @_conv3d_weight_op.register_fake
 def _(input, weight_size, grad_output, stride, padding, dilation, groups):
+    ensure_lowerings()
     return input.new_empty(weight_size).contiguous(memory_format=_CL3 if _is_cl3(input) else torch.contiguous_format)
 
 
