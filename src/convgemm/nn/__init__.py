@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._runtime import REPLAY, may_cache, transforming
-from ..functional import PLANS_GENERATION, _autocast, conv2d, conv_transpose2d, forward_replay
+from ..functional import PLANS_GENERATION, _allow_tf32, _autocast, conv2d, conv_transpose2d, forward_replay
 from ..functional1d import conv1d, conv_transpose1d
 from ..functional3d import conv3d, conv_transpose3d
 
@@ -194,7 +194,7 @@ def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tu
         None if b is None else (b.stride(), b.dtype, b.data_ptr() & 15, b.get_device()),
         torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda"),
         mod.stride, mod.padding, mod.dilation, mod.groups, mod.__dict__.get(_ACT_ATTR),
-        torch.backends.cudnn.allow_tf32, PLANS_GENERATION[0],
+        _allow_tf32(), PLANS_GENERATION[0],
     )  # fmt: skip
 
 
@@ -227,7 +227,7 @@ def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> t
         x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev,
         w.data_ptr(), w._version, None if b is None else (b.data_ptr(), b._version),
         mod.stride, mod.padding, mod.dilation, mod.groups, mod.padding_mode, mod.__dict__.get(_ACT_ATTR),
-        torch.backends.cudnn.allow_tf32, PLANS_GENERATION[0],
+        _allow_tf32(), PLANS_GENERATION[0],
     )  # fmt: skip
 
 
