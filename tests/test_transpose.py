@@ -69,3 +69,27 @@ def test_opcheck_conv_transpose2d():
     b = torch.randn(3, device=DEVICE, requires_grad=True)
     args = (x, w, b, [1, 3, 6, 8], [2, 2], [1, 1], [1, 1], 1)
     torch.library.opcheck(torch.ops.convgemm.conv_transpose2d.default, args)
+
+
+def test_conv_transpose2d_compiled_calls_convgemm_directly(monkeypatch):
+    """Inductor lowers conv_transpose2d to a direct call (``convgemm/_inductor.py``), with eager's
+    result."""
+    import torch._inductor.config
+    from torch._inductor.utils import run_and_get_code
+
+    import convgemm._inductor as ci
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 5, 4, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(6, 2, 3, 3, device=DEVICE)
+    b = torch.randn(6, device=DEVICE)
+
+    def f(x, w, b):
+        return convgemm.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=3)
+
+    torch._dynamo.reset()
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
+        y, code = run_and_get_code(torch.compile(f, fullgraph=True), x, w, b)
+    assert "extern_kernels.convgemm_conv_transpose2d(" in "\n".join(code)
+    torch.testing.assert_close(y, f(x, w, b), rtol=0, atol=0)

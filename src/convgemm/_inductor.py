@@ -7,8 +7,8 @@ cost 8.5 us per call on this project's 2-core development CPU with the implement
 (``tools/overhead.py --dispatch``), about as much as the implementation's own plan lookup, and a
 compiled CRAFT calls it 29 times per image.
 
-Here ``conv2d``, ``conv2d_act``, ``conv2d_input`` and ``conv2d_weight`` (and conv3d's three
-operators) are lowered to an
+Here ``conv2d``, ``conv2d_act``, ``conv2d_input``, ``conv2d_weight``, ``conv_transpose2d`` and
+conv3d's three operators are lowered to an
 ``ExternKernelAlloc`` whose wrapper line calls, e.g., ``extern_kernels.convgemm_conv2d(input,
 weight[, bias], stride=..., ...)``: a plain Python function that runs the operator's
 implementation (``functional.conv2d_forward``, ``conv2d_input``, ``conv2d_weight``: the same
@@ -29,7 +29,7 @@ import warnings
 
 import torch
 
-from .functional import Pads4, conv2d_forward, conv2d_input, conv2d_weight
+from .functional import Pads4, conv2d_forward, conv2d_input, conv2d_weight, conv_transpose2d_forward
 
 ENABLED = os.environ.get("CONVGEMM_INDUCTOR_LOWERING", "1") != "0"
 #: devices whose calls are lowered (the tests add "cpu", where the kernels run on Triton's interpreter)
@@ -54,8 +54,14 @@ def extern_conv2d_weight(input, grad_output, *, weight_size, stride, padding, di
     return conv2d_weight(input, weight_size, grad_output, tuple(stride), Pads4(padding), tuple(dilation), groups)
 
 
+def extern_conv_transpose2d(input, weight, bias=None, *, output_size, stride, padding, dilation, groups):
+    """``torch.ops.convgemm.conv_transpose2d`` for a compiled graph."""
+    return conv_transpose2d_forward(input, weight, bias, output_size, stride, padding, dilation, groups)
+
+
 #: operator name -> the function its lowering calls (under ``extern_kernels.convgemm_<name>``)
 EXTERNS = {
+    "conv_transpose2d": extern_conv_transpose2d,
     "conv2d": extern_conv2d,
     "conv2d_act": extern_conv2d,
     "conv2d_input": extern_conv2d_input,

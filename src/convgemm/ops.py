@@ -607,6 +607,7 @@ def _conv_transpose2d(input, weight, bias, output_size, stride, padding, dilatio
 
 
 def _conv_transpose2d_fake(input, weight, bias, output_size, stride, padding, dilation, groups):
+    ensure_lowerings()
     return input.new_empty(output_size).contiguous(memory_format=_fmt(input, weight))
 
 
