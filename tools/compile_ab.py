@@ -1,7 +1,7 @@
 """CRAFT under torch.compile: wall and host time per iteration of one variant (GPU).
 
     CONVGEMM_INDUCTOR_LOWERING=0|1 PYTHONPATH=src python3 tools/compile_ab.py [--fuse] [--unpatched]
-        [--folded] [--size 768] [--dtype bf16]
+        [--folded] [--size 768] [--dtype bf16] [--profile]
 
 Run it in alternating processes with the lowering on and off (the variable is read at import)
 to see what the direct call of ``extern_conv2d`` saves in a compiled graph against Inductor's
@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--folded", action="store_true", help="with --unpatched: batch norms folded first")
     ap.add_argument("--size", type=int, default=768)
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--profile", action="store_true", help="then cProfile 20 iterations (host functions)")
     a = ap.parse_args()
     dtype = DTYPES[a.dtype]
     torch.backends.cudnn.benchmark = True
@@ -110,6 +111,18 @@ def main() -> None:
         host = min(host_us(lambda: compiled(x), 10) for _ in range(5))
         if extern:
             split_host(compiled, x)
+        if a.profile:
+            import cProfile
+            import pstats
+
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(20):
+                compiled(x)
+            pr.disable()
+            torch.cuda.synchronize()
+            print("--- cProfile of 20 iterations (tottime, top 25; the profiler inflates small calls)")
+            pstats.Stats(pr).sort_stats("tottime").print_stats(25)
     lowering = os.environ.get("CONVGEMM_INDUCTOR_LOWERING", "1")
     print(f"{what:16s} compile  lowering={lowering}  wall {wall:7.1f} us  host {host:7.1f} us/iter  "
           f"wrapper: {extern} direct calls, {ops} operator calls")  # fmt: skip
