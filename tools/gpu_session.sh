@@ -39,6 +39,11 @@
 #              slowest wgrad layers of session 14, cold L2, against cuDNN -> wgradsweep.log
 #   hostab     tools/host_split.py on CRAFT (eager, fused) with CONVGEMM_REPLAY=1/0 in alternating
 #              processes -> hostab.log
+#   compile    torch.compile with the Inductor lowerings: their GPU tests (CRAFT tunes every layer
+#              first), tools/compile_ab.py --fuse --profile on and off, CRAFT's compile rows, then
+#              ResNet-50's compiled training step -> compile-tests.log, compile-ab.log, craft-compile.json,
+#              resnet-compile.json (its timeouts add up to more than one call: give the ResNet part a
+#              call of its own, RESNET_COMPILE_TIMEOUT, or cut COMPILE_TESTS_TIMEOUT)
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -172,6 +177,22 @@ for step in "$@"; do
             # shellcheck disable=SC2086
             timeout 90 python3 tools/host_split.py --model resnet50 --train $v 2>&1
         done | tee "$OUT/train-host.log" ;;
+    compile)
+        timeout "${COMPILE_TESTS_TIMEOUT:-240}" python3 -m pytest -v -n 8 tests/test_autograd.py tests/test_conv3d.py \
+            tests/test_transpose.py tests/test_activation.py -k "inductor or compile" -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed" > "$OUT/compile-tests.log"
+        echo "compile tests: $(grep -c PASSED "$OUT/compile-tests.log") passed"; grep -E "FAILED|ERROR" "$OUT/compile-tests.log"
+        for l in 1 0; do
+            CONVGEMM_INDUCTOR_LOWERING=$l timeout 120 python3 tools/compile_ab.py --fuse --profile 2>&1
+        done > "$OUT/compile-ab.log"
+        grep -E "compile  lowering|us/call|of which" "$OUT/compile-ab.log"
+        timeout 200 python3 -m convgemm bench --model craft --dtype bf16 \
+            --modes "compile,fused compile,fused compile vs folded,fused compile cudagraphs" \
+            --json "$OUT/craft-compile.json" > "$OUT/craft-compile.log" 2>&1
+        echo "craft compile: rc=$?"; grep -A1 "^craft" "$OUT/craft-compile.log"
+        timeout "${RESNET_COMPILE_TIMEOUT:-400}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 \
+            --modes compile --json "$OUT/resnet-compile.json" > "$OUT/resnet-compile.log" 2>&1
+        echo "resnet50 compile: rc=$?"; grep -A1 "^resnet" "$OUT/resnet-compile.log" ;;
     conv3d) bench conv3d "${CONV3D_TIMEOUT:-200}" --suite conv3d --direction fwd ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
