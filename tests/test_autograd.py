@@ -597,3 +597,60 @@ def test_inductor_lowering_on_a_fused_network(monkeypatch):
         for size in (9, 12):
             xs = x2[:, :, :size]
             torch.testing.assert_close(f(xs, w2), F.conv2d(xs, w2, padding=1), rtol=1e-4, atol=1e-4)
+
+
+def test_compiled_call_sites_replay_their_plans(monkeypatch):
+    """Each lowered conv2d call site keeps a runner of its plan (``_inductor.extern_conv2d``): from
+    its second call it allocates and launches, bitwise as the full path; a change of alignment or
+    of plan generation takes the full path once and remakes the runner."""
+    from torch._inductor.utils import run_and_get_code
+
+    import convgemm._inductor as ci
+    import convgemm.functional as fn
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(fn, "_signature", fn._plan_key)  # plans, hence runners, for CPU tensors too
+    monkeypatch.setattr(ci, "_sites", {})
+    used, made = [0], [0]
+    real = ci.forward_runner
+
+    def counting(*args):
+        made[0] += 1
+        run = real(*args)
+
+        def counted(*a):
+            used[0] += 1
+            return run(*a)
+
+        return counted if run is not None else None
+
+    monkeypatch.setattr(ci, "forward_runner", counting)
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 7, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    w1 = torch.randn(8, 8, 3, 3, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    b1 = torch.randn(8, device=DEVICE)
+    w2 = torch.randn(4, 8, 1, 1, device=DEVICE).contiguous(memory_format=torch.channels_last)
+
+    def f(x, w1, b1, w2):
+        return convgemm.conv2d(convgemm.conv2d(x, w1, b1, padding=1, activation="relu"), w2)
+
+    fn.clear_plans()
+    torch._dynamo.reset()
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
+        g = torch.compile(f, fullgraph=True)
+        _, code = run_and_get_code(g, x, w1, b1, w2)
+        assert "site=" in "\n".join(code)
+        ref = f(x, w1, b1, w2)
+        assert made[0] == 2 and used[0] == 0, "the first call makes each site's runner"
+        for _ in range(2):
+            assert torch.equal(g(x, w1, b1, w2), ref)
+        assert used[0] == 4 and made[0] == 2, "calls 2 and 3 replay both sites"
+        # a bias 4 bytes off 16-byte alignment: the full path once, a runner for that state
+        b_off = torch.empty(9, device=DEVICE)[1:].copy_(b1)
+        assert b_off.data_ptr() % 16 != b1.data_ptr() % 16
+        assert torch.equal(g(x, w1, b_off, w2), ref)
+        assert used[0] == 5 and made[0] == 3, "the second site still replays; the first remade its runner"
+        fn.clear_plans()  # a new plan generation: both sites take the full path once
+        assert torch.equal(g(x, w1, b_off, w2), ref)
+        assert used[0] == 5 and made[0] == 5
+    fn.clear_plans()

@@ -26,11 +26,22 @@ Inductor's own fallback. The lowerings are registered the first time a fake impl
 from __future__ import annotations
 
 import os
+import random
 import warnings
 
 import torch
 
-from .functional import Pads4, conv2d_forward, conv2d_input, conv2d_weight, conv_transpose2d_forward
+from ._runtime import REPLAY
+from .functional import (
+    PLANS_GENERATION,
+    Pads4,
+    _allow_tf32,
+    conv2d_forward,
+    conv2d_input,
+    conv2d_weight,
+    conv_transpose2d_forward,
+    forward_runner,
+)
 
 ENABLED = os.environ.get("CONVGEMM_INDUCTOR_LOWERING", "1") != "0"
 #: devices whose calls are lowered (the tests add "cpu", where the kernels run on Triton's interpreter)
@@ -38,11 +49,45 @@ DEVICES = ("cuda",)
 _registered = [False]
 
 
-def extern_conv2d(input, weight, bias=None, *, stride, padding, dilation, groups, algorithm, activation=""):
+#: call site -> (the conditions its runner was made under, the runner or False); see extern_conv2d
+_sites: dict[int, tuple] = {}
+_MAX_SITES = 4096
+
+
+def _site_state(input, weight, bias) -> tuple | None:
+    """What a site's runner depends on beyond what the compiled code fixes (shapes, strides and
+    dtypes), or None when no runner may be used: the device, the tensors' 16-byte alignment, the
+    TF32 flag and the plan generation; a tensor off the current device or a side stream (CUDA
+    graph capture) takes the full path, as the modules' replays do."""
+    dev = input.get_device()
+    if dev >= 0 and (dev != torch._C._cuda_getDevice() or torch._C._cuda_getCurrentRawStream(dev)):
+        return None
+    return (dev, input.data_ptr() & 15, weight.data_ptr() & 15, None if bias is None else bias.data_ptr() & 15,
+            _allow_tf32(), PLANS_GENERATION[0])  # fmt: skip
+
+
+def extern_conv2d(input, weight, bias=None, *, stride, padding, dilation, groups, algorithm, activation="", site=0):
     """What a compiled graph's wrapper calls for ``torch.ops.convgemm.conv2d`` / ``conv2d_act``:
-    their implementation (arguments in the operators' forms), without the dispatcher."""
-    return conv2d_forward(input, weight, bias, tuple(stride), Pads4(padding), tuple(dilation), groups, algorithm,
-                          activation)  # fmt: skip
+    their implementation (arguments in the operators' forms), without the dispatcher.
+
+    ``site`` (from the lowering: a random 62-bit number per lowered call) names the call in the
+    compiled code, whose tensors' shapes, strides and dtypes are fixed there. From its second call
+    on, a site replays the plan its first call used (``functional.forward_runner``: allocate and
+    launch) while ``_site_state`` is unchanged, without the plan key and lookup."""
+    state = hit = None
+    if site and REPLAY and algorithm == "auto":
+        state = _site_state(input, weight, bias)
+        hit = _sites.get(site)
+        if hit is not None and hit[0] == state and hit[1]:
+            return hit[1](input, weight, bias)
+    st, pads, dil = tuple(stride), Pads4(padding), tuple(dilation)
+    y = conv2d_forward(input, weight, bias, st, pads, dil, groups, algorithm, activation)
+    if state is not None and (hit is None or hit[0] != state):  # made (or remade) once per state
+        if len(_sites) >= _MAX_SITES:
+            _sites.clear()
+        run = forward_runner(input, weight, bias, st, pads, dil, groups, activation)
+        _sites[site] = (state, run or False)
+    return y
 
 
 def extern_conv2d_input(weight, grad_output, *, input_size, stride, padding, dilation, groups):
@@ -140,6 +185,10 @@ def _register(lower_ops: bool) -> None:
             # is the last, passed as None by default
             inputs = [v for v, t in zip(args, is_tensor, strict=True) if t and v is not None]
             kwargs = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in consts.items()}
+            if name in ("conv2d", "conv2d_act"):
+                # one number per lowered call, random so that graphs compiled in other processes
+                # (Inductor's on-disk cache) do not share it with this one's
+                kwargs["site"] = random.getrandbits(62) | 1
             layout = ir.FixedLayout(val.device, val.dtype, list(val.shape), list(val.stride()))
             out = ir.ExternKernelAlloc(layout=layout, inputs=inputs, kwargs=kwargs,
                                        python_kernel_name=f"extern_kernels.convgemm_{name}")  # fmt: skip
