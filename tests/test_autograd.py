@@ -654,3 +654,76 @@ def test_compiled_call_sites_replay_their_plans(monkeypatch):
         assert torch.equal(g(x, w1, b_off, w2), ref)
         assert used[0] == 5 and made[0] == 5
     fn.clear_plans()
+
+
+def test_compiled_gradient_sites_replay_their_plans(monkeypatch):
+    """A compiled training step's dgrad and wgrad call sites replay their plans from their
+    second call (``dgrad_runner``, ``wgrad_runner``), with the full path's gradients bit for bit."""
+    import convgemm._inductor as ci
+    import convgemm.functional as fn
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(fn, "_signature", fn._plan_key)
+    monkeypatch.setattr(fn, "_wgrad_signature", fn._wgrad_plan_key)
+    monkeypatch.setattr(ci, "_sites", {})
+    used = {"dgrad": 0, "wgrad": 0}
+
+    def counting(name, real):
+        def make(*args):
+            run = real(*args)
+
+            def counted(*a):
+                used[name] += 1
+                return run(*a)
+
+            return counted if run is not None else None
+
+        return make
+
+    monkeypatch.setattr(ci, "dgrad_runner", counting("dgrad", ci.dgrad_runner))
+    monkeypatch.setattr(ci, "wgrad_runner", counting("wgrad", ci.wgrad_runner))
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 7, 6, device=DEVICE).contiguous(memory_format=torch.channels_last).requires_grad_()
+    w = torch.randn(8, 8, 3, 3, device=DEVICE).contiguous(memory_format=torch.channels_last).requires_grad_()
+    dy = torch.randn(2, 8, 7, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+
+    def f(x, w):
+        return convgemm.conv2d(x, w, padding=1)
+
+    fn.clear_plans()
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        g = torch.compile(f, fullgraph=True)
+        grads = []
+        for _ in range(3):
+            g(x, w).backward(dy)
+            grads.append((x.grad, w.grad))
+            x.grad = w.grad = None
+    f(x, w).backward(dy)
+    assert used == {"dgrad": 2, "wgrad": 2}, used
+    for gx, gw in grads:
+        assert torch.equal(gx, x.grad) and torch.equal(gw, w.grad)
+    fn.clear_plans()
+
+
+def test_compiled_call_sites_are_distinct_across_graphs(monkeypatch):
+    """Site numbers come from the OS: torch.compile saves and restores Python's ``random`` state
+    around tracing, and numbers drawn from it repeated in every graph (two graphs' sites would
+    then have shared runners)."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    import convgemm._inductor as ci
+
+    monkeypatch.setattr(ci, "DEVICES", ("cuda", "cpu"))
+    x = torch.randn(1, 4, 5, 5, device=DEVICE)
+    w = torch.randn(4, 4, 3, 3, device=DEVICE)
+    sites = []
+    for pad in (0, 1):  # two graphs
+        torch._dynamo.reset()
+        with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
+            f = torch.compile(lambda x, w, pad=pad: convgemm.conv2d(convgemm.conv2d(x, w, padding=pad), w))
+            _, code = run_and_get_code(f, x, w)
+        sites += re.findall(r"site=(\d+)", "\n".join(code))
+    assert len(sites) == 4 and len(set(sites)) == 4, sites

@@ -26,7 +26,7 @@ Inductor's own fallback. The lowerings are registered the first time a fake impl
 from __future__ import annotations
 
 import os
-import random
+import secrets
 import warnings
 
 import torch
@@ -40,7 +40,9 @@ from .functional import (
     conv2d_input,
     conv2d_weight,
     conv_transpose2d_forward,
+    dgrad_runner,
     forward_runner,
+    wgrad_runner,
 )
 
 ENABLED = os.environ.get("CONVGEMM_INDUCTOR_LOWERING", "1") != "0"
@@ -49,7 +51,8 @@ DEVICES = ("cuda",)
 _registered = [False]
 
 
-#: call site -> (the conditions its runner was made under, the runner or False); see extern_conv2d
+#: call site -> (the conditions its runner was made under, the runner or False); see extern_conv2d.
+#: The runners take the tensors, not the arguments, so a site's key is its number alone
 _sites: dict[int, tuple] = {}
 _MAX_SITES = 4096
 
@@ -62,8 +65,10 @@ def _site_state(input, weight, bias) -> tuple | None:
     dev = input.get_device()
     if dev >= 0 and (dev != torch._C._cuda_getDevice() or torch._C._cuda_getCurrentRawStream(dev)):
         return None
+    # the shapes and the first tensor's strides too, though the code fixes them: cheap insurance
+    # against two sites ever sharing a number
     return (dev, input.data_ptr() & 15, weight.data_ptr() & 15, None if bias is None else bias.data_ptr() & 15,
-            _allow_tf32(), PLANS_GENERATION[0])  # fmt: skip
+            _allow_tf32(), PLANS_GENERATION[0], input.shape, input.stride(), weight.shape)  # fmt: skip
 
 
 def extern_conv2d(input, weight, bias=None, *, stride, padding, dilation, groups, algorithm, activation="", site=0):
@@ -83,21 +88,46 @@ def extern_conv2d(input, weight, bias=None, *, stride, padding, dilation, groups
     st, pads, dil = tuple(stride), Pads4(padding), tuple(dilation)
     y = conv2d_forward(input, weight, bias, st, pads, dil, groups, algorithm, activation)
     if state is not None and (hit is None or hit[0] != state):  # made (or remade) once per state
-        if len(_sites) >= _MAX_SITES:
-            _sites.clear()
-        run = forward_runner(input, weight, bias, st, pads, dil, groups, activation)
-        _sites[site] = (state, run or False)
+        _keep(site, state, forward_runner(input, weight, bias, st, pads, dil, groups, activation))
     return y
 
 
-def extern_conv2d_input(weight, grad_output, *, input_size, stride, padding, dilation, groups):
-    """``torch.ops.convgemm.conv2d_input`` (dgrad) for a compiled backward graph."""
-    return conv2d_input(input_size, weight, grad_output, tuple(stride), Pads4(padding), tuple(dilation), groups)
+def extern_conv2d_input(weight, grad_output, *, input_size, stride, padding, dilation, groups, site=0):
+    """``torch.ops.convgemm.conv2d_input`` (dgrad) for a compiled backward graph; ``site`` as in
+    ``extern_conv2d``, with ``functional.dgrad_runner`` (``run(w, dy)``)."""
+    state = hit = None
+    if site and REPLAY:
+        state = _site_state(grad_output, weight, None)
+        hit = _sites.get(site)
+        if hit is not None and hit[0] == state and hit[1]:
+            return hit[1](weight, grad_output)
+    args = (tuple(stride), Pads4(padding), tuple(dilation), groups)
+    dx = conv2d_input(input_size, weight, grad_output, *args)
+    if state is not None and (hit is None or hit[0] != state):
+        _keep(site, state, dgrad_runner(input_size, weight, grad_output, *args))
+    return dx
 
 
-def extern_conv2d_weight(input, grad_output, *, weight_size, stride, padding, dilation, groups):
-    """``torch.ops.convgemm.conv2d_weight`` (wgrad) for a compiled backward graph."""
-    return conv2d_weight(input, weight_size, grad_output, tuple(stride), Pads4(padding), tuple(dilation), groups)
+def extern_conv2d_weight(input, grad_output, *, weight_size, stride, padding, dilation, groups, site=0):
+    """``torch.ops.convgemm.conv2d_weight`` (wgrad) for a compiled backward graph; ``site`` as in
+    ``extern_conv2d``, with ``functional.wgrad_runner`` (``run(x, dy)``)."""
+    state = hit = None
+    if site and REPLAY:
+        state = _site_state(input, grad_output, None)
+        hit = _sites.get(site)
+        if hit is not None and hit[0] == state and hit[1]:
+            return hit[1](input, grad_output)
+    args = (tuple(stride), Pads4(padding), tuple(dilation), groups)
+    dw = conv2d_weight(input, weight_size, grad_output, *args)
+    if state is not None and (hit is None or hit[0] != state):
+        _keep(site, state, wgrad_runner(input, weight_size, grad_output, *args))
+    return dw
+
+
+def _keep(site: int, state: tuple, run) -> None:
+    if len(_sites) >= _MAX_SITES:
+        _sites.clear()
+    _sites[site] = (state, run or False)
 
 
 def extern_conv_transpose2d(input, weight, bias=None, *, output_size, stride, padding, dilation, groups):
@@ -185,10 +215,12 @@ def _register(lower_ops: bool) -> None:
             # is the last, passed as None by default
             inputs = [v for v, t in zip(args, is_tensor, strict=True) if t and v is not None]
             kwargs = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in consts.items()}
-            if name in ("conv2d", "conv2d_act"):
+            if name in ("conv2d", "conv2d_act", "conv2d_input", "conv2d_weight"):
                 # one number per lowered call, random so that graphs compiled in other processes
-                # (Inductor's on-disk cache) do not share it with this one's
-                kwargs["site"] = random.getrandbits(62) | 1
+                # (Inductor's on-disk cache) do not share it with this one's. From the OS, not the
+                # `random` module, whose state torch.compile saves and restores around tracing:
+                # the forward and backward graphs drew the same numbers from it
+                kwargs["site"] = secrets.randbits(62) | 1
             layout = ir.FixedLayout(val.device, val.dtype, list(val.shape), list(val.stride()))
             out = ir.ExternKernelAlloc(layout=layout, inputs=inputs, kwargs=kwargs,
                                        python_kernel_name=f"extern_kernels.convgemm_{name}")  # fmt: skip
