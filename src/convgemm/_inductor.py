@@ -71,6 +71,21 @@ def _site_state(input, weight, bias) -> tuple | None:
             _allow_tf32(), PLANS_GENERATION[0], input.shape, input.stride(), weight.shape)  # fmt: skip
 
 
+def _at_site(site: int, state: tuple | None, run_args: tuple, full, make):
+    """A site's call: its kept runner on ``run_args`` while ``state`` is the one it was made under,
+    else ``full()``, after which the runner is made (``make()``) once for the new state. ``state``
+    None (no site, replays off, a side stream, another device): always ``full()``."""
+    hit = _sites.get(site) if state is not None else None
+    if hit is not None and hit[0] == state and hit[1]:
+        return hit[1](*run_args)
+    out = full()
+    if state is not None and (hit is None or hit[0] != state):
+        if len(_sites) >= _MAX_SITES:
+            _sites.clear()
+        _sites[site] = (state, make() or False)
+    return out
+
+
 def extern_conv2d(input, weight, bias=None, *, stride, padding, dilation, groups, algorithm, activation="", site=0):
     """What a compiled graph's wrapper calls for ``torch.ops.convgemm.conv2d`` / ``conv2d_act``:
     their implementation (arguments in the operators' forms), without the dispatcher.
@@ -79,55 +94,31 @@ def extern_conv2d(input, weight, bias=None, *, stride, padding, dilation, groups
     compiled code, whose tensors' shapes, strides and dtypes are fixed there. From its second call
     on, a site replays the plan its first call used (``functional.forward_runner``: allocate and
     launch) while ``_site_state`` is unchanged, without the plan key and lookup."""
-    state = hit = None
-    if site and REPLAY and algorithm == "auto":
-        state = _site_state(input, weight, bias)
-        hit = _sites.get(site)
-        if hit is not None and hit[0] == state and hit[1]:
-            return hit[1](input, weight, bias)
-    st, pads, dil = tuple(stride), Pads4(padding), tuple(dilation)
-    y = conv2d_forward(input, weight, bias, st, pads, dil, groups, algorithm, activation)
-    if state is not None and (hit is None or hit[0] != state):  # made (or remade) once per state
-        _keep(site, state, forward_runner(input, weight, bias, st, pads, dil, groups, activation))
-    return y
+    state = _site_state(input, weight, bias) if site and REPLAY and algorithm == "auto" else None
+    args = lambda: (tuple(stride), Pads4(padding), tuple(dilation), groups)  # noqa: E731
+    return _at_site(site, state, (input, weight, bias),
+                    lambda: conv2d_forward(input, weight, bias, *args(), algorithm, activation),
+                    lambda: forward_runner(input, weight, bias, *args(), activation))  # fmt: skip
 
 
 def extern_conv2d_input(weight, grad_output, *, input_size, stride, padding, dilation, groups, site=0):
     """``torch.ops.convgemm.conv2d_input`` (dgrad) for a compiled backward graph; ``site`` as in
     ``extern_conv2d``, with ``functional.dgrad_runner`` (``run(w, dy)``)."""
-    state = hit = None
-    if site and REPLAY:
-        state = _site_state(grad_output, weight, None)
-        hit = _sites.get(site)
-        if hit is not None and hit[0] == state and hit[1]:
-            return hit[1](weight, grad_output)
-    args = (tuple(stride), Pads4(padding), tuple(dilation), groups)
-    dx = conv2d_input(input_size, weight, grad_output, *args)
-    if state is not None and (hit is None or hit[0] != state):
-        _keep(site, state, dgrad_runner(input_size, weight, grad_output, *args))
-    return dx
+    state = _site_state(grad_output, weight, None) if site and REPLAY else None
+    args = lambda: (tuple(stride), Pads4(padding), tuple(dilation), groups)  # noqa: E731
+    return _at_site(site, state, (weight, grad_output),
+                    lambda: conv2d_input(input_size, weight, grad_output, *args()),
+                    lambda: dgrad_runner(input_size, weight, grad_output, *args()))  # fmt: skip
 
 
 def extern_conv2d_weight(input, grad_output, *, weight_size, stride, padding, dilation, groups, site=0):
     """``torch.ops.convgemm.conv2d_weight`` (wgrad) for a compiled backward graph; ``site`` as in
     ``extern_conv2d``, with ``functional.wgrad_runner`` (``run(x, dy)``)."""
-    state = hit = None
-    if site and REPLAY:
-        state = _site_state(input, grad_output, None)
-        hit = _sites.get(site)
-        if hit is not None and hit[0] == state and hit[1]:
-            return hit[1](input, grad_output)
-    args = (tuple(stride), Pads4(padding), tuple(dilation), groups)
-    dw = conv2d_weight(input, weight_size, grad_output, *args)
-    if state is not None and (hit is None or hit[0] != state):
-        _keep(site, state, wgrad_runner(input, weight_size, grad_output, *args))
-    return dw
-
-
-def _keep(site: int, state: tuple, run) -> None:
-    if len(_sites) >= _MAX_SITES:
-        _sites.clear()
-    _sites[site] = (state, run or False)
+    state = _site_state(input, grad_output, None) if site and REPLAY else None
+    args = lambda: (tuple(stride), Pads4(padding), tuple(dilation), groups)  # noqa: E731
+    return _at_site(site, state, (input, grad_output),
+                    lambda: conv2d_weight(input, weight_size, grad_output, *args()),
+                    lambda: wgrad_runner(input, weight_size, grad_output, *args()))  # fmt: skip
 
 
 def extern_conv_transpose2d(input, weight, bias=None, *, output_size, stride, padding, dilation, groups):

@@ -593,9 +593,8 @@ def conv2d_op(input, weight, bias, stride, padding, dilation, groups, algorithm)
 
 def conv2d_act_op(input, weight, bias, stride, padding, dilation, groups, algorithm, activation: str) -> Tensor:
     """``torch.ops.convgemm.conv2d_act`` with ``conv2d``'s argument forms: what a compiled
-    ``conv2d(..., activation=...)`` calls, so that the activation stays in the epilogue."""
-    if not torch.compiler.is_compiling():
-        make_problem(input, weight, bias, stride, padding, dilation, groups)
+    ``conv2d(..., activation=...)`` calls, so that the activation stays in the epilogue. Only
+    traced calls come here; the fake implementation validates the arguments."""
     st, pads, dil = normalize(weight, stride, padding, dilation)
     return torch.ops.convgemm.conv2d_act(input, weight, bias, st, pads, dil, groups, algorithm, activation)
 
