@@ -364,3 +364,43 @@ def test_untuned_resnext_layers_take_grouped_tma(monkeypatch):
     assert pick(256, 32) == "grouped_tma"
     assert pick(128, 32, torch.float32) == "implicit_gemm_tma"  # 4 fp32 channels: a TMA box
     assert pick(64, 32) == "grouped"  # 2 channels per group: not timed
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 48, 6, 7, 24, 3, 3, 1, 1, 1, 1, True),  # 48 channels: 16-channel tiles, or 64 padded
+        (1, 144, 5, 9, 16, 3, 1, 1, (1, 0), 1, 1, True),  # R(2+1)D's temporal layer as a 2-D one
+    ],
+    ids=case_id,
+)
+def test_tma_forward_padded_k_tile(case):
+    """The TMA forward's second K tile (``fprop._padded_bk``): C zero-padded to 64 channels, the
+    weight packed to match; every such candidate against float64, with and without the ReLU."""
+    from dataclasses import replace
+
+    from convgemm.conv import fprop
+
+    x, w, b, kw = make(case, torch.float16, True)
+    prob = replace(ConvProblem.from_tensors(x, w, b, **kw), tma_ok=True, input_tma_ok=True)
+    assert fprop._padded_bk(prob) == 64 and fprop._tma_bk(prob) == 16
+    algo = fprop.ALGORITHMS["implicit_gemm_tma"]
+    ref = conv2d_ref(x, w, b, **kw)
+    cfg = replace(algo.default_config(prob), block_k=64)
+    for act in ("", "relu"):
+        y = torch.full(ref.shape, float("nan"), dtype=torch.float16, device=DEVICE)
+        y = y.contiguous(memory_format=torch.channels_last)
+        algo.run(replace(prob, activation=act), x.contiguous(memory_format=torch.channels_last), w, b, y, cfg)
+        assert_close(y, torch.relu(ref) if act else ref, torch.float16, f"{case_id(case)} bk 64 {act}")
+
+
+def test_padded_k_tile_rules():
+    from convgemm.conv import fprop
+
+    def bk(c, dtype=torch.float16, groups=1, stride=1):
+        x, w = torch.empty(1, c, 8, 8, dtype=dtype), torch.empty(32, c // groups, 3, 3, dtype=dtype)
+        return fprop._padded_bk(ConvProblem.from_tensors(x, w, None, stride=stride, groups=groups))
+
+    assert [bk(c) for c in (144, 288, 48, 64, 128, 32, 16, 80)] == [64, 64, 64, 0, 0, 0, 0, 0]
+    assert bk(288, groups=2) == 0 and bk(144, stride=2) == 0  # grouped; the stride-phase view
+    assert bk(48, torch.float32) == 32  # fp32: 128-byte rows are 32 channels

@@ -14,6 +14,8 @@ import convgemm
 from convgemm.conv import conv3d as k3
 from convgemm.problem3d import ConvProblem3d
 
+_CL3 = torch.channels_last_3d
+
 pytestmark = pytest.mark.usefixtures("no_tf32")
 
 # N, C, D, H, W, K, T, R, S, stride, padding, dilation, groups
@@ -505,3 +507,103 @@ def test_conv3d_compiled_calls_convgemm_directly(monkeypatch):
     torch.testing.assert_close(y, ref, rtol=0, atol=0)
     for g, t in zip(grads, (x, w, b), strict=True):
         torch.testing.assert_close(g, t.grad, rtol=1e-5, atol=1e-5)
+
+
+# 3-D problems that are 2-D ones (``conv3d.as_2d``): N, C, D, H, W, K, T, R, S, stride, padding,
+# dilation, groups, and the reduction expected
+AS_2D_CASES = [
+    ((2, 6, 4, 5, 6, 8, 1, 3, 3, 1, (0, 1, 1), 1, 1), "depth"),  # R(2+1)D spatial
+    ((2, 6, 4, 7, 6, 8, 1, 3, 3, (2, 2, 1), (0, 1, 1), (1, 2, 1), 2), "depth"),  # D even: a view
+    ((2, 6, 5, 6, 5, 8, 1, 3, 2, (2, 1, 2), (0, 1, 0), 1, 1), "depth"),  # D odd: slices copied
+    ((2, 6, 5, 4, 3, 8, 3, 1, 1, 1, (1, 0, 0), 1, 1), "plane"),  # R(2+1)D temporal
+    ((2, 8, 7, 3, 4, 8, 3, 1, 1, (2, 1, 1), (2, 0, 0), (2, 1, 1), 8), "plane"),  # depthwise, strided, dilated
+    ((1, 6, 5, 3, 3, 4, 2, 1, 1, 1, "same", 1, 1), "plane"),  # 'same' with an even kernel: pads the end
+    ((2, 16, 3, 4, 4, 12, 1, 1, 1, (1, 2, 2), 0, 1, 1), "depth"),  # strided 1x1x1 (a shortcut)
+]
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("case,mode", AS_2D_CASES, ids=[str(c) for c, _ in AS_2D_CASES])
+def test_conv3d_as_2d(case, mode, channels_last, fresh_tuner, monkeypatch):
+    """A filter one tap deep, or one pixel high and wide, runs on conv2d's machinery over views;
+    forward and both gradients (through the 2-D dgrad and wgrad) match float64 torch."""
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    x, w, b, kw = _tensors(case, torch.float32, channels_last)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    assert k3.as_2d(prob) == mode and k3.AS2D.supports(prob) is None
+    name, _ = convgemm.functional3d.conv3d_algorithm(x, w, b, **kw)
+    assert name.startswith("conv3d_as_2d:"), name
+    xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+    y = convgemm.conv3d(xs, ws, bs, **kw)
+    ref_args = [t.detach().double().cpu().requires_grad_() for t in (x, w, b)]
+    ref = F.conv3d(*ref_args, **kw)
+    assert y.shape == ref.shape
+    assert y.is_contiguous(memory_format=torch.channels_last_3d if channels_last else torch.contiguous_format)
+    assert_close(y, ref, torch.float32, f"conv3d as 2-D {case}")
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref.backward(dy.double().cpu())
+    for label, got, want in zip("xwb", (xs.grad, ws.grad, bs.grad), (t.grad for t in ref_args), strict=True):
+        assert got.shape == want.shape
+        assert_close(got, want, torch.float32, f"grad {label} as 2-D {case}")
+    assert ws.grad.is_contiguous(memory_format=torch.channels_last_3d if channels_last else torch.contiguous_format)
+
+
+def test_conv3d_as_2d_views_and_refusals():
+    """The 2-D views share the 3-D tensors' memory (no copies for dense channels_last_3d tensors);
+    a depth-padded or deep filter is no 2-D problem, and forcing the algorithm says why."""
+    x = torch.randn(2, 6, 4, 5, 7).contiguous(memory_format=torch.channels_last_3d)
+    for mode, shape in (("depth", (8, 6, 5, 7)), ("plane", (2, 6, 4, 35))):
+        v = k3.view_4d(x, mode)
+        assert v.shape == shape and v.data_ptr() == x.data_ptr()
+        assert torch.equal(k3.view_5d(v.contiguous(memory_format=torch.channels_last), mode, x.shape), x)
+    assert torch.equal(k3.view_4d(x, "depth", 2)[1], x[0, :, 2])  # every other slice, still a view
+    assert k3.view_4d(x, "depth", 2).data_ptr() == x.data_ptr()
+    sliced = x[:, :, 1:]  # N and D no longer merge: a copy, with the same values
+    assert torch.equal(k3.view_4d(sliced, "depth")[3], sliced[1, :, 0])
+    for case in ((1, 4, 3, 4, 4, 4, 1, 3, 3, 1, 1, 1, 1), (1, 4, 3, 4, 4, 4, 3, 1, 1, 1, 1, 1, 1),
+                 (1, 4, 3, 4, 4, 4, 3, 3, 3, 1, 0, 1, 1)):  # fmt: skip
+        x, w, b, kw = _tensors(case, torch.float32)
+        prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+        assert k3.as_2d(prob) is None and "one tap deep" in k3.AS2D.supports(prob)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 16, 3, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1),
+        (1, 24, 4, 4, 9, 16, 2, 3, 1, 1, (1, 0, 1), (2, 1, 1), 1),  # dilated, uneven padding
+        (1, 40, 3, 4, 5, 8, 3, 3, 3, 1, 0, 1, 1),  # channels not a multiple of the tile
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_conv3d_wgrad_tma(case, channels_last):
+    """The 3-D TMA wgrad (16-bit, stride 1, groups 1), every candidate config, against float64;
+    ``conv3d_weight`` takes it (the interpreter has TMA; tuning off: its default config)."""
+    from convgemm.functional3d import _ndhwc
+
+    x, w, _, kw = _tensors(case, torch.float16, channels_last)
+    prob = ConvProblem3d.from_tensors(x, w, None, **kw)
+    xd = x.double().cpu().requires_grad_()
+    y = F.conv3d(xd, w.double().cpu(), None, **kw)
+    dy = torch.randn(y.shape, device=DEVICE).to(torch.float16)
+    want = torch.nn.grad.conv3d_weight(xd.detach(), w.shape, dy.double().cpu(), **kw)
+    xn, dyn = _ndhwc(x), _ndhwc(dy)
+    assert k3.WGRAD3D_TMA.supports(prob, xn, dyn) is None
+    for cfg in k3.WGRAD3D_TMA.configs(prob):
+        dw = torch.full(w.shape, float("nan"), device=DEVICE, dtype=torch.float16)
+        k3.WGRAD3D_TMA.run(prob, xn, dyn, dw, cfg)
+        assert_close(dw, want, torch.float16, f"wgrad_tma {cfg.describe()} {case}")
+    got = convgemm.functional3d.conv3d_weight(x, w.shape, dy, **kw)
+    assert_close(got, want, torch.float16, f"conv3d_weight {case}")
+
+
+def test_conv3d_wgrad_tma_refuses():
+    x, w, _, kw = _tensors((1, 16, 4, 6, 6, 16, 3, 3, 3, 2, 1, 1, 1), torch.float16, True)
+    prob = ConvProblem3d.from_tensors(x, w, None, **kw)
+    assert "stride 1" in k3.WGRAD3D_TMA.supports(prob, x, x)
+    x, w, _, kw = _tensors((1, 16, 4, 6, 6, 16, 3, 3, 3, 1, 1, 1, 2), torch.float16, True)
+    assert "groups = 1" in k3.WGRAD3D_TMA.supports(ConvProblem3d.from_tensors(x, w, None, **kw), x, x)
+    x, w, _, kw = _tensors((1, 16, 4, 6, 6, 16, 3, 3, 3, 1, 1, 1, 1), torch.float32, True)
+    assert "fp16 or bf16" in k3.WGRAD3D_TMA.supports(ConvProblem3d.from_tensors(x, w, None, **kw), x, x)

@@ -19,7 +19,16 @@ from torch import Tensor
 from ._inductor import ensure_lowerings
 from ._runtime import check_device, empty, transforming
 from .conv import conv3d as k3
-from .functional import _autocast, _derived_weight, _device_of, _needs_op, _signature, _swap_channels
+from .functional import (
+    _autocast,
+    _derived_weight,
+    _device_of,
+    _needs_op,
+    _signature,
+    _swap_channels,
+    conv2d_input,
+    conv2d_weight,
+)
 from .matmul.launch import Launch
 from .ops import (
     _first_order_only,
@@ -142,8 +151,14 @@ def conv3d_forward(input, weight, bias, stride, padding, dilation, groups) -> Te
 def conv3d_algorithm(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """The (algorithm name, ``Config``) ``conv3d`` runs these arguments with (tuning if need be);
     (None, None) when no kernel runs."""
-    _, _, _, choice = _choose(input, weight, bias, stride, padding, dilation, groups)
-    return (None, None) if choice is None else (choice[0].name, choice[1])
+    prob, x, _, choice = _choose(input, weight, bias, stride, padding, dilation, groups)
+    if choice is None:
+        return None, None
+    algo, cfg = choice
+    if algo is k3.AS2D:  # name the 2-D kernel that runs: 'conv3d_as_2d:implicit_gemm_tma'
+        name, cfg = algo.describe_2d(prob, x, weight, bias)
+        return f"{algo.name}:{name}", cfg
+    return algo.name, cfg
 
 
 def conv3d(
@@ -205,6 +220,9 @@ def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padd
     prob = _grad_problem("conv3d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
     fmt = _out_format(grad_output, weight)
     size = (prob.n, prob.c, prob.d, prob.h, prob.w)
+    mode = k3.as_2d(prob)
+    if mode is not None and prob.n * prob.c * prob.k > 0:
+        return _dgrad_as_2d(prob, mode, weight, grad_output, fmt)
     ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
     if (
         prob.n * prob.c * prob.k > 0
@@ -231,6 +249,31 @@ def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padd
     return dx
 
 
+def _dgrad_as_2d(prob: ConvProblem3d, mode: str, weight: Tensor, grad_output: Tensor, fmt) -> Tensor:
+    """``conv3d_input`` of a problem that is a 2-D one (``conv3d.as_2d``): ``conv2d_input`` over
+    views, whose routes (the flipped-weight forward, per stride phase) are 2-D's. A depth-strided
+    problem's skipped input slices get zeros."""
+    st, pads, dil = k3.args_2d(prob, mode)
+    sd = prob.stride[0] if mode == "depth" else 1
+    if mode == "depth":
+        size4 = (prob.n * prob.od, prob.c, prob.h, prob.w)
+        size5 = (prob.n, prob.c, prob.od, prob.h, prob.w)
+    else:
+        size4 = (prob.n, prob.c, prob.d, prob.h * prob.w)
+        size5 = (prob.n, prob.c, prob.d, prob.h, prob.w)
+    dy4 = k3.view_4d(_ndhwc(grad_output), mode)
+    dx4 = conv2d_input(size4, k3._weight_4d(weight, mode), dy4, st, pads, dil, prob.groups,
+                       memory_format=torch.channels_last)  # fmt: skip
+    if not dx4.is_contiguous(memory_format=torch.channels_last):
+        dx4 = dx4.contiguous(memory_format=torch.channels_last)
+    dx = k3.view_5d(dx4, mode, size5)
+    if sd > 1:
+        full = empty((prob.n, prob.c, prob.d, prob.h, prob.w), dx.dtype, dx.device, _CL3)
+        full.zero_()[:, :, ::sd].copy_(dx)
+        dx = full
+    return dx if dx.is_contiguous(memory_format=fmt) else dx.contiguous(memory_format=fmt)
+
+
 def conv3d_weight(input: Tensor, weight_size, grad_output: Tensor, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """The weight gradient of ``conv3d`` (wgrad): ``[K, C/g, T, R, S]``; the reduction is split
     over programs and summed in a fixed order (bitwise reproducible)."""
@@ -239,13 +282,22 @@ def conv3d_weight(input: Tensor, weight_size, grad_output: Tensor, stride=1, pad
     wsize = tuple(int(v) for v in weight_size)
     w_like = input.new_empty(()).expand(wsize)
     prob = _grad_problem("conv3d_weight", input.shape, input, w_like, grad_output, stride, padding, dilation, groups)
-    dw = empty(wsize, input.dtype, input.device, _CL3 if _is_cl3(input) else torch.contiguous_format)
+    cl3 = _is_cl3(input)
+    mode = k3.as_2d(prob)
+    if mode is not None and prob.n * prob.od * prob.p * prob.q > 0 and 0 not in wsize:
+        st, pads, dil = k3.args_2d(prob, mode)
+        x4 = k3.view_4d(_ndhwc(input), mode, prob.stride[0])
+        w4 = wsize[:2] + ((wsize[3], wsize[4]) if mode == "depth" else (wsize[2], 1))
+        dw = conv2d_weight(x4, w4, k3.view_4d(_ndhwc(grad_output), mode), st, pads, dil, groups,
+                           memory_format=torch.channels_last if cl3 else torch.contiguous_format)  # fmt: skip
+        return dw.unsqueeze(2 if mode == "depth" else 4)  # channels_last -> channels_last_3d, as 3-D's rule
+    dw = empty(wsize, input.dtype, input.device, _CL3 if cl3 else torch.contiguous_format)
     if dw.numel() == 0:
         return dw
     if prob.n * prob.od * prob.p * prob.q == 0:
         return dw.zero_()
     with _device_of(input):
-        k3.wgrad(prob, _ndhwc(input), _ndhwc(grad_output), dw)
+        k3.wgrad_tuned(prob, _ndhwc(input), _ndhwc(grad_output), dw)
     return dw
 
 

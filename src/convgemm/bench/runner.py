@@ -402,8 +402,7 @@ def run(
                             if direction == "fwd":
                                 row = run_shape3d(shp, suite_name, dk, layout, check, ceilings)
                             else:
-                                row = Row(suite_name, shp.name, shp.spec(), dk, direction, layout, shp.flops / 1e9,
-                                          note="3-D: forward only in the benchmark so far")  # fmt: skip
+                                row = run_shape3d_backward(shp, suite_name, dk, layout, direction, check, ceilings)
                         elif direction == "fwd":
                             row = run_shape(shp, suite_name, dk, layout, baselines, check, ceilings)
                         else:
@@ -461,6 +460,64 @@ def run_shape3d(shp: Shape3d, suite: str, dtype_key: str, layout: str, check: bo
         row.rel_err = ((y.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
         row.ok = bool(math.isfinite(row.rel_err) and row.rel_err <= CHECK_TOL[dtype_key])
     elems = x.numel() + w.numel() + y.numel() + (shp.k if shp.bias else 0)
+    peak = ceilings[f"{dtype_key}_tflops"] * 1e12
+    row.roofline_us = max(shp.flops / peak, elems * dtype.itemsize / (ceilings["copy_gbps"] * 1e9)) * 1e6
+    row.tflops = shp.flops / row.convgemm_us / 1e6
+    row.cudnn_tflops = shp.flops / row.cudnn_us / 1e6
+    row.roofline_pct = 100 * row.roofline_us / row.convgemm_us
+    row.cudnn_roofline_pct = 100 * row.roofline_us / row.cudnn_us
+    return row
+
+
+def run_shape3d_backward(
+    shp: Shape3d, suite: str, dtype_key: str, layout: str, direction: str, check: bool, ceilings: dict
+) -> Row:
+    """dgrad or wgrad of one 3-D shape: ``conv3d_input`` / ``conv3d_weight`` against cuDNN's
+    ``convolution_backward`` in the same layout."""
+    from convgemm.conv import conv3d as k3
+    from convgemm.functional3d import conv3d_input, conv3d_weight
+    from convgemm.problem3d import ConvProblem3d
+
+    dtype = DTYPES[dtype_key]
+    torch.backends.cudnn.allow_tf32 = dtype_key == "tf32"
+    torch.backends.cudnn.benchmark = True
+    fmt = torch.channels_last_3d if layout == "channels_last" else torch.contiguous_format
+    row = Row(suite, shp.name, shp.spec(), dtype_key, direction, layout, shp.flops / 1e9)
+    x = torch.randn(shp.n, shp.c, shp.d, shp.h, shp.w, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    w = torch.randn(shp.k, shp.c // shp.groups, shp.t, shp.r, shp.s, device="cuda", dtype=dtype)
+    w = (w / math.sqrt(w[0].numel())).contiguous(memory_format=fmt)
+    dy = torch.randn(shp.n, shp.k, shp.od, shp.p, shp.q, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    args = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+    trip = lambda v: [v] * 3 if isinstance(v, int) else list(v)  # noqa: E731
+    mask = [direction == "dgrad", direction == "wgrad", False]
+    if direction == "dgrad":
+        ours = lambda: conv3d_input(x.shape, w, dy, **args)  # noqa: E731
+    else:
+        ours = lambda: conv3d_weight(x, w.shape, dy, **args)  # noqa: E731
+
+    def cudnn():
+        out = torch.ops.aten.convolution_backward(dy, x, w, None, trip(shp.stride), trip(shp.pad), trip(shp.dil),
+                                                  False, [0, 0, 0], shp.groups, mask)  # fmt: skip
+        return out[0] if direction == "dgrad" else out[1]
+
+    t0 = time.perf_counter()
+    got = ours()
+    torch.cuda.synchronize()
+    row.tune_s = time.perf_counter() - t0
+    cudnn()
+    times = bench_rounds({"convgemm": ours, "cudnn": cudnn})
+    row.convgemm_us, row.cudnn_us = times["convgemm"], times["cudnn"]
+    prob = ConvProblem3d.from_tensors(x, w, None, **args)
+    mode = k3.as_2d(prob)
+    row.algorithm = f"conv3d_as_2d ({mode})" if mode else f"conv3d_{direction}"
+    row.config = f"conv2d_{'input' if direction == 'dgrad' else 'weight'} (tuned)" if mode else ""
+    row.cudnn_layout = layout
+    row.speedup = row.cudnn_us / row.convgemm_us
+    if check:
+        ref = cudnn().double()
+        row.rel_err = ((got.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+        row.ok = bool(math.isfinite(row.rel_err) and row.rel_err <= CHECK_TOL[dtype_key])
+    elems = x.numel() + w.numel() + dy.numel()
     peak = ceilings[f"{dtype_key}_tflops"] * 1e12
     row.roofline_us = max(shp.flops / peak, elems * dtype.itemsize / (ceilings["copy_gbps"] * 1e9)) * 1e6
     row.tflops = shp.flops / row.convgemm_us / 1e6

@@ -22,7 +22,17 @@ from ..matmul import loaders as mm
 from ..matmul.launch import descriptor
 from ..problem3d import ConvProblem3d
 from . import loaders3d as l3
-from .fprop import Algorithm, Config, SmallK, _launch, _pow2_upto, _small, small_k_candidates, split_k_buffers
+from .fprop import (
+    COMPILE_ONLY,
+    Algorithm,
+    Config,
+    SmallK,
+    _launch,
+    _pow2_upto,
+    _small,
+    small_k_candidates,
+    split_k_buffers,
+)
 from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
 
 
@@ -99,6 +109,122 @@ def wgrad(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tens
     fns = (l3.wgrad3d_dy_init, l3.wgrad3d_dy_load, l3.wgrad3d_x_init, l3.wgrad3d_x_load, l3.wgrad3d_dw_store)
     _launch(None, (num_m * num_n, prob.groups, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles, cfg, fns,
             False, prob, ws)  # fmt: skip
+
+
+class Wgrad3dGather:
+    """``wgrad``'s gather kernel as a tuning candidate (any stride, groups, dtype)."""
+
+    name = "conv3d_wgrad"
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        return [wgrad_config(prob)]
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        return wgrad_config(prob)
+
+    def run(self, prob: ConvProblem3d, x, dy, dw, cfg: Config, launch=None) -> None:
+        wgrad(prob, x, dy, dw, cfg)
+
+
+class Wgrad3dTma:
+    """wgrad through the copy engine (16-bit, groups = 1, stride 1): ``backward.WgradTma`` with 5-D
+    boxes (``loaders3d.tma_wgrad3d_*``). M = output channels, N = one tap's block of input
+    channels, K = blocks of output pixels, split over programs and summed in a fixed order."""
+
+    name = "conv3d_wgrad_tma"
+
+    def supports(self, prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor) -> str | None:
+        """None if the kernel takes ``prob`` with NDHWC ``x`` and ``dy``, else why not."""
+        if prob.dtype not in (torch.float16, torch.bfloat16):
+            return f"the 3-D TMA wgrad takes fp16 or bf16 (its dy^T operand is M-major), not {prob.dtype}"
+        if prob.groups != 1:
+            return f"the 3-D TMA wgrad takes groups = 1, not {prob.groups}"
+        if prob.stride != (1, 1, 1):
+            return f"the 3-D TMA wgrad takes stride 1, not {prob.stride}"
+        if not tma_input_ok(x) or not tma_input_ok(dy):
+            return "no TMA, or the NDHWC input or grad_output is not 16-byte aligned"
+        return None
+
+    @staticmethod
+    def _shaped(prob: ConvProblem3d, bm: int, bn: int, bk: int, warps: int, stages: int, red: int) -> Config:
+        """A config of this tile: the best-covering block of ``bk`` output pixels and the split
+        count that gives two waves of programs, each reducing at least 4 pixel blocks."""
+        _, td, th, tw = spatial_tiles3(prob, bk)[0]
+        tiles = cdiv(prob.k, bm) * prob.t * prob.r * prob.s * cdiv(prob.c, bn)
+        k_tiles = prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+        split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 4))
+        return Config(bm, bn, bk, warps, stages, split_k=split, tile_n=td, tile_h=th, tile_w=tw,
+                      reduce=red if split > 1 else 0)  # fmt: skip
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        if interpreting():
+            return self._shaped(prob, min(32, _small(prob.k)), min(32, _small(prob.c)), 16, 4, 1, 0)
+        return self._shaped(prob, 64, 64, 128, 4, 3, 0)
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        """The 2-D TMA wgrad's tile shapes (``WgradTma.configs``), each at the two-wave split and
+        half of it; the large tiles' partials summed by the second kernel (``reduce``)."""
+        if interpreting():
+            return [self.default_config(prob)]
+        out = [self.default_config(prob)]
+        for bm, bn, bk, warps, stages, red in ((64, 64, 128, 4, 3, 0), (64, 128, 64, 4, 3, 0),
+                                                (128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1)):  # fmt: skip
+            if (bm == 128 and prob.k <= 64) or (bn >= 128 and prob.c < bn):
+                continue
+            cfg = self._shaped(prob, bm, bn, bk, warps, stages, red)
+            half = max(1, cfg.split_k // 2)
+            out += [cfg, replace(cfg, split_k=half, reduce=cfg.reduce if half > 1 else 0)]
+        return list(dict.fromkeys(out))
+
+    def run(self, prob: ConvProblem3d, x, dy, dw, cfg: Config, launch=None) -> None:
+        from . import loaders as cl
+        from .backward import finish_split_k
+
+        # dw [K, C, T, R, S] as [K, C, T*R, S]: the 2-D tap store, its row index t*R + r
+        dw4 = (
+            dw if dw.stride(2) == prob.r * dw.stride(3) else torch.empty_like(dw, memory_format=torch.contiguous_format)
+        )
+        box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
+        x_desc = descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
+                            [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box + [cfg.block_n])  # fmt: skip
+        dy_desc = descriptor(dy, [prob.n, prob.od, prob.p, prob.q, prob.k],
+                             [dy.stride(0), dy.stride(2), dy.stride(3), dy.stride(4), 1], box + [cfg.block_m])  # fmt: skip
+        c_tiles = cdiv(prob.c, cfg.block_n)
+        pd, ph, pw = prob.pad
+        dd, dh, dwl = prob.dilation
+        a = (dy_desc, (prob.od, prob.p, prob.q))
+        b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dwl, prob.r, prob.s, c_tiles))
+        c = (None, (dw4, dw4.stride(0), dw4.stride(1), dw4.stride(3), dw4.stride(4), prob.k, prob.s, prob.c, c_tiles))
+        num_m, num_n = cdiv(prob.k, cfg.block_m), prob.t * prob.r * prob.s * c_tiles
+        k_tiles = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        ws = None
+        if cfg.split_k > 1:
+            ws = split_k_buffers(dy.device, num_m * num_n, cfg.split_k, cfg.block_m * cfg.block_n, torch.float32)
+        fns = (l3.tma_wgrad3d_dy_init, l3.tma_wgrad3d_dy_load, l3.tma_wgrad3d_x_init, l3.tma_wgrad3d_x_load,
+               cl.wgrad_dw_tap_store)  # fmt: skip
+        _launch(launch, (num_m * num_n, 1, cfg.split_k), a, b, c, None, dw4, 0, num_m, num_n, k_tiles, cfg, fns,
+                False, prob, ws)  # fmt: skip
+        if cfg.reduce and cfg.split_k > 1:
+            finish_split_k(launch, ws[0], c, num_m, num_n, 1, cfg, cl.wgrad_dw_tap_store)
+        if dw4 is not dw:
+            dw.copy_(dw4)
+
+
+WGRAD3D, WGRAD3D_TMA = Wgrad3dGather(), Wgrad3dTma()
+
+
+def wgrad_tuned(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> str:
+    """``dw = wgrad(x, dy)`` for NDHWC ``x`` and ``dy`` by the TMA kernel where it applies (its
+    config tuned, ``backward.tuned_wgrad``: memo, disk cache, then timing, against the gather
+    kernel), else the gather kernel. Returns the kernel's name."""
+    from .backward import tuned_wgrad
+
+    algos = [WGRAD3D]
+    if WGRAD3D_TMA.supports(prob, x, dy) is None:
+        algos = [WGRAD3D_TMA, WGRAD3D]
+    algo, cfg = tuned_wgrad(algos, prob, x, dy, dw) if len(algos) > 1 else (WGRAD3D, wgrad_config(prob))
+    algo.run(prob, x, dy, dw, cfg)
+    return algo.name
 
 
 # ---------------------------------------------------------------- forward algorithms
@@ -513,9 +639,116 @@ def forward_tma(prob: ConvProblem3d, x: torch.Tensor, w: torch.Tensor, bias, y: 
     TMA3D.run(prob, x, w, bias, y, cfg or TMA3D.default_config(prob))
 
 
-GATHER, SMALL_K, TMA3D, UNFOLD3D = Gather3d(), SmallK3d(), Tma3d(), WidthUnfold3d()
-#: the 3-D forward algorithms, in the heuristic's order of preference
-ALGORITHMS3D: dict[str, Algorithm] = {a.name: a for a in (TMA3D, UNFOLD3D, SMALL_K, GATHER)}
+# ---------------------------------------------------------------- 3-D problems that are 2-D ones
+def as_2d(prob: ConvProblem3d) -> str | None:
+    """How ``prob`` is a 2-D convolution over views of its tensors, or None.
+
+    ``"depth"``: a filter one tap deep with no depth padding; the output's depth slices are
+    images of their own (the 2-D batch is N x OD, every ``stride[0]``-th input slice).
+    ``"plane"``: a filter one pixel high and wide, stride 1 and no padding in H and W; each depth
+    slice's H x W plane is one image row of H*W pixels (images D x H*W, filter T x 1): R(2+1)D's
+    temporal convolutions.
+    """
+    if prob.t == 1 and prob.pad[0] == 0 and prob.pad_end[0] == 0:
+        return "depth"
+    if (prob.r, prob.s) == (1, 1) and prob.stride[1:] == (1, 1) and prob.pad[1:] == (0, 0) \
+            and prob.pad_end[1:] == (0, 0):  # fmt: skip
+        return "plane"
+    return None
+
+
+def args_2d(prob: ConvProblem3d, mode: str) -> tuple:
+    """(stride, padding, dilation) of the 2-D problem of ``as_2d(prob) == mode``."""
+    from ..functional import Pads4
+
+    if mode == "depth":
+        return (prob.stride[1], prob.stride[2]), Pads4((prob.pad[1], prob.pad_end[1], prob.pad[2], prob.pad_end[2])), \
+            prob.dilation[1:]  # fmt: skip
+    return (prob.stride[0], 1), Pads4((prob.pad[0], prob.pad_end[0], 0, 0)), (prob.dilation[0], 1)
+
+
+def view_4d(t: torch.Tensor, mode: str, stride_d: int = 1) -> torch.Tensor:
+    """The 5-D ``[N, C, D, H, W]`` tensor ``t`` as the 4-D tensor of its 2-D problem: ``[N*D', C,
+    H, W]`` of every ``stride_d``-th depth slice (``"depth"``), or ``[N, C, D, H*W]``
+    (``"plane"``). A view when the strides allow one, else a channels_last_3d copy's view."""
+    if mode == "depth" and stride_d > 1:
+        t = t[:, :, ::stride_d]
+    n, c, d, h, w = t.shape
+    sn, sc, sd, sh, sw = t.stride()
+    if mode == "depth":
+        if n == 1 or sn == d * sd:
+            return t.as_strided((n * d, c, h, w), (sd, sc, sh, sw), t.storage_offset())
+    elif h == 1 or sh == w * sw:
+        return t.as_strided((n, c, d, h * w), (sn, sc, sd, sw), t.storage_offset())
+    return view_4d(t.contiguous(memory_format=torch.channels_last_3d), mode)
+
+
+def view_5d(t: torch.Tensor, mode: str, shape: tuple[int, int, int, int, int]) -> torch.Tensor:
+    """The 4-D result ``t`` of a 2-D problem as the 5-D tensor ``shape`` (``view_4d`` undone, for
+    ``t`` whose merged axis is evenly strided: dense in N and D, or in H and W)."""
+    n, c, d, h, w = shape
+    s0, s1, s2, s3 = t.stride()
+    if mode == "depth":
+        return t.as_strided(shape, (d * s0, s1, s0, s2, s3), t.storage_offset())
+    return t.as_strided(shape, (s0, s1, s2, w * s3, s3), t.storage_offset())
+
+
+class As2d(Algorithm):
+    """A 3-D problem that is a 2-D one (``as_2d``) run by ``conv2d``'s machinery over views: its
+    tuner and its algorithms (the persistent and split-K TMA kernels, ``narrow_tma``, the
+    depthwise kernels, ...), chosen and cached under the 2-D problem's key. One config: the 2-D
+    tuner chooses the kernel on the first call."""
+
+    name = "conv3d_as_2d"
+
+    def supports(self, prob: ConvProblem3d) -> str | None:
+        if as_2d(prob) is None:
+            return ("needs a filter one tap deep without depth padding, or one pixel high and wide with stride 1 "
+                    "and no padding in height and width")  # fmt: skip
+        return None
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        return [self.default_config(prob)]
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        return Config(0, 0, 0)
+
+    def describe_2d(self, prob: ConvProblem3d, x: torch.Tensor, w: torch.Tensor, bias) -> tuple[str, Config]:
+        """(the 2-D algorithm's name, its config) that ``run`` launches (tuning if need be)."""
+        from ..functional import _prepare
+        from ..tune import choose
+
+        mode = as_2d(prob)
+        st, pads, dil = args_2d(prob, mode)
+        w4 = _weight_4d(w, mode)
+        p2, x4, y4 = _prepare(view_4d(x, mode, prob.stride[0]), w4, bias, st, pads, dil, prob.groups, nchw=False)
+        algo, cfg = choose(p2, x4, w4, bias, y4)
+        return algo.name, cfg
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
+        from ..functional import conv2d_forward
+
+        if COMPILE_ONLY.get():  # the 2-D tuner compiles its own candidates on the first real call
+            return
+        mode = as_2d(prob)
+        st, pads, dil = args_2d(prob, mode)
+        yo = _ndhwc_out(y)
+        conv2d_forward(view_4d(x, mode, prob.stride[0]), _weight_4d(w, mode), bias, st, pads, dil, prob.groups,
+                       out=view_4d(yo, mode))  # fmt: skip
+        if yo is not y:
+            y.copy_(yo)
+
+
+def _weight_4d(w: torch.Tensor, mode: str) -> torch.Tensor:
+    """``[K, C/g, 1, R, S]`` as ``[K, C/g, R, S]`` (``"depth"``), ``[K, C/g, T, 1, 1]`` as
+    ``[K, C/g, T, 1]`` (``"plane"``): views."""
+    return w.squeeze(2) if mode == "depth" else w.squeeze(4)
+
+
+GATHER, SMALL_K, TMA3D, UNFOLD3D, AS2D = Gather3d(), SmallK3d(), Tma3d(), WidthUnfold3d(), As2d()
+#: the 3-D forward algorithms, in the heuristic's order of preference (a 2-D problem first: the
+#: 2-D heuristic knows more kernels)
+ALGORITHMS3D: dict[str, Algorithm] = {a.name: a for a in (AS2D, TMA3D, UNFOLD3D, SMALL_K, GATHER)}
 
 _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 

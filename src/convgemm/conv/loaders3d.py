@@ -333,3 +333,46 @@ def tma_output3d_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr
     TW: tl.constexpr = y_desc.block_shape[3]
     n, d0, h0, w0 = _tile3(pid_n, OD, P, Q, TD, TH, TW)
     y_desc.store([n, d0, h0, w0, pid_m * BLOCK_M], acc.to(y_desc.dtype).T.reshape(1, TD, TH, TW, BLOCK_M))
+
+
+# ================================================================ wgrad through TMA (stride 1)
+# The 2-D TMA wgrad's (``conv.loaders.tma_wgrad_*``) with a depth axis: K tile kt is the kt-th
+# TD x TH x TW block of output pixels (``_tile3``), read as a 5-D box of dy [N, OD, P, Q, K] and,
+# shifted by the N tile's tap (t, r, s), as a box of x [N, D, H, W, C]: the copy engine's zero
+# fill is the padding. Each N tile lies inside one tap; ``conv.loaders.wgrad_dw_tap_store``
+# writes it to dw seen as [K, C, T*R, S].
+@triton.jit
+def tma_wgrad3d_dy_init(dy_desc, args, pid_m, g, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A = dy^T over NDHWC dy, box ``[1, TD, TH, TW, BLOCK_M]`` with TD*TH*TW = BLOCK_K pixels."""
+    (OD, P, Q) = args
+    return (dy_desc, pid_m * BLOCK_M, OD, P, Q)
+
+
+@triton.jit
+def tma_wgrad3d_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    # transposed in shared memory: wgmma reads it there when the box is one row of pixels
+    # (TD = TH = 1), else Triton reshapes it in registers (as in 2-D: tma_wgrad_dy_load)
+    dy_desc, k0, OD, P, Q = state
+    TD: tl.constexpr = dy_desc.block_shape[1]
+    TH: tl.constexpr = dy_desc.block_shape[2]
+    TW: tl.constexpr = dy_desc.block_shape[3]
+    n, d0, h0, w0 = _tile3(kt, OD, P, Q, TD, TH, TW)
+    return dy_desc.load([n, d0, h0, w0, k0]).reshape(BLOCK_K, BLOCK_M).T
+
+
+@triton.jit
+def tma_wgrad3d_x_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x) for the tap and channel block of N tile ``pid_n``, x NDHWC as 5-D boxes."""
+    (OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles) = args
+    t, r, s, cb = _tap3(pid_n, c_tiles, R, S)
+    return (x_desc, t * dd - pd, r * dh - ph, s * dw - pw, cb * BLOCK_N, OD, P, Q)
+
+
+@triton.jit
+def tma_wgrad3d_x_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, od, oh, ow, c0, OD, P, Q = state
+    TD: tl.constexpr = x_desc.block_shape[1]
+    TH: tl.constexpr = x_desc.block_shape[2]
+    TW: tl.constexpr = x_desc.block_shape[3]
+    n, d0, h0, w0 = _tile3(kt, OD, P, Q, TD, TH, TW)
+    return x_desc.load([n, d0 + od, h0 + oh, w0 + ow, c0]).reshape(BLOCK_K, BLOCK_N)
