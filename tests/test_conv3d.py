@@ -574,12 +574,15 @@ def test_conv3d_as_2d_views_and_refusals():
         (2, 16, 3, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1),
         (1, 24, 4, 4, 9, 16, 2, 3, 1, 1, (1, 0, 1), (2, 1, 1), 1),  # dilated, uneven padding
         (1, 40, 3, 4, 5, 8, 3, 3, 3, 1, 0, 1, 1),  # channels not a multiple of the tile
+        (2, 64, 5, 6, 8, 16, 3, 3, 3, 2, 1, 1, 1),  # strided: the stride-phase view, odd depth
+        (1, 64, 4, 4, 6, 24, 1, 3, 2, (1, 2, 2), (0, 1, 0), (1, 1, 2), 1),  # strided in H and W only, dilated
     ],
     ids=str,
 )
 @pytest.mark.parametrize("channels_last", [True, False])
 def test_conv3d_wgrad_tma(case, channels_last):
-    """The 3-D TMA wgrad (16-bit, stride 1, groups 1), every candidate config, against float64;
+    """The 3-D TMA wgrad (16-bit, groups 1; strided through the phase view), every candidate
+    config, against float64;
     ``conv3d_weight`` takes it (the interpreter has TMA; tuning off: its default config)."""
     from convgemm.functional3d import _ndhwc
 
@@ -602,7 +605,9 @@ def test_conv3d_wgrad_tma(case, channels_last):
 def test_conv3d_wgrad_tma_refuses():
     x, w, _, kw = _tensors((1, 16, 4, 6, 6, 16, 3, 3, 3, 2, 1, 1, 1), torch.float16, True)
     prob = ConvProblem3d.from_tensors(x, w, None, **kw)
-    assert "stride 1" in k3.WGRAD3D_TMA.supports(prob, x, x)
+    assert "multiple of 64" in k3.WGRAD3D_TMA.supports(prob, x, x)
+    x, w, _, kw = _tensors((1, 64, 4, 5, 6, 16, 3, 3, 3, 2, 1, 1, 1), torch.float16, True)  # odd height
+    assert "multiples of the stride" in k3.WGRAD3D_TMA.supports(ConvProblem3d.from_tensors(x, w, None, **kw), x, x)
     x, w, _, kw = _tensors((1, 16, 4, 6, 6, 16, 3, 3, 3, 1, 1, 1, 2), torch.float16, True)
     assert "groups = 1" in k3.WGRAD3D_TMA.supports(ConvProblem3d.from_tensors(x, w, None, **kw), x, x)
     x, w, _, kw = _tensors((1, 16, 4, 6, 6, 16, 3, 3, 3, 1, 1, 1, 1), torch.float32, True)

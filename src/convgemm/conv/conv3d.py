@@ -127,8 +127,9 @@ class Wgrad3dGather:
 
 
 class Wgrad3dTma:
-    """wgrad through the copy engine (16-bit, groups = 1, stride 1): ``backward.WgradTma`` with 5-D
-    boxes (``loaders3d.tma_wgrad3d_*``). M = output channels, N = one tap's block of input
+    """wgrad through the copy engine (16-bit, groups = 1): ``backward.WgradTma`` with 5-D boxes
+    (``loaders3d.tma_wgrad3d_*``); a strided layer reads x through the forward's stride-phase
+    view, its pixel blocks one output depth deep. M = output channels, N = one tap's block of input
     channels, K = blocks of output pixels, split over programs and summed in a fixed order."""
 
     name = "conv3d_wgrad_tma"
@@ -139,17 +140,28 @@ class Wgrad3dTma:
             return f"the 3-D TMA wgrad takes fp16 or bf16 (its dy^T operand is M-major), not {prob.dtype}"
         if prob.groups != 1:
             return f"the 3-D TMA wgrad takes groups = 1, not {prob.groups}"
-        if prob.stride != (1, 1, 1):
-            return f"the 3-D TMA wgrad takes stride 1, not {prob.stride}"
         if not tma_input_ok(x) or not tma_input_ok(dy):
             return "no TMA, or the NDHWC input or grad_output is not 16-byte aligned"
+        if strided3(prob):
+            if not input_flags(x, prob.stride)["input_phases_ok"]:
+                return (f"stride {prob.stride}: the stride-phase view needs a dense channels_last_3d input whose "
+                        "height and width are multiples of the stride")  # fmt: skip
+            if prob.c % 64:
+                # a channel block of the phase view must not run into the next column phase's
+                return f"stride {prob.stride}: the strided 3-D TMA wgrad takes C a multiple of 64, not {prob.c}"
         return None
+
+    @staticmethod
+    def _tiles(prob: ConvProblem3d, bk: int) -> list[tuple[float, int, int, int]]:
+        """``spatial_tiles3``; one output depth deep for a strided layer (the phase view)."""
+        tiles = spatial_tiles3(prob, bk)
+        return [t for t in tiles if t[1] == 1] if strided3(prob) else tiles
 
     @staticmethod
     def _shaped(prob: ConvProblem3d, bm: int, bn: int, bk: int, warps: int, stages: int, red: int) -> Config:
         """A config of this tile: the best-covering block of ``bk`` output pixels and the split
         count that gives two waves of programs, each reducing at least 4 pixel blocks."""
-        _, td, th, tw = spatial_tiles3(prob, bk)[0]
+        _, td, th, tw = Wgrad3dTma._tiles(prob, bk)[0]
         tiles = cdiv(prob.k, bm) * prob.t * prob.r * prob.s * cdiv(prob.c, bn)
         k_tiles = prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
         split = max(1, min(64, (2 * sm_count()) // max(tiles, 1), k_tiles // 4))
@@ -169,11 +181,19 @@ class Wgrad3dTma:
         out = [self.default_config(prob)]
         for bm, bn, bk, warps, stages, red in ((64, 64, 128, 4, 3, 0), (64, 128, 64, 4, 3, 0),
                                                 (128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1)):  # fmt: skip
-            if (bm == 128 and prob.k <= 64) or (bn >= 128 and prob.c < bn):
+            if (bm == 128 and prob.k <= 64) or (bn >= 128 and prob.c < bn) or (strided3(prob) and prob.c % bn):
                 continue
             cfg = self._shaped(prob, bm, bn, bk, warps, stages, red)
             half = max(1, cfg.split_k // 2)
             out += [cfg, replace(cfg, split_k=half, reduce=cfg.reduce if half > 1 else 0)]
+        # few output tiles (27 taps of a 64 -> 64 layer: 27 tiles for 132 SMs) and long
+        # reductions: twice and four times the two-wave split, summed by the second kernel (the
+        # H200's first tuning of r3d-18's layer1 took the largest split offered, 9 against 4)
+        cfg = self._shaped(prob, 64, 64, 128, 4, 3, 1)
+        k_tiles = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
+        for f in (2, 4):
+            if cfg.split_k > 1 and cfg.split_k * f * 4 <= k_tiles:
+                out.append(replace(cfg, split_k=min(256, cfg.split_k * f), reduce=1))
         return list(dict.fromkeys(out))
 
     def run(self, prob: ConvProblem3d, x, dy, dw, cfg: Config, launch=None) -> None:
@@ -185,23 +205,28 @@ class Wgrad3dTma:
             dw if dw.stride(2) == prob.r * dw.stride(3) else torch.empty_like(dw, memory_format=torch.contiguous_format)
         )
         box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
-        x_desc = descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
-                            [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box + [cfg.block_n])  # fmt: skip
+        x_desc = input_descriptor3d(prob, x, box + [cfg.block_n])
         dy_desc = descriptor(dy, [prob.n, prob.od, prob.p, prob.q, prob.k],
                              [dy.stride(0), dy.stride(2), dy.stride(3), dy.stride(4), 1], box + [cfg.block_m])  # fmt: skip
         c_tiles = cdiv(prob.c, cfg.block_n)
         pd, ph, pw = prob.pad
         dd, dh, dwl = prob.dilation
         a = (dy_desc, (prob.od, prob.p, prob.q))
-        b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dwl, prob.r, prob.s, c_tiles))
+        if strided3(prob):
+            sd, sh, sw = prob.stride
+            b = (x_desc, (prob.d, prob.od, prob.p, prob.q, prob.h // sh, pd, ph, pw, dd, dh, dwl, prob.r, prob.s,
+                          c_tiles, sd, sh, sw, prob.c))  # fmt: skip
+            x_fns = (l3.tma_wgrad3d_xs_init, l3.tma_wgrad3d_xs_load)
+        else:
+            b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dwl, prob.r, prob.s, c_tiles))
+            x_fns = (l3.tma_wgrad3d_x_init, l3.tma_wgrad3d_x_load)
         c = (None, (dw4, dw4.stride(0), dw4.stride(1), dw4.stride(3), dw4.stride(4), prob.k, prob.s, prob.c, c_tiles))
         num_m, num_n = cdiv(prob.k, cfg.block_m), prob.t * prob.r * prob.s * c_tiles
         k_tiles = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         ws = None
         if cfg.split_k > 1:
             ws = split_k_buffers(dy.device, num_m * num_n, cfg.split_k, cfg.block_m * cfg.block_n, torch.float32)
-        fns = (l3.tma_wgrad3d_dy_init, l3.tma_wgrad3d_dy_load, l3.tma_wgrad3d_x_init, l3.tma_wgrad3d_x_load,
-               cl.wgrad_dw_tap_store)  # fmt: skip
+        fns = (l3.tma_wgrad3d_dy_init, l3.tma_wgrad3d_dy_load, *x_fns, cl.wgrad_dw_tap_store)
         _launch(launch, (num_m * num_n, 1, cfg.split_k), a, b, c, None, dw4, 0, num_m, num_n, k_tiles, cfg, fns,
                 False, prob, ws)  # fmt: skip
         if cfg.reduce and cfg.split_k > 1:
@@ -217,14 +242,18 @@ def wgrad_tuned(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torc
     """``dw = wgrad(x, dy)`` for NDHWC ``x`` and ``dy`` by the TMA kernel where it applies (its
     config tuned, ``backward.tuned_wgrad``: memo, disk cache, then timing, against the gather
     kernel), else the gather kernel. Returns the kernel's name."""
-    from .backward import tuned_wgrad
-
-    algos = [WGRAD3D]
-    if WGRAD3D_TMA.supports(prob, x, dy) is None:
-        algos = [WGRAD3D_TMA, WGRAD3D]
-    algo, cfg = tuned_wgrad(algos, prob, x, dy, dw) if len(algos) > 1 else (WGRAD3D, wgrad_config(prob))
+    algo, cfg = wgrad_choice(prob, x, dy, dw)
     algo.run(prob, x, dy, dw, cfg)
     return algo.name
+
+
+def wgrad_choice(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor):
+    """``(kernel, config)`` that ``wgrad_tuned`` runs (tuning on the first call of a shape)."""
+    from .backward import tuned_wgrad
+
+    if WGRAD3D_TMA.supports(prob, x, dy) is None:
+        return tuned_wgrad([WGRAD3D_TMA, WGRAD3D], prob, x, dy, dw)
+    return WGRAD3D, wgrad_config(prob)
 
 
 # ---------------------------------------------------------------- forward algorithms

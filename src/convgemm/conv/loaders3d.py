@@ -376,3 +376,31 @@ def tma_wgrad3d_x_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     TW: tl.constexpr = x_desc.block_shape[3]
     n, d0, h0, w0 = _tile3(kt, OD, P, Q, TD, TH, TW)
     return x_desc.load([n, d0 + od, h0 + oh, w0 + ow, c0]).reshape(BLOCK_K, BLOCK_N)
+
+
+@triton.jit
+def tma_wgrad3d_xs_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x) for a strided layer, through the forward's stride-phase view ``[N*D, H/sh,
+    sh, W/sw, sw*C]`` (``conv3d.input_descriptor3d``), box ``[1, TH, 1, TW, BLOCK_N]``: pixel
+    blocks are one output depth deep, and the tap's height and width offsets split into a view
+    row and a phase as in ``tma_im2col3d_phase_load``."""
+    (D, OD, P, Q, HS, pd, ph, pw, dd, dh, dw, R, S, c_tiles, SD, SH, SW, C) = args
+    t, r, s, cb = _tap3(pid_n, c_tiles, R, S)
+    oh = r * dh - ph
+    ah = (oh + SH * ph) // SH - ph  # floor division of an offset that may be negative
+    ow = s * dw - pw
+    aw = (ow + SW * pw) // SW - pw
+    return (x_desc, t * dd - pd, D, ah, oh - ah * SH, aw, (ow - aw * SW) * C + cb * BLOCK_N, OD, P, Q, HS, SD)
+
+
+@triton.jit
+def tma_wgrad3d_xs_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, d_off, D, ah, ph, aw, c0, OD, P, Q, HS, SD = state
+    TH: tl.constexpr = x_desc.block_shape[1]
+    TW: tl.constexpr = x_desc.block_shape[3]
+    n, d0, h0, w0 = _tile3(kt, OD, P, Q, 1, TH, TW)
+    idp = d0 * SD + d_off
+    # a depth in the padding would be another image's slice in the merged axis: the box moves
+    # past the view's last row instead (wholly out of bounds: zeros)
+    row = tl.where((idp >= 0) & (idp < D), h0 + ah, HS)
+    return x_desc.load([n * D + idp, row, ph, w0 + aw, c0]).reshape(BLOCK_K, BLOCK_N)
