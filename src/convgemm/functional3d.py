@@ -244,9 +244,51 @@ def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padd
         return dx
     if prob.k == 0:
         return dx.zero_()
+    if prob.stride != (1, 1, 1):
+        _dgrad_by_phases(prob, weight, grad_output, dx)
+        return dx
     with _device_of(grad_output):
         k3.dgrad(prob, _ndhwc(grad_output), weight, dx)
     return dx
+
+
+def _dgrad_by_phases(prob: ConvProblem3d, weight: Tensor, dy: Tensor, dx: Tensor) -> None:
+    """Strided dgrad as one stride-1 forward convolution of dy per stride phase of dx (2-D's
+    ``functional.phase_convs`` on each axis): phase (fd, fh, fw) receives only the taps whose
+    offsets the stride divides, so no multiply-add meets an inserted zero, and each phase runs on
+    the tuned forward kernels (the TMA one, or 2-D's through ``conv3d_as_2d`` for a one-tap-deep
+    phase). The phases are copied into dx; phases that no tap reaches are zeros."""
+    from .functional import phase_convs
+
+    axes = [phase_convs(k, prob.stride[i], prob.pad[i], prob.dilation[i], size, out)
+            for i, (k, size, out) in enumerate(((prob.t, prob.d, prob.od), (prob.r, prob.h, prob.p),
+                                                (prob.s, prob.w, prob.q)))]  # fmt: skip
+    if any(a is None for axis in axes for a in axis):
+        dx.zero_()
+    g = prob.groups
+    fmt = _CL3 if dx.is_contiguous(memory_format=_CL3) else torch.contiguous_format
+    dy = _ndhwc(dy)
+    sd, sh, sw = prob.stride
+    for fd, a in enumerate(axes[0]):
+        for fh, b in enumerate(axes[1]):
+            for fw, c in enumerate(axes[2]):
+                if a is None or b is None or c is None:
+                    continue
+                taps = (a[0], b[0], c[0])
+
+                def make(w, taps=taps):
+                    # narrow views, cat only for several taps (an index tensor would be a copy
+                    # to the device); the one copy is the final contiguous()
+                    for dim, picked in zip((2, 3, 4), taps, strict=True):
+                        parts = [w.narrow(dim, i, 1) for i in picked]
+                        w = parts[0] if len(parts) == 1 else torch.cat(parts, dim)
+                    return _swap_channels(w, g).contiguous(memory_format=fmt)
+
+                wt = _derived_weight(weight, ("phase3", g, *map(tuple, taps), fmt), make)
+                part = dy[:, :, a[1] : a[2], b[1] : b[2], c[1] : c[2]]
+                pads = Pads6([a[3], b[3], c[3], a[4], b[4], c[4]])
+                y = conv3d_forward(part, wt, None, (1, 1, 1), pads, (a[5], b[5], c[5]), g)
+                dx[:, :, fd::sd, fh::sh, fw::sw].copy_(y)
 
 
 def _dgrad_as_2d(prob: ConvProblem3d, mode: str, weight: Tensor, grad_output: Tensor, fmt) -> Tensor:
