@@ -612,3 +612,49 @@ def test_conv3d_wgrad_tma_refuses():
     assert "groups = 1" in k3.WGRAD3D_TMA.supports(ConvProblem3d.from_tensors(x, w, None, **kw), x, x)
     x, w, _, kw = _tensors((1, 16, 4, 6, 6, 16, 3, 3, 3, 1, 1, 1, 1), torch.float32, True)
     assert "fp16 or bf16" in k3.WGRAD3D_TMA.supports(ConvProblem3d.from_tensors(x, w, None, **kw), x, x)
+
+
+def test_conv3d_as_2d_is_the_only_candidate_when_it_applies(fresh_tuner, monkeypatch):
+    """With tuning on, a 2-D problem is tuned by conv2d's tuner alone: the 3-D tuner is handed
+    only ``conv3d_as_2d`` (the 3-D kernels never won on the H200), and its result is cached."""
+    from convgemm.functional3d import conv3d_algorithm
+    from convgemm.tune import autotune as at
+
+    calls = []
+
+    def fake_tune(prob, candidates, x, w, bias, y):
+        calls.append([a.name for a in candidates])
+        return candidates[0], candidates[0].default_config(prob), 5.0
+
+    monkeypatch.setattr(at, "autotune_enabled", lambda: True)
+    monkeypatch.setattr(at, "_tune", fake_tune)
+    x, w, b, kw = _tensors((1, 16, 4, 5, 6, 24, 3, 1, 1, 1, (1, 0, 0), 1, 1), torch.float16, channels_last=True)
+    k3.choose(replace(ConvProblem3d.from_tensors(x, w, b, **kw), tma_input_ok=True), x, w, b, None)
+    assert calls == [["conv3d_as_2d"]]
+    x, w, b, kw = _tensors((1, 16, 4, 5, 6, 24, 3, 3, 3, 1, 1, 1, 1), torch.float16, channels_last=True)
+    assert conv3d_algorithm(x, w, b, **kw)[0] == "conv3d_tma" and "conv3d_as_2d" not in calls[-1]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 16, 7, 6, 8, 16, 3, 3, 3, 2, 1, 1, 1),  # r3d-18's downsampling 3x3x3, odd depth
+        (1, 8, 5, 7, 6, 16, 3, 1, 3, (2, 1, 3), (1, 0, 2), (1, 1, 2), 1),  # mixed strides, dilated
+        (1, 16, 6, 6, 6, 8, 1, 1, 1, 2, 0, 1, 1),  # a strided 1x1x1: phases no tap reaches are zeros
+        (2, 16, 5, 6, 6, 16, 2, 3, 3, 2, (0, 1, 1), 1, 2),  # grouped
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_conv3d_strided_dgrad_by_phases(case, channels_last):
+    """Strided dgrad, one stride-1 forward per stride phase written into dx's strided view (TMA
+    stores where they apply, fp16), against float64."""
+    x, w, _, kw = _tensors(case, torch.float16, channels_last)
+    y = F.conv3d(x.double().cpu(), w.double().cpu(), None, **kw)
+    dy = torch.randn(y.shape, device=DEVICE).to(torch.float16)
+    if channels_last:
+        dy = dy.contiguous(memory_format=_CL3)
+    want = torch.nn.grad.conv3d_input(x.shape, w.double().cpu(), dy.double().cpu(), **kw)
+    got = convgemm.functional3d.conv3d_input(x.shape, w, dy, **kw)
+    assert got.is_contiguous(memory_format=_CL3 if channels_last else torch.contiguous_format)
+    assert_close(got, want, torch.float16, f"strided dgrad {case}")

@@ -123,16 +123,28 @@ def _choose(input, weight, bias, stride, padding, dilation, groups):
         return prob, x, y, k3.choose(prob, x, weight, bias, y)
 
 
-def conv3d_forward(input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+def conv3d_forward(input, weight, bias, stride, padding, dilation, groups, out=None) -> Tensor:
+    """The forward computation (plans, tuning, kernels); no autograd. ``out`` (internal): a
+    tensor of the output's shape and dtype, any strides (one stride phase of a larger tensor, as
+    strided dgrad writes), written in place and returned."""
     key = _plan_key(input, weight, bias, stride, padding, dilation, groups)
+    if key is not None and out is not None:
+        # the kernels' descriptors, and whether they store in place, follow out's geometry
+        key = (*key, "out", out.shape, out.stride(), out.data_ptr() % 16)
     plan = _plans.get(key) if key is not None else None
     if plan is not None:
         prob, algo, cfg, launch, fmt = plan
-        y = empty(prob.output_shape, input.dtype, input.device, fmt)
+        y = empty(prob.output_shape, input.dtype, input.device, fmt) if out is None else out
         with _device_of(input):
             algo.run(prob, _ndhwc(input), weight, bias, y, cfg, launch)
         return y
     prob, x, y, choice = _choose(input, weight, bias, stride, padding, dilation, groups)
+    if out is not None:
+        assert tuple(out.shape) == tuple(prob.output_shape) and out.dtype == y.dtype, "out: the output's shape, dtype"
+        if choice is None:
+            out.copy_(conv3d_forward(input, weight, bias, stride, padding, dilation, groups))
+            return out
+        y = out
     if choice is None:
         if y.numel() and prob.c == 0:
             return y.zero_() if bias is None else y.copy_(bias.view(1, -1, 1, 1, 1).expand_as(y))
@@ -257,7 +269,7 @@ def _dgrad_by_phases(prob: ConvProblem3d, weight: Tensor, dy: Tensor, dx: Tensor
     ``functional.phase_convs`` on each axis): phase (fd, fh, fw) receives only the taps whose
     offsets the stride divides, so no multiply-add meets an inserted zero, and each phase runs on
     the tuned forward kernels (the TMA one, or 2-D's through ``conv3d_as_2d`` for a one-tap-deep
-    phase). The phases are copied into dx; phases that no tap reaches are zeros."""
+    phase). Each phase is written into its strided view of dx; phases no tap reaches are zeros."""
     from .functional import phase_convs
 
     axes = [phase_convs(k, prob.stride[i], prob.pad[i], prob.dilation[i], size, out)
@@ -287,8 +299,10 @@ def _dgrad_by_phases(prob: ConvProblem3d, weight: Tensor, dy: Tensor, dx: Tensor
                 wt = _derived_weight(weight, ("phase3", g, *map(tuple, taps), fmt), make)
                 part = dy[:, :, a[1] : a[2], b[1] : b[2], c[1] : c[2]]
                 pads = Pads6([a[3], b[3], c[3], a[4], b[4], c[4]])
-                y = conv3d_forward(part, wt, None, (1, 1, 1), pads, (a[5], b[5], c[5]), g)
-                dx[:, :, fd::sd, fh::sh, fw::sw].copy_(y)
+                # written into dx's phase in place where the kernel's store takes the strided view
+                conv3d_forward(
+                    part, wt, None, (1, 1, 1), pads, (a[5], b[5], c[5]), g, out=dx[:, :, fd::sd, fh::sh, fw::sw]
+                )
 
 
 def _dgrad_as_2d(prob: ConvProblem3d, mode: str, weight: Tensor, grad_output: Tensor, fmt) -> Tensor:
