@@ -227,20 +227,34 @@ def _grad_problem(op, input_size, input_like, weight_like, grad_output, stride, 
     return prob
 
 
+def dgrad_route3d(prob: ConvProblem3d) -> str:
+    """How ``conv3d_input`` computes ``prob``'s dgrad: ``conv3d_as_2d (depth|plane)`` (2-D's
+    ``conv2d_input`` over views), ``dgrad_as_forward`` (stride 1: a forward convolution with the
+    flipped weight), ``dgrad_by_phases`` (strided: one forward per stride phase) or
+    ``conv3d_dgrad`` (the gather kernel: stride 1 padded beyond the filter)."""
+    mode = k3.as_2d(prob)
+    if mode is not None:
+        return f"conv3d_as_2d ({mode})"
+    if prob.stride != (1, 1, 1):
+        return "dgrad_by_phases"
+    ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
+    if all(max(prob.pad[i], prob.pad_end[i]) <= ext[i] for i in range(3)):
+        return "dgrad_as_forward"
+    return "conv3d_dgrad"
+
+
 def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """The input gradient of ``conv3d`` (dgrad): ``[N, C, D, H, W]`` from ``grad_output`` and ``weight``."""
+    """The input gradient of ``conv3d`` (dgrad): ``[N, C, D, H, W]`` from ``grad_output`` and
+    ``weight``, by ``dgrad_route3d``'s route."""
     prob = _grad_problem("conv3d_input", input_size, None, weight, grad_output, stride, padding, dilation, groups)
     fmt = _out_format(grad_output, weight)
     size = (prob.n, prob.c, prob.d, prob.h, prob.w)
+    route = dgrad_route3d(prob)
     mode = k3.as_2d(prob)
     if mode is not None and prob.n * prob.c * prob.k > 0:
         return _dgrad_as_2d(prob, mode, weight, grad_output, fmt)
     ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
-    if (
-        prob.n * prob.c * prob.k > 0
-        and prob.stride == (1, 1, 1)
-        and all(max(prob.pad[i], prob.pad_end[i]) <= ext[i] for i in range(3))
-    ):
+    if prob.n * prob.c * prob.k > 0 and route == "dgrad_as_forward":
         # stride 1: dx is the forward convolution of dy with the weight flipped in (T, R, S) and its
         # channel axes swapped per group (kept per weight version, as in 2-D), padded by
         # dil * (k - 1) - pad: the forward kernels (the TMA one included) serve dgrad too
@@ -256,7 +270,7 @@ def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padd
         return dx
     if prob.k == 0:
         return dx.zero_()
-    if prob.stride != (1, 1, 1):
+    if route == "dgrad_by_phases":
         _dgrad_by_phases(prob, weight, grad_output, dx)
         return dx
     with _device_of(grad_output):

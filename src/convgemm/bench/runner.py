@@ -475,7 +475,7 @@ def run_shape3d_backward(
     """dgrad or wgrad of one 3-D shape: ``conv3d_input`` / ``conv3d_weight`` against cuDNN's
     ``convolution_backward`` in the same layout."""
     from convgemm.conv import conv3d as k3
-    from convgemm.functional3d import _ndhwc, conv3d_input, conv3d_weight
+    from convgemm.functional3d import _ndhwc, conv3d_input, conv3d_weight, dgrad_route3d
     from convgemm.problem3d import ConvProblem3d
 
     dtype = DTYPES[dtype_key]
@@ -509,7 +509,9 @@ def run_shape3d_backward(
     row.convgemm_us, row.cudnn_us = times["convgemm"], times["cudnn"]
     prob = ConvProblem3d.from_tensors(x, w, None, **args)
     mode = k3.as_2d(prob)
-    row.algorithm = f"conv3d_as_2d ({mode})" if mode else f"conv3d_{direction}"
+    row.algorithm = (
+        dgrad_route3d(prob) if direction == "dgrad" else f"conv3d_as_2d ({mode})" if mode else "conv3d_wgrad"
+    )
     row.config = f"conv2d_{'input' if direction == 'dgrad' else 'weight'} (tuned)" if mode else ""
     if direction == "wgrad" and not mode:  # the choice the timed calls made (memoised)
         algo, cfg = k3.wgrad_choice(prob, _ndhwc(x), _ndhwc(dy), got)
