@@ -1,8 +1,6 @@
 """Strided R x S kernels on the TMA forward, read through the stride-phase view of the input
 (``conv.fprop.input_descriptor``; on unless ``CONVGEMM_STRIDED_TMA=0``)."""
 
-from dataclasses import replace
-
 import pytest
 import torch
 from conftest import DEVICE, conv_tensors
@@ -69,9 +67,13 @@ def test_strided_tma_split_k_and_persistent(variant):
 
 def test_strided_tma_refusals(monkeypatch):
     x, wt, b, kw = conv_tensors(CASES[0], torch.float32)
-    # a height that is not a multiple of the stride: the view is not a reshape
-    with pytest.raises(ValueError, match="multiples of the stride"):
+    # a slice of rows: pixel rows no longer evenly strided, the view is not a reshape
+    with pytest.raises(ValueError, match="rows evenly strided"):
         convgemm.conv2d(x[:, :, 1:], wt, b, algorithm="implicit_gemm_tma", **kw)
+    # a size that is not a multiple of the stride with groups: the gather pass takes dense layers
+    xg, wg, bg, kwg = conv_tensors((1, 32, 9, 10, 16, 3, 3, 2, 1, 1, 2), torch.float32)
+    with pytest.raises(ValueError, match="not multiples of the stride"):
+        convgemm.conv2d(xg, wg, bg, algorithm="implicit_gemm_tma", **kwg)
     # C/groups not a multiple of 16: a box would cross into the next group or pixel
     x8, w8 = (
         x[:, :8].contiguous(memory_format=torch.channels_last),
@@ -86,14 +88,17 @@ def test_strided_tma_refusals(monkeypatch):
 
 
 def test_phase_view_is_part_of_the_tuning_key():
-    """H = 8 and H = 9 share a size bucket; only the first has the phase view, so they must not
-    share a tuning result (one would pick an algorithm the other cannot run)."""
+    """A dense input and a slice of its rows can share a size bucket; only the first has the
+    phase view, so they must not share a tuning result (one would pick an algorithm the other
+    cannot run). H = 9 (not a multiple of the stride) has the view: its last rows go to the
+    gather pass (``phase_tails``)."""
     x, wt, b, kw = conv_tensors(CASES[0], torch.float32)
     p8, _, _ = _prepare(x, wt, b, 2, 1, 1, 1)
-    p9, _, _ = _prepare(torch.cat([x, x[:, :, :1]], 2).contiguous(memory_format=torch.channels_last), wt, b, 2, 1, 1, 1)
-    assert p8.input_phases_ok and not p9.input_phases_ok
-    assert p8.key() != p9.key()
-    assert replace(p9, input_phases_ok=True).key() == replace(p8, h=9).key()
+    x9 = torch.cat([x, x[:, :, :1]], 2).contiguous(memory_format=torch.channels_last)
+    p9, _, _ = _prepare(x9, wt, b, 2, 1, 1, 1)
+    ps, _, _ = _prepare(x9[:, :, :8], wt, b, 2, 1, 1, 1)
+    assert p8.input_phases_ok and p9.input_phases_ok and not ps.input_phases_ok
+    assert p8.key() != ps.key()
 
 
 def test_heuristic_leaves_strided_kernels_to_the_gather_kernel(monkeypatch):
@@ -204,3 +209,46 @@ def test_conv_transpose2d_through_the_tma_dgrad(cin, cout, h, k, s, p, op, monke
     )
     assert calls[0] == 1
     assert_close(y, ref, torch.float32, "conv_transpose2d via the TMA dgrad")
+
+
+# sizes that are not multiples of the stride: the phase view keeps whole phases, and the output
+# rows and columns that read the rest are recomputed by the gather kernel (``phase_tails``)
+TAIL_CASES = [
+    (2, 16, 9, 11, 32, 3, 3, 2, 1, 1, 1),  # odd H and W, padded
+    (1, 16, 1, 31, 16, 1, 3, (1, 2), 0, 1, 1),  # wav2vec2's k3 s2 conv1d on an odd length
+    (2, 16, 1, 19, 16, 1, 2, (1, 2), 0, 1, 1),  # its k2 s2 layers: the last column is read by no output
+    (1, 16, 13, 14, 16, 5, 5, 3, 2, 1, 1),  # stride 3, H % 3 = 1
+    (1, 16, 11, 10, 16, 3, 3, 2, (0, 2), 2, 1),  # dilated, asymmetric padding
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []))
+@pytest.mark.parametrize("case", TAIL_CASES, ids=lambda c: f"c{c[1]}_{c[2]}x{c[3]}_{c[5]}x{c[6]}_s{c[7]}p{c[8]}d{c[9]}")
+def test_strided_tma_with_tails(case, dtype):
+    """The TMA forward on inputs whose sizes are not multiples of the stride, with the ReLU (the
+    gather pass applies it too), and a repeat call (the plan's replay runs the pass again)."""
+    from convgemm.conv.fprop import phase_tails
+
+    x, wt, b, kw = conv_tensors(case, dtype)
+    prob, _, _ = _prepare(x, wt, b, kw["stride"], kw["padding"], kw["dilation"], 1)
+    assert prob.input_phases_ok and min(phase_tails(prob)) > 0
+    ref = conv2d_ref(x, wt, b, **kw)
+    for act in ("", "relu", "relu"):
+        y = convgemm.conv2d(x, wt, b, algorithm="implicit_gemm_tma", activation=act or None, **kw)
+        assert_close(y, torch.relu(ref) if act else ref, dtype, f"strided tma with tails {case} {act}")
+
+
+def test_phase_tails():
+    from convgemm.conv.fprop import phase_tails
+    from convgemm.problem import ConvProblem
+
+    def tails(h, w, r, s, stride, pad, dil=1):
+        x, wt = torch.empty(1, 16, h, w), torch.empty(16, 16, r, s)
+        return phase_tails(ConvProblem.from_tensors(x, wt, None, stride=stride, padding=pad, dilation=dil))
+
+    assert tails(8, 8, 3, 3, 2, 1) == (4, 4)  # multiples: no tails
+    # W = 15999, k3 s2: the view keeps 15998 columns; only the last output (7998) reads column 15998
+    assert tails(1, 15999, 1, 3, (1, 2), 0) == (1, 7998)
+    assert tails(9, 8, 3, 3, 2, 1) == (4, 4)  # H = 9: output row 4 reads rows 7-9, row 8 is past the view
+    assert tails(3, 8, 3, 3, 2, 0) == (0, 3)  # the one output row reads row 2: all of it a tail
+    assert tails(1, 999, 1, 2, (1, 2), 0) == (1, 499)  # k2 s2 on an odd length never reads the last column

@@ -539,12 +539,14 @@ def _nchw_view_ok(x: torch.Tensor) -> bool:
 
 
 def _phases_view_ok(x: torch.Tensor, stride: tuple[int, int]) -> bool:
-    """Whether NHWC ``x`` reshapes to ``[N, H/sh, sh, W/sw, sw*C]`` (``conv.fprop.input_descriptor``
-    reads a strided convolution's taps through it): a stride above 1, H and W multiples of the
-    stride, pixels of C channels back to back and rows evenly strided."""
+    """Whether NHWC ``x`` reads as ``[N, H/sh, sh, W/sw, sw*C]`` (``conv.fprop.input_descriptor``
+    reads a strided convolution's taps through it): a stride above 1, pixels of C channels back
+    to back and rows evenly strided. When H or W is not a multiple of the stride, the view keeps
+    ``H - H % sh`` rows (``W - W % sw`` columns) and the outputs that read the rest are
+    recomputed by a gather pass (``conv.fprop.phase_tails``)."""
     sh, sw = stride
     n, c, h, w = x.shape
-    return (sh > 1 or sw > 1) and h % sh == 0 and w % sw == 0 and x.stride(3) == c and _dense_rows(x)
+    return (sh > 1 or sw > 1) and x.stride(3) == c and _dense_rows(x)
 
 
 def explain(

@@ -504,6 +504,47 @@ def phase_descriptor(prob: ConvProblem, x: torch.Tensor, box: list[int]):
     )
 
 
+def phase_tails(prob: ConvProblem) -> tuple[int, int]:
+    """``(p0, q0)``: the first output row and column that the stride-phase view cannot compute,
+    because a tap reaches an input row (column) past ``H - H % sh`` (``W - W % sw``), which the
+    view ``[N, H/sh, sh, W/sw, sw*C]`` leaves out (its axes are whole phases; the copy engine
+    would read those rows as zeros). ``(P, Q)`` when H and W are multiples of the stride."""
+
+    def first(size: int, stride: int, pad: int, k: int, dil: int, out: int) -> int:
+        if size % stride == 0:
+            return out
+        kept = size - size % stride
+        # output o's last tap reads row o*stride - pad + (k - 1)*dil: the first to reach `kept`
+        return min(out, max(0, -(-(kept + pad - (k - 1) * dil) // stride)))
+
+    sh, sw = prob.stride
+    return (first(prob.h, sh, prob.pad_h[0], prob.r, prob.dilation[0], prob.p),
+            first(prob.w, sw, prob.pad_w[0], prob.s, prob.dilation[1], prob.q))  # fmt: skip
+
+
+def _phase_tail_fix(prob: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor) -> None:
+    """Recompute the output rows and columns past ``phase_tails`` (a strided layer whose H or W
+    is not a multiple of the stride: wav2vec2's odd-length conv1d) with the gather kernel, over
+    the input rows (columns) they read, written into y's strips in place: a thin strip of a
+    convolution that the stride-phase TMA view computed everywhere else."""
+    from ..functional import Pads4, conv2d_forward
+
+    if COMPILE_ONLY.get():
+        return
+    p0, q0 = phase_tails(prob)
+    sh, sw = prob.stride
+    (pt, pb), (pl, pr) = prob.pad_h, prob.pad_w
+    args = (prob.stride, prob.dilation, prob.groups)
+    if p0 < prob.p:
+        r0 = p0 * sh - pt
+        conv2d_forward(x[:, :, max(r0, 0):], w, bias, args[0], Pads4((max(0, -r0), pb, pl, pr)), *args[1:],
+                       algorithm="implicit_gemm", activation=prob.activation, out=y[:, :, p0:])  # fmt: skip
+    if q0 < prob.q:
+        c0 = q0 * sw - pl
+        conv2d_forward(x[:, :, :, max(c0, 0):], w, bias, args[0], Pads4((pt, pb, max(0, -c0), pr)), *args[1:],
+                       algorithm="implicit_gemm", activation=prob.activation, out=y[:, :, :, q0:])  # fmt: skip
+
+
 class ImplicitGemmTma(Algorithm):
     """Hopper implicit GEMM: TMA boxes of the NHWC input over blocks of output pixels (stride 1;
     a strided 1x1 kernel runs as stride 1 on the subsampled input view; a strided R x S kernel,
@@ -521,12 +562,17 @@ class ImplicitGemmTma(Algorithm):
                 return (f"stride {prob.stride} with a {prob.r}x{prob.s} kernel: CONVGEMM_STRIDED_TMA=0 turned the "
                         "stride-phase TMA loader off; unset it, or use algorithm='auto'")  # fmt: skip
             if not prob.input_phases_ok:
-                return (f"stride {prob.stride}: the input's height and width must be multiples of the stride, "
-                        "with its pixels' channels packed, for the stride-phase TMA view")  # fmt: skip
+                return (f"stride {prob.stride}: the stride-phase TMA view needs the input's pixels' channels packed "
+                        "and its rows evenly strided (a dense NHWC tensor, not a slice of rows or columns)")  # fmt: skip
             if prob.cg % _tma_bk(prob):
                 return (
                     f"stride {prob.stride}: C/groups = {prob.cg} must be a multiple of 16 for the stride-phase TMA view"
                 )
+            p0, q0 = phase_tails(prob)
+            if (p0, q0) != (prob.p, prob.q) and (prob.groups != 1 or p0 == 0 or q0 == 0):
+                return (f"stride {prob.stride} on a {prob.h}x{prob.w} input (not multiples of the stride): the "
+                        "stride-phase view leaves the last rows or columns to a gather pass, which takes dense "
+                        "layers with most of the output on the view; use implicit_gemm")  # fmt: skip
         return None
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
@@ -624,6 +670,8 @@ class ImplicitGemmTma(Algorithm):
         ``fixup`` is called with the NHWC buffer stored to, before it is copied to ``y``."""
         if launch is not None and launch.fast_ready:
             _fast_tma(launch, x, w, bias, y, fix, fixup)
+            if strided_taps(prob) and phase_tails(prob) != (prob.p, prob.q):
+                _phase_tail_fix(prob, x, w, bias, y)
             return
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = krsc_weight(w, cp).view(prob.k, -1)
@@ -662,6 +710,8 @@ class ImplicitGemmTma(Algorithm):
             fixup(yo)
         if yo is not y:
             y.copy_(yo)
+        if strided_taps(prob) and phase_tails(prob) != (prob.p, prob.q):
+            _phase_tail_fix(prob, x, w, bias, y)
 
 
 class WidthUnfold(Algorithm):
@@ -750,6 +800,8 @@ class GroupedTma(Algorithm):
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
             return "not a grouped convolution (groups = 1)"
+        if strided_taps(prob) and phase_tails(prob) != (prob.p, prob.q):
+            return f"stride {prob.stride}: the input's {prob.h}x{prob.w} are not multiples of the stride"
         if prob.cg == 1:
             return "one channel per group: that is the depthwise algorithms' problem"
         if prob.cg > self.MAX_CS // 2:
