@@ -29,7 +29,8 @@
 #              against cuDNN in alternating rounds; with and without TRIM -> dw7.log, dw7--no-trim.log
 #   train      the ResNet-50 training step eager (bench), profile_model and host_split, patched and
 #              not -> resnet-train.json, train-prof.log, train-host.log
-#   conv3d     the conv3d suite forward (tuned) -> conv3d.json
+#   conv3d     the conv3d suite forward, dgrad and wgrad (tuned) -> conv3d.json
+#   conv1d     the conv1d suite forward (tuned; wav2vec2's strided layers with the phase view's tails) -> conv1d.json
 #   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
 #              grouped-dgrad.json
@@ -193,7 +194,8 @@ for step in "$@"; do
         timeout "${RESNET_COMPILE_TIMEOUT:-400}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 \
             --modes compile --json "$OUT/resnet-compile.json" > "$OUT/resnet-compile.log" 2>&1
         echo "resnet50 compile: rc=$?"; grep -A1 "^resnet" "$OUT/resnet-compile.log" ;;
-    conv3d) bench conv3d "${CONV3D_TIMEOUT:-200}" --suite conv3d --direction fwd ;;
+    conv3d) bench conv3d "${CONV3D_TIMEOUT:-260}" --suite conv3d --direction all ;;
+    conv1d) bench conv1d "${CONV1D_TIMEOUT:-200}" --suite conv1d --direction fwd ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
