@@ -522,6 +522,7 @@ AS_2D_CASES = [
 ]
 
 
+@pytest.mark.interpreter_share(2, vary=("channels_last",))
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("case,mode", AS_2D_CASES, ids=[str(c) for c, _ in AS_2D_CASES])
 def test_conv3d_as_2d(case, mode, channels_last, fresh_tuner, monkeypatch):
@@ -579,6 +580,7 @@ def test_conv3d_as_2d_views_and_refusals():
     ],
     ids=str,
 )
+@pytest.mark.interpreter_share(2, vary=("channels_last",))
 @pytest.mark.parametrize("channels_last", [True, False])
 def test_conv3d_wgrad_tma(case, channels_last):
     """The 3-D TMA wgrad (16-bit, groups 1; strided through the phase view), every candidate
@@ -645,6 +647,7 @@ def test_conv3d_as_2d_is_the_only_candidate_when_it_applies(fresh_tuner, monkeyp
     ],
     ids=str,
 )
+@pytest.mark.interpreter_share(2, vary=("channels_last",))
 @pytest.mark.parametrize("channels_last", [True, False])
 def test_conv3d_strided_dgrad_by_phases(case, channels_last):
     """Strided dgrad, one stride-1 forward per stride phase written into dx's strided view (TMA

@@ -222,6 +222,7 @@ TAIL_CASES = [
 ]
 
 
+@pytest.mark.interpreter_share(2, vary=("dtype",))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else []))
 @pytest.mark.parametrize("case", TAIL_CASES, ids=lambda c: f"c{c[1]}_{c[2]}x{c[3]}_{c[5]}x{c[6]}_s{c[7]}p{c[8]}d{c[9]}")
 def test_strided_tma_with_tails(case, dtype):
