@@ -253,7 +253,6 @@ def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padd
     mode = k3.as_2d(prob)
     if mode is not None and prob.n * prob.c * prob.k > 0:
         return _dgrad_as_2d(prob, mode, weight, grad_output, fmt)
-    ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
     if prob.n * prob.c * prob.k > 0 and route == "dgrad_as_forward":
         # stride 1: dx is the forward convolution of dy with the weight flipped in (T, R, S) and its
         # channel axes swapped per group (kept per weight version, as in 2-D), padded by
@@ -262,6 +261,7 @@ def conv3d_input(input_size, weight: Tensor, grad_output: Tensor, stride=1, padd
         wt = _derived_weight(
             weight, ("flip3", g, fmt), lambda w: _swap_channels(w.flip(2, 3, 4), g).contiguous(memory_format=fmt)
         )
+        ext = [prob.dilation[i] * ((prob.t, prob.r, prob.s)[i] - 1) for i in range(3)]
         pads = Pads6([ext[i] - prob.pad[i] for i in range(3)] + [ext[i] - prob.pad_end[i] for i in range(3)])
         y = conv3d_forward(grad_output, wt, None, (1, 1, 1), pads, prob.dilation, g)
         return y if y.is_contiguous(memory_format=fmt) else y.contiguous(memory_format=fmt)

@@ -209,16 +209,11 @@ class Wgrad3dTma:
         dy_desc = descriptor(dy, [prob.n, prob.od, prob.p, prob.q, prob.k],
                              [dy.stride(0), dy.stride(2), dy.stride(3), dy.stride(4), 1], box + [cfg.block_m])  # fmt: skip
         c_tiles = cdiv(prob.c, cfg.block_n)
-        pd, ph, pw = prob.pad
-        dd, dh, dwl = prob.dilation
         a = (dy_desc, (prob.od, prob.p, prob.q))
+        b = (x_desc, tma_x_args(prob, c_tiles))
         if strided3(prob):
-            sd, sh, sw = prob.stride
-            b = (x_desc, (prob.d, prob.od, prob.p, prob.q, prob.h // sh, pd, ph, pw, dd, dh, dwl, prob.r, prob.s,
-                          c_tiles, sd, sh, sw, prob.c))  # fmt: skip
             x_fns = (l3.tma_wgrad3d_xs_init, l3.tma_wgrad3d_xs_load)
         else:
-            b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dwl, prob.r, prob.s, c_tiles))
             x_fns = (l3.tma_wgrad3d_x_init, l3.tma_wgrad3d_x_load)
         c = (None, (dw4, dw4.stride(0), dw4.stride(1), dw4.stride(3), dw4.stride(4), prob.k, prob.s, prob.c, c_tiles))
         num_m, num_n = cdiv(prob.k, cfg.block_m), prob.t * prob.r * prob.s * c_tiles
@@ -238,13 +233,12 @@ class Wgrad3dTma:
 WGRAD3D, WGRAD3D_TMA = Wgrad3dGather(), Wgrad3dTma()
 
 
-def wgrad_tuned(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> str:
+def wgrad_tuned(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
     """``dw = wgrad(x, dy)`` for NDHWC ``x`` and ``dy`` by the TMA kernel where it applies (its
     config tuned, ``backward.tuned_wgrad``: memo, disk cache, then timing, against the gather
-    kernel), else the gather kernel. Returns the kernel's name."""
+    kernel), else the gather kernel."""
     algo, cfg = wgrad_choice(prob, x, dy, dw)
     algo.run(prob, x, dy, dw, cfg)
-    return algo.name
 
 
 def wgrad_choice(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor):
@@ -398,6 +392,18 @@ def input_descriptor3d(prob: ConvProblem3d, x: torch.Tensor, box: list[int]):
                           [1, box[2], 1, box[3], box[4]])  # fmt: skip
     return descriptor(x, [prob.n, prob.d, prob.h, prob.w, prob.c],
                       [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box)  # fmt: skip
+
+
+def tma_x_args(prob: ConvProblem3d, c_tiles: int) -> tuple:
+    """The x loader's arguments for ``input_descriptor3d``'s view, shared by the TMA forward
+    (``tma_im2col3d_*``) and wgrad (``tma_wgrad3d_*``): the stride-phase loaders' when strided."""
+    pd, ph, pw = prob.pad
+    dd, dh, dw = prob.dilation
+    if strided3(prob):
+        sd, sh, sw = prob.stride
+        return (prob.d, prob.od, prob.p, prob.q, prob.h // sh, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles,
+                sd, sh, sw, prob.c)  # fmt: skip
+    return (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles)
 
 
 def spatial_tiles3(prob: ConvProblem3d, block_n: int) -> list[tuple[float, int, int, int]]:
@@ -555,17 +561,12 @@ class Tma3d(Algorithm):
                             [yo.stride(0), yo.stride(2), yo.stride(3), yo.stride(4), 1], box + [cfg.block_m])  # fmt: skip
         num_m = cdiv(prob.k, cfg.block_m)
         num_n = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
-        pd, ph, pw = prob.pad
-        dd, dh, dw = prob.dilation
         c_tiles = cp // cfg.block_k
         a = (w_desc, (prob.k,))
+        b = (x_desc, tma_x_args(prob, c_tiles))
         if strided3(prob):
-            sd, sh, sw = prob.stride
-            b = (x_desc, (prob.d, prob.od, prob.p, prob.q, prob.h // sh, pd, ph, pw, dd, dh, dw, prob.r, prob.s,
-                          c_tiles, sd, sh, sw, prob.c))  # fmt: skip
             b_fns = (l3.tma_im2col3d_phase_init, l3.tma_im2col3d_phase_load)
         else:
-            b = (x_desc, (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles))
             b_fns = (l3.tma_im2col3d_init, l3.tma_im2col3d_load)
         c = (y_desc, (prob.od, prob.p, prob.q))
         fns = (mm.desc2d_init, mm.desc2d_a_load, *b_fns, l3.tma_output3d_store)

@@ -522,6 +522,13 @@ def phase_tails(prob: ConvProblem) -> tuple[int, int]:
             first(prob.w, sw, prob.pad_w[0], prob.s, prob.dilation[1], prob.q))  # fmt: skip
 
 
+def has_phase_tails(prob: ConvProblem) -> bool:
+    """Whether ``_phase_tail_fix`` has rows or columns to recompute (two remainders on the
+    common path, where H and W are multiples of the stride: every replay of a strided layer asks)."""
+    sh, sw = prob.stride
+    return bool(prob.h % sh or prob.w % sw) and strided_taps(prob) and phase_tails(prob) != (prob.p, prob.q)
+
+
 def _phase_tail_fix(prob: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor) -> None:
     """Recompute the output rows and columns past ``phase_tails`` (a strided layer whose H or W
     is not a multiple of the stride: wav2vec2's odd-length conv1d) with the gather kernel, over
@@ -670,7 +677,7 @@ class ImplicitGemmTma(Algorithm):
         ``fixup`` is called with the NHWC buffer stored to, before it is copied to ``y``."""
         if launch is not None and launch.fast_ready:
             _fast_tma(launch, x, w, bias, y, fix, fixup)
-            if strided_taps(prob) and phase_tails(prob) != (prob.p, prob.q):
+            if has_phase_tails(prob):
                 _phase_tail_fix(prob, x, w, bias, y)
             return
         cp = channel_pad(prob.cg, cfg.block_k)
@@ -710,7 +717,7 @@ class ImplicitGemmTma(Algorithm):
             fixup(yo)
         if yo is not y:
             y.copy_(yo)
-        if strided_taps(prob) and phase_tails(prob) != (prob.p, prob.q):
+        if has_phase_tails(prob):
             _phase_tail_fix(prob, x, w, bias, y)
 
 
@@ -800,7 +807,7 @@ class GroupedTma(Algorithm):
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
             return "not a grouped convolution (groups = 1)"
-        if strided_taps(prob) and phase_tails(prob) != (prob.p, prob.q):
+        if has_phase_tails(prob):
             return f"stride {prob.stride}: the input's {prob.h}x{prob.w} are not multiples of the stride"
         if prob.cg == 1:
             return "one channel per group: that is the depthwise algorithms' problem"
