@@ -336,6 +336,52 @@ def test_conv3d_tma_every_candidate_config(case, dtype):
 
 
 @pytest.mark.parametrize(
+    "case,programs",
+    [
+        # 2 x 4 output tiles of 27 K tiles: 3 programs split some tiles in two; 5 and 7 split
+        # tiles in three and start and end programs mid-tile; 216 programs take one K tile each
+        ((1, 32, 3, 5, 6, 48, 3, 3, 3, 1, 1, 1, 1), 3),
+        ((1, 32, 3, 5, 6, 48, 3, 3, 3, 1, 1, 1, 1), 5),
+        ((1, 32, 3, 5, 6, 48, 3, 3, 3, 1, 1, 1, 1), 7),
+        ((1, 32, 3, 5, 6, 48, 3, 3, 3, 1, 1, 1, 1), 216),
+        ((2, 32, 5, 6, 8, 24, 3, 3, 3, 2, 1, 1, 1), 4),  # strided: the stride-phase loader
+    ],
+    ids=str,
+)
+def test_conv3d_tma_stream_k(case, programs):
+    """``conv3d_tma`` in stream-K form (``matmul.blocks.stream_k_gemm_kernel``): the K iterations
+    of all output tiles split evenly over ``programs`` programs (under the interpreter the SM count
+    is 1, so ``stream_k`` is the program count), partial tiles summed by the last to finish. Run
+    twice: the tile counters must be left at zero for the next launch."""
+    x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    prob = replace(prob, **k3.input_flags(x, prob.stride))
+    cfg = replace(k3.TMA3D.default_config(prob), split_k=1, persistent=0, stream_k=programs)
+    want = _ref(x, w, b, kw)
+    for attempt in range(2):
+        y = torch.full(prob.output_shape, float("nan"), device=DEVICE, dtype=torch.float16)
+        k3.TMA3D.run(prob, x, w, b, y, cfg)
+        assert_close(y, want, torch.float16, f"stream-K x{programs} run {attempt} {case}")
+
+
+def test_conv3d_tma_offers_stream_k_where_waves_are_ragged():
+    """On 132 SMs, r3d-18's 256-channel layer on 4x14x14 (56 tiles of 256x128) and 128-channel
+    layer on 8x28x28 (224 tiles of 128x256: 1.7 waves) get stream-K candidates; a layer whose
+    tiles fill whole waves gets none."""
+
+    def prob(n, c, d, h, w, k):
+        return ConvProblem3d(n, c, d, h, w, k, 3, 3, 3, (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1,
+                             torch.bfloat16, tma_input_ok=True)  # fmt: skip
+
+    l3 = [c for c in k3.TMA3D.candidates(prob(8, 256, 4, 14, 14, 256), 132) if c.stream_k]
+    assert {(c.block_m, c.block_n) for c in l3} >= {(256, 128), (128, 128)}, l3
+    l2 = [c for c in k3.TMA3D.candidates(prob(8, 128, 8, 28, 28, 128), 132) if c.stream_k]
+    assert (128, 256) in {(c.block_m, c.block_n) for c in l2}, l2
+    # 8 x 16 x 32 x 32 pixels in 256-pixel tiles x 64 channels: 1024 tiles, 7.8 waves
+    assert not [c for c in k3.TMA3D.candidates(prob(8, 64, 16, 32, 32, 64), 132) if c.stream_k]
+
+
+@pytest.mark.parametrize(
     "algo,case",
     [
         ("conv3d_gather", (1, 40, 3, 4, 5, 72, 3, 3, 3, (1, 2, 1), 1, 1, 1)),

@@ -74,8 +74,13 @@ def _compile(fn, grid, args, constexprs, options, out: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--direction", choices=("fwd", "wgrad"), default="wgrad")
-    ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S[,stride,pad,dil,groups] as the bench suites write it")
+    ap.add_argument("--direction", choices=("fwd", "wgrad", "fwd3d"), default="wgrad")
+    ap.add_argument(
+        "--shape",
+        required=True,
+        help="N,C,H,W,K,R,S[,stride,pad,dil,groups] as the bench suites write it "
+        "(fwd3d: N,C,D,H,W,K,T,R,S,SDxSHxSW,PDxPHxPW,DDxDHxDW,groups, with or without the 3d: prefix)",
+    )
     ap.add_argument("--algorithm", default="wgrad_tma")
     ap.add_argument("--config", default="", help="comma-separated Config fields over the default, e.g. block_m=128")
     ap.add_argument("--dtype", default="bf16")
@@ -89,16 +94,20 @@ def main() -> None:
     from convgemm.problem import ConvProblem
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
-    shp = parse_shape(a.shape)
-    x = torch.zeros(shp.n, shp.c, shp.h, shp.w, dtype=dtype).to(memory_format=torch.channels_last)
-    w = torch.zeros(shp.k, shp.c // shp.groups, shp.r, shp.s, dtype=dtype)
-    prob = ConvProblem.from_tensors(x, w, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
     captured = []
 
     def capture(launch, fn, grid, args, constexprs, options):
         captured.append((fn, grid, args, constexprs(), options))
 
     fprop._run_kernel = capture
+    if a.direction == "fwd3d":
+        cfg = _run3d(a, dtype, fprop)
+        _report(cfg, captured, a.out)
+        return
+    shp = parse_shape(a.shape)
+    x = torch.zeros(shp.n, shp.c, shp.h, shp.w, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.zeros(shp.k, shp.c // shp.groups, shp.r, shp.s, dtype=dtype)
+    prob = ConvProblem.from_tensors(x, w, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
     if a.direction == "wgrad":
         algo = {x.name: x for x in (backward.WGRAD_TMA, backward.WGRAD, backward.WGRAD_GT, backward.DWGRAD)}[
             a.algorithm
@@ -122,10 +131,40 @@ def main() -> None:
     else:
         y = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=torch.channels_last)
         algo.run(prob, x, algo.pack_weight(prob, w) if hasattr(algo, "pack_weight") else w, None, y, cfg)
+    _report(cfg, captured, a.out)
+
+
+def _report(cfg, captured, out: str) -> None:
     print(f"config: {cfg}")
     for fn, grid, args, consts, options in captured:
-        r = _compile(fn, grid, args, consts, options, a.out)
+        r = _compile(fn, grid, args, consts, options, out)
         print("  ".join(f"{k}={v}" for k, v in r.items()))
+
+
+def _run3d(a, dtype, fprop):
+    """Build and capture the 3-D TMA forward's launch (``conv3d_tma``; ``--config`` over its default)."""
+    import torch
+
+    from convgemm.conv import conv3d
+    from convgemm.problem3d import ConvProblem3d
+
+    f = a.shape.removeprefix("3d:").split(",")
+    n, c, d, h, w, k, t, r, s = map(int, f[:9])
+    trip = [tuple(map(int, v.split("x"))) for v in f[9:12]] or [(1, 1, 1), (0, 0, 0), (1, 1, 1)]
+    x = torch.zeros(n, c, d, h, w, dtype=dtype).to(memory_format=torch.channels_last_3d)
+    wt = torch.zeros(k, c, t, r, s, dtype=dtype)
+    prob = ConvProblem3d.from_tensors(x, wt, None, stride=trip[0], padding=trip[1], dilation=trip[2])
+    prob = dataclasses.replace(prob, tma_input_ok=True, input_phases_ok=True, tma_ok=True)
+    cfg = conv3d.Tma3d().default_config(prob)
+    for item in filter(None, a.config.split(",")):
+        key, v = item.split("=")
+        cfg = dataclasses.replace(cfg, **{key: int(v)})
+    if cfg.tile_n * cfg.tile_h * cfg.tile_w != cfg.block_n:
+        _, td, th, tw = conv3d.spatial_tiles3(prob, cfg.block_n)[0]
+        cfg = dataclasses.replace(cfg, tile_n=td, tile_h=th, tile_w=tw)
+    y = torch.zeros(n, k, prob.od, prob.p, prob.q, dtype=dtype).to(memory_format=torch.channels_last_3d)
+    conv3d.Tma3d().run(prob, x, wt, None, y, cfg)
+    return cfg
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ from .fprop import (
     _small,
     small_k_candidates,
     split_k_buffers,
+    stream_k_fits,
+    stream_k_split,
 )
 from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
 
@@ -439,6 +441,13 @@ def _smem(bm: int, bn: int, bk: int, stages: int, itemsize: int) -> int:
     return stages * (bm + bn) * bk * itemsize + bm * bn * itemsize
 
 
+#: tile shapes (block_m, block_n, warps, stages) also offered in stream-K form, and those offered
+#: only in it (256 output channels by 128 pixels: the shape for deep layers on small volumes,
+#: whose few tiles need stream-K's balance)
+_STREAM_K = ((128, 256, 8, 3), (128, 128, 8, 4))
+_STREAM_K_ONLY = ((256, 128, 8, 3),)
+
+
 class Tma3d(Algorithm):
     """Hopper 3-D implicit GEMM: ``y^T = w . im2col(x)^T`` with 5-D TMA boxes [1, TD, TH, TW, BK]
     of the NDHWC input per tap (groups = 1, stride 1); optional split-K or a persistent tile loop,
@@ -489,11 +498,15 @@ class Tma3d(Algorithm):
         # (block_m, block_n, warps, stages): 64-row tiles one warpgroup, 128-row tiles two; the
         # 2-D kernel's shapes (fprop.ImplicitGemmTma.configs)
         shapes = [(64, 128, 4, 4), (64, 256, 4, 2), (64, 256, 4, 3), (64, 256, 8, 3), (128, 128, 8, 4),
-                  (128, 256, 8, 3), (64, 64, 4, 4), (128, 64, 4, 4)]  # fmt: skip
+                  (128, 256, 8, 3), (64, 64, 4, 4), (128, 64, 4, 4), (256, 128, 8, 3)]  # fmt: skip
         for bk in bks:
             main = bk == bks[0]
             for bm, bn, warps, stages in shapes:
-                if bm == 128 and prob.k <= 64:
+                if (bm == 128 and prob.k <= 64) or (bm == 256 and prob.k < 256):
+                    continue
+                if (bm, bn, warps, stages) in _STREAM_K_ONLY:
+                    if main:
+                        out += self._stream_k(prob, bm, bn, bk, warps, stages, sms)
                     continue
                 if bn == 64 and self._tiles(prob, bm, *self._spatial(prob, 128)[0][1:]) >= sms:
                     continue  # 64-pixel tiles only where 128-pixel ones leave SMs idle
@@ -514,6 +527,8 @@ class Tma3d(Algorithm):
                     for per_sm in (1, 2) if _smem(bm, bn, bk, stages, e) <= 110_000 else (1,):
                         out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw,
                                           persistent=per_sm))  # fmt: skip
+                if (bm, bn, warps, stages) in _STREAM_K:
+                    out += self._stream_k(prob, bm, bn, bk, warps, stages, sms)
                 # few output tiles and a long reduction (3-D: 27 taps): split K to fill the GPU;
                 # only shapes whose partial-sum epilogue fits in registers (as in 2-D)
                 k_tiles = k_taps * cdiv(prob.c, bk)
@@ -523,6 +538,18 @@ class Tma3d(Algorithm):
                             out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw,
                                               split_k=sk))  # fmt: skip
         return out
+
+    def _stream_k(self, prob: ConvProblem3d, bm: int, bn: int, bk: int, warps: int, stages: int, sms: int):
+        """The stream-K form of a tile shape (``matmul.blocks.stream_k_gemm_kernel``), where its
+        output tiles fill the GPU's waves badly: r3d-18's 256-channel layer on 4x14x14 has 56
+        tiles of 256x128 for 132 SMs, its 128-channel one 224 tiles of 128x256 (1.7 waves)."""
+        _, td, th, tw = self._spatial(prob, bn)[0]
+        n_tiles = self._tiles(prob, bm, td, th, tw)
+        k_tiles = prob.t * prob.r * prob.s * cdiv(prob.c, bk)
+        waves = n_tiles / sms
+        if waves / cdiv(n_tiles, sms) >= 0.9 or k_tiles < 8 or not stream_k_fits(n_tiles, k_tiles, sms):
+            return []
+        return [Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, stream_k=1)]
 
     def default_config(self, prob: ConvProblem3d) -> Config:
         bk = _tma_bks(prob)[0]
@@ -570,10 +597,15 @@ class Tma3d(Algorithm):
             b_fns = (l3.tma_im2col3d_init, l3.tma_im2col3d_load)
         c = (y_desc, (prob.od, prob.p, prob.q))
         fns = (mm.desc2d_init, mm.desc2d_a_load, *b_fns, l3.tma_output3d_store)
-        split = (num_m * num_n, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
+        k_tiles = prob.t * prob.r * prob.s * c_tiles
+        split = None
+        if cfg.split_k > 1:
+            split = (num_m * num_n, cfg.split_k, cfg.block_m * cfg.block_n)
+        elif cfg.stream_k:
+            split = stream_k_split(cfg, num_m * num_n, k_tiles)
         ws = split_k_buffers(x.device, *split) if split else None
-        _launch(launch, (num_m * num_n, 1, cfg.split_k), a, b, c, bias, yo, prob.k, num_m, num_n,
-                prob.t * prob.r * prob.s * c_tiles, cfg, fns, True, prob, ws)  # fmt: skip
+        _launch(launch, (num_m * num_n, 1, cfg.split_k), a, b, c, bias, yo, prob.k, num_m, num_n, k_tiles, cfg, fns,
+                True, prob, ws)  # fmt: skip
         if launch is not None:
             launch.extra = (cp, split)
         if yo is not y:

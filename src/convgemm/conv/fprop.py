@@ -31,7 +31,7 @@ import torch
 
 from .._runtime import cdiv, empty, interpreting, may_cache, sm_count
 from ..matmul import loaders as mm
-from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel
+from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel, stream_k_gemm_kernel
 from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
@@ -60,6 +60,7 @@ class Config:
     tile_w: int = 0
     split_k: int = 1
     persistent: int = 0  # > 0: persistent_gemm_kernel with this many programs per SM
+    stream_k: int = 0  # > 0: stream_k_gemm_kernel with this many programs per SM (stream_k_programs)
     taps: int = 0  # > 1: wgrad_tma with this many filter columns per program (conv/wgrad_taps.py)
     cols: int = 0  # > 1: depthwise_rows with this many neighbouring output columns per thread
     vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)
@@ -76,6 +77,8 @@ class Config:
             s += f" k{self.split_k}"
         if self.persistent:
             s += f" p{self.persistent}"
+        if self.stream_k:
+            s += f" sk{self.stream_k}"
         if self.taps:
             s += f" taps{self.taps}"
         if self.cols:
@@ -109,6 +112,24 @@ def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: 
         locks = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
         _counters[key] = locks
     return torch.empty(tiles * split_k * tile_elems, dtype=dtype, device=device), locks
+
+
+def stream_k_programs(cfg: Config, tiles: int, k_tiles: int) -> int:
+    """The program count of a stream-K launch: ``cfg.stream_k`` per SM, at most one per K
+    iteration (so that every program has work: ``stream_k_reduce`` counts on it)."""
+    return max(1, min(cfg.stream_k * sm_count(), tiles * k_tiles))
+
+
+def stream_k_split(cfg: Config, tiles: int, k_tiles: int) -> tuple[int, int, int]:
+    """``split_k_buffers``' arguments for a stream-K launch: a counter per output tile and two
+    partial tiles per program (the workspace holds ``tiles * split * tile_elems`` entries)."""
+    programs = stream_k_programs(cfg, tiles, k_tiles)
+    return tiles, cdiv(2 * programs, tiles), cfg.block_m * cfg.block_n
+
+
+def stream_k_fits(tiles: int, k_tiles: int, sms: int) -> bool:
+    """Whether a stream-K launch's iteration arithmetic (``iteration * programs``) stays in int32."""
+    return tiles * k_tiles * 2 * sms < 2**31
 
 
 def _precision(prob: ConvProblem) -> str:
@@ -170,6 +191,11 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
         # one batch entry, no split: a fixed number of programs walks every tile
         assert grid[1] == 1 and cfg.split_k == 1, "persistent: groups == 1, no split-K"
         fn, grid = persistent_gemm_kernel, (min(num_m * num_n, cfg.persistent * sm_count()), 1, 1)
+    elif cfg.stream_k:
+        assert len(fns) <= 5 and prob.dtype != torch.float64, "stream-K: one K tile count, no float64"
+        assert grid[1] == 1 and cfg.split_k == 1, "stream-K: groups == 1, no split-K"
+        assert ws is not None, "stream-K: needs the workspace of stream_k_split"
+        fn, grid = stream_k_gemm_kernel, (stream_k_programs(cfg, num_m * num_n, k_tiles), 1, 1)
     _run_kernel(launch, fn, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
 

@@ -388,3 +388,115 @@ def persistent_gemm_kernel(
         acc = bias_epilogue(acc, bias_ptr, offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
         acc = activation_epilogue(acc, ACT)
         C_STORE(c_desc, c_args, acc, pid_m, pid_n, 0, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def stream_k_owner(it, programs, total):
+    """The program whose share of a stream-K launch holds K iteration ``it`` (program ``p``
+    owns ``[p * total // programs, (p + 1) * total // programs)``)."""
+    return ((it + 1) * programs - 1) // total
+
+
+@triton.jit
+def stream_k_reduce(
+    acc, ws_ptr, lock_ptr, tile, k_tiles, pid, is_first, programs, total, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    """Combine the partial sums of an output tile whose K iterations several stream-K programs
+    share; returns (sum, is_last).
+
+    Each program writes at most two partials (its first segment and its last one; every segment
+    in between is a whole tile), to workspace slots ``2 * pid`` and ``2 * pid + 1``. As in
+    ``split_k_reduce``, every segment takes a ticket from the tile's counter and the one that draws
+    the last ticket sums all of them, in program order (the result does not depend on timing),
+    finishes the tile and zeroes the counter. Nobody waits for anybody, so the programs need not
+    all be resident at once.
+    """
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    slot = 2 * pid + tl.where(is_first, 0, 1)
+    tl.store(ws_ptr + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
+    tl.debug_barrier()  # every thread's partial is written before the ticket is taken
+    start = tile * k_tiles
+    q0 = stream_k_owner(start, programs, total)
+    q1 = stream_k_owner(start + k_tiles - 1, programs, total)
+    ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    is_last = ticket == q1 - q0
+    out = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype)
+    if is_last:
+        for q in range(q0, q1 + 1):
+            # the tile is program q's first segment when q's share starts inside it
+            s = 2 * q + tl.where(q * total // programs >= start, 0, 1)
+            out += tl.load(ws_ptr + s.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+        tl.store(lock_ptr + tile, 0)
+    return out, is_last
+
+
+@triton.jit
+def stream_k_gemm_kernel(
+    a_desc,
+    a_args,
+    b_desc,
+    b_args,
+    c_desc,
+    c_args,
+    bias_ptr,
+    bias_len,
+    num_pid_m,
+    num_pid_n,
+    k_tiles,
+    ws_ptr,  # 2 * programs partial tiles of BLOCK_M * BLOCK_N in the accumulator dtype
+    lock_ptr,  # one int32 counter per output tile, zero before the launch (and after)
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    A_INIT: tl.constexpr,
+    A_LOAD: tl.constexpr,
+    B_INIT: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    C_STORE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BIAS_ALONG_M: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    F64: tl.constexpr,  # gemm_kernel's signature; must be False here
+    SPLIT_K: tl.constexpr = 1,  # gemm_kernel's signature; unused
+    ACT: tl.constexpr = "",
+    K_TILES: tl.constexpr = None,  # gemm_kernel's signature; must be None here (one batch entry)
+):
+    """``gemm_kernel``'s work split evenly by K iteration ("stream-K"): grid = (programs,), and
+    program ``p`` runs iterations ``[p * T // programs, (p + 1) * T // programs)`` of the
+    ``T = tiles * k_tiles`` (output tile, K tile) pairs of batch entry 0, tile by tile.
+
+    Where the output tiles are few or do not divide into whole waves (a deep layer on a small
+    volume: 56 tiles for 132 SMs, or 224 = 1.7 waves), every SM still gets the same amount of
+    work; a tile that two or three programs share is summed by ``stream_k_reduce``. The price is
+    one fp32 partial tile written and read per program, at most two.
+    """
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    total = num_pid_m * num_pid_n * k_tiles
+    first = pid * total // programs
+    end = (pid + 1) * total // programs
+    it = first
+    while it < end:
+        tile = it // k_tiles
+        kt0 = it - tile * k_tiles
+        kt1 = tl.minimum(k_tiles, kt0 + (end - it))
+        pid_m, pid_n = tile_grid(tile, num_pid_m, num_pid_n, GROUP_M)
+        a_state = A_INIT(a_desc, a_args, pid_m, 0, BLOCK_M, BLOCK_K)
+        b_state = B_INIT(b_desc, b_args, pid_n, 0, BLOCK_N, BLOCK_K)
+        acc = k_loop(a_state, b_state, kt0, kt1, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST)
+        is_last = True
+        if kt1 - kt0 < k_tiles:
+            acc, is_last = stream_k_reduce(
+                acc, ws_ptr, lock_ptr, tile, k_tiles, pid, it == first, programs, total, BLOCK_M, BLOCK_N
+            )
+        if is_last:
+            if BIAS_ALONG_M:
+                offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            else:
+                offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            acc = bias_epilogue(acc, bias_ptr, offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
+            acc = activation_epilogue(acc, ACT)
+            C_STORE(c_desc, c_args, acc, pid_m, pid_n, 0, BLOCK_M, BLOCK_N)
+        it += kt1 - kt0
