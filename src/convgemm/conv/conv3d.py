@@ -441,11 +441,8 @@ def _smem(bm: int, bn: int, bk: int, stages: int, itemsize: int) -> int:
     return stages * (bm + bn) * bk * itemsize + bm * bn * itemsize
 
 
-#: tile shapes (block_m, block_n, warps, stages) also offered in stream-K form, and those offered
-#: only in it (256 output channels by 128 pixels: the shape for deep layers on small volumes,
-#: whose few tiles need stream-K's balance)
-_STREAM_K = ((128, 256, 8, 3), (128, 128, 8, 4))
-_STREAM_K_ONLY = ((256, 128, 8, 3),)
+#: the tile shapes (block_m, block_n, warps, stages) of ``Tma3d.stream_k_candidates``
+_STREAM_K = ((256, 128, 8, 3), (128, 64, 4, 4), (64, 128, 4, 4))
 
 
 class Tma3d(Algorithm):
@@ -498,15 +495,11 @@ class Tma3d(Algorithm):
         # (block_m, block_n, warps, stages): 64-row tiles one warpgroup, 128-row tiles two; the
         # 2-D kernel's shapes (fprop.ImplicitGemmTma.configs)
         shapes = [(64, 128, 4, 4), (64, 256, 4, 2), (64, 256, 4, 3), (64, 256, 8, 3), (128, 128, 8, 4),
-                  (128, 256, 8, 3), (64, 64, 4, 4), (128, 64, 4, 4), (256, 128, 8, 3)]  # fmt: skip
+                  (128, 256, 8, 3), (64, 64, 4, 4), (128, 64, 4, 4)]  # fmt: skip
         for bk in bks:
             main = bk == bks[0]
             for bm, bn, warps, stages in shapes:
-                if (bm == 128 and prob.k <= 64) or (bm == 256 and prob.k < 256):
-                    continue
-                if (bm, bn, warps, stages) in _STREAM_K_ONLY:
-                    if main:
-                        out += self._stream_k(prob, bm, bn, bk, warps, stages, sms)
+                if bm == 128 and prob.k <= 64:
                     continue
                 if bn == 64 and self._tiles(prob, bm, *self._spatial(prob, 128)[0][1:]) >= sms:
                     continue  # 64-pixel tiles only where 128-pixel ones leave SMs idle
@@ -527,8 +520,6 @@ class Tma3d(Algorithm):
                     for per_sm in (1, 2) if _smem(bm, bn, bk, stages, e) <= 110_000 else (1,):
                         out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw,
                                           persistent=per_sm))  # fmt: skip
-                if (bm, bn, warps, stages) in _STREAM_K:
-                    out += self._stream_k(prob, bm, bn, bk, warps, stages, sms)
                 # few output tiles and a long reduction (3-D: 27 taps): split K to fill the GPU;
                 # only shapes whose partial-sum epilogue fits in registers (as in 2-D)
                 k_tiles = k_taps * cdiv(prob.c, bk)
@@ -539,17 +530,33 @@ class Tma3d(Algorithm):
                                               split_k=sk))  # fmt: skip
         return out
 
-    def _stream_k(self, prob: ConvProblem3d, bm: int, bn: int, bk: int, warps: int, stages: int, sms: int):
-        """The stream-K form of a tile shape (``matmul.blocks.stream_k_gemm_kernel``), where its
-        output tiles fill the GPU's waves badly: r3d-18's 256-channel layer on 4x14x14 has 56
-        tiles of 256x128 for 132 SMs, its 128-channel one 224 tiles of 128x256 (1.7 waves)."""
-        _, td, th, tw = self._spatial(prob, bn)[0]
-        n_tiles = self._tiles(prob, bm, td, th, tw)
+    def stream_k_candidates(self, prob: ConvProblem3d, sms: int) -> list[Config]:
+        """Stream-K forms (``matmul.blocks.stream_k_gemm_kernel``) of three tile shapes, where their
+        output tiles fill the GPU's waves badly (r3d-18's 256-channel layer on 4x14x14: 224 tiles
+        of 128x64 for 132 SMs, 56 of 256x128); one-warpgroup tiles also with two programs per SM.
+
+        Not among ``candidates``: on the H200 (session 19) they ran 13-45% slower than each layer's
+        best plain or split-K config on all four r3d-18 layers they were offered for, and slower
+        than the plain kernel on the same tile with the same work per SM (benchmarks/NOTES.md).
+        Kept for forced runs and A/B timing until that is understood."""
+        out = []
+        bk = _tma_bks(prob)[0]
         k_tiles = prob.t * prob.r * prob.s * cdiv(prob.c, bk)
-        waves = n_tiles / sms
-        if waves / cdiv(n_tiles, sms) >= 0.9 or k_tiles < 8 or not stream_k_fits(n_tiles, k_tiles, sms):
-            return []
-        return [Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, stream_k=1)]
+        for bm, bn, warps, stages in _STREAM_K:
+            if bm > 64 and prob.k < bm:
+                continue
+            _, td, th, tw = self._spatial(prob, bn)[0]
+            n_tiles = self._tiles(prob, bm, td, th, tw)
+            # two programs per SM where two fit: one warpgroup each, and the K loop's buffers in
+            # half the shared memory (the epilogue reuses them)
+            two = warps == 4 and stages * (bm + bn) * bk * prob.dtype.itemsize <= 110_000
+            for per_sm in (1, 2) if two else (1,):
+                slots = per_sm * sms
+                if n_tiles % slots == 0 or n_tiles / slots / cdiv(n_tiles, slots) >= 0.9:
+                    continue  # whole waves already
+                if k_tiles >= 8 and stream_k_fits(n_tiles, k_tiles, slots):
+                    out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, stream_k=per_sm))
+        return out
 
     def default_config(self, prob: ConvProblem3d) -> Config:
         bk = _tma_bks(prob)[0]
