@@ -442,7 +442,7 @@ def _smem(bm: int, bn: int, bk: int, stages: int, itemsize: int) -> int:
 
 
 #: the tile shapes (block_m, block_n, warps, stages) of ``Tma3d.stream_k_candidates``
-_STREAM_K = ((256, 128, 8, 3), (128, 64, 4, 4), (64, 128, 4, 4))
+_STREAM_K = ((256, 128, 8, 3), (128, 64, 4, 4), (64, 128, 4, 4), (128, 128, 4, 3))
 
 
 class Tma3d(Algorithm):
@@ -493,9 +493,12 @@ class Tma3d(Algorithm):
         k_taps = prob.t * prob.r * prob.s
         out = []
         # (block_m, block_n, warps, stages): 64-row tiles one warpgroup, 128-row tiles two; the
-        # 2-D kernel's shapes (fprop.ImplicitGemmTma.configs)
+        # 2-D kernel's shapes (fprop.ImplicitGemmTma.configs), and 128x128 on one warpgroup: two
+        # programs per SM (96 KB of buffers, 154-172 registers, no spills with split-K) that
+        # read half the bytes per multiply-add of 128x64 tiles, which on small volumes are bound
+        # by the L2's bandwidth (benchmarks/NOTES.md, session 19)
         shapes = [(64, 128, 4, 4), (64, 256, 4, 2), (64, 256, 4, 3), (64, 256, 8, 3), (128, 128, 8, 4),
-                  (128, 256, 8, 3), (64, 64, 4, 4), (128, 64, 4, 4)]  # fmt: skip
+                  (128, 256, 8, 3), (64, 64, 4, 4), (128, 64, 4, 4), (128, 128, 4, 3)]  # fmt: skip
         for bk in bks:
             main = bk == bks[0]
             for bm, bn, warps, stages in shapes:
@@ -523,7 +526,7 @@ class Tma3d(Algorithm):
                 # few output tiles and a long reduction (3-D: 27 taps): split K to fill the GPU;
                 # only shapes whose partial-sum epilogue fits in registers (as in 2-D)
                 k_tiles = k_taps * cdiv(prob.c, bk)
-                if (bm * bn) // (32 * warps) <= 64 and n_tiles < 1.5 * sms:
+                if ((bm * bn) // (32 * warps) <= 64 or (bm, bn, warps) == (128, 128, 4)) and n_tiles < 1.5 * sms:
                     for sk in (2, 4, 8):
                         if k_tiles >= 8 * sk and n_tiles * sk <= 4 * sms:
                             out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw,
