@@ -382,6 +382,65 @@ def test_conv3d_tma_stream_k_candidates_where_waves_are_ragged():
     assert not k3.TMA3D.stream_k_candidates(prob(8, 64, 16, 32, 32, 64), 132)
 
 
+WS_CASES = [
+    # C = 48: 16-channel K steps; K = 80: a partial channel tile (the store clips it, the bias is
+    # masked); odd sizes: tiles past every edge
+    ((1, 48, 3, 5, 7, 80, 3, 3, 3, 1, 1, 1, 1), torch.bfloat16),
+    ((2, 64, 4, 6, 9, 64, 3, 3, 3, 1, 1, 1, 1), torch.float16),
+    ((1, 32, 5, 8, 8, 96, 3, 1, 1, 1, (1, 0, 0), 1, 1), torch.bfloat16),  # temporal 3x1x1
+    ((1, 64, 4, 7, 10, 32, 3, 3, 3, 1, "same", (1, 2, 3), 1), torch.bfloat16),  # dilated, 'same'
+    ((2, 128, 2, 7, 7, 256, 3, 3, 3, 1, 1, 1, 1), torch.bfloat16),  # 256-channel tiles, tiny volume
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case,dtype", WS_CASES, ids=str)
+def test_conv3d_ws_every_candidate_config(case, dtype):
+    """``conv3d_ws`` (the warp-specialized Gluon kernel) with every config it offers on a
+    132-SM GPU and on a 2-SM one (which keeps shapes with few tiles), against float64, with and
+    without a bias; twice, as a persistent program reuses its ring and store buffer across tiles."""
+    x, w, b, kw = _tensors(case, dtype, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    prob = replace(prob, **k3.input_flags(x, prob.stride))
+    cfgs = list(dict.fromkeys(k3.WS3D.candidates(prob, 132) + k3.WS3D.candidates(prob, 2)))
+    _forced(k3.WS3D, case, dtype, cfgs)
+    want = _ref(x, w, None, kw)
+    for cfg in cfgs:
+        y = torch.full(prob.output_shape, float("nan"), device=DEVICE, dtype=dtype)
+        k3.WS3D.run(prob, x, w, None, y, cfg)
+        k3.WS3D.run(prob, x, w, None, y, cfg)
+        assert_close(y, want, dtype, f"conv3d_ws [{cfg.describe()}] no bias {case}")
+
+
+def test_conv3d_ws_supports_and_candidates():
+    """What ``conv3d_ws`` refuses and offers (the kernel itself only runs on a GPU)."""
+    from convgemm._runtime import interpreting
+
+    def prob(n, c, d, h, w, k, **kw):
+        base = dict(stride=(1, 1, 1), dtype=torch.bfloat16, groups=1)
+        base.update(kw)
+        return ConvProblem3d(n, c, d, h, w, k, 3, 3, 3, base["stride"], (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                             base["groups"], base["dtype"], tma_input_ok=True)  # fmt: skip
+
+    l3 = prob(8, 256, 4, 14, 14, 256)
+    if interpreting():
+        assert "TRITON_INTERPRET" in k3.WS3D.supports(l3)
+    for p, why in ((prob(8, 64, 8, 8, 8, 64, stride=(2, 2, 2)), "stride"), (prob(8, 64, 8, 8, 8, 64, groups=2), "groups"),
+                   (prob(8, 64, 8, 8, 8, 64, dtype=torch.float32), "fp16 or bf16")):  # fmt: skip
+        reason = k3.WS3D.supports(p)
+        assert reason is not None and (why in reason or "TRITON_INTERPRET" in reason), reason
+    assert not k3.WS3D.heuristic_ok(l3)
+    cands = k3.WS3D.candidates(l3, 132)
+    # 64 pixels x 256 channels on one warpgroup; 128 x 256 has 56 tiles, under half of 132 SMs
+    assert (64, 256, 4) in {(c.block_m, c.block_n, c.num_warps) for c in cands}
+    assert (128, 256) not in {(c.block_m, c.block_n) for c in cands}
+    for c in cands:
+        assert c.tile_n * c.tile_h * c.tile_w == c.block_m and c.persistent in (1, 2)
+        assert c.num_stages * (c.block_m + c.block_n) * c.block_k * 2 + c.block_m * c.block_n * 2 <= 225_000
+    # r3d-18's 2x7x7 layer has too few tiles for a kernel without split-K
+    assert not k3.WS3D.candidates(prob(8, 512, 2, 7, 7, 512), 132)
+
+
 @pytest.mark.parametrize(
     "algo,case",
     [

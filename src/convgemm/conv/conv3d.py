@@ -622,6 +622,87 @@ class Tma3d(Algorithm):
             y.copy_(yo)
 
 
+def _wgmma_device() -> bool:
+    """The current CUDA device has wgmma (compute capability 9.x: Hopper; Blackwell has not)."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+class Ws3d(Algorithm):
+    """Hopper's warp-specialized 3-D implicit GEMM in Gluon (``conv/ws3d.py``): a producer warp
+    issues the TMA loads into a ring of shared-memory slots, consumer warpgroups run ``wgmma`` and
+    the epilogue, programs are persistent. Stride 1, groups 1, 16-bit, C a multiple of 16.
+
+    Its configs put output *pixels* on ``block_m`` (``tile_n x tile_h x tile_w`` = depth x rows x
+    columns; 64 per consumer warpgroup) and output channels on ``block_n``; ``persistent`` is the
+    number of programs per SM. No split-K: a layer with fewer tiles than half the SMs is left to
+    ``conv3d_tma``. Gluon does not run under the interpreter, so only the GPU tests run it; the
+    tuner alone picks it (``heuristic_ok`` is False)."""
+
+    name = "conv3d_ws"
+
+    def supports(self, prob: ConvProblem3d, x: torch.Tensor | None = None) -> str | None:
+        if interpreting():
+            return "conv3d_ws is a Gluon kernel, which TRITON_INTERPRET cannot run: it needs a Hopper GPU"
+        if prob.dtype not in (torch.float16, torch.bfloat16):
+            return f"conv3d_ws takes fp16 or bf16, not {prob.dtype}"
+        if prob.groups != 1 or prob.stride != (1, 1, 1):
+            return f"conv3d_ws takes groups = 1 and stride 1, not groups {prob.groups}, stride {prob.stride}"
+        if not prob.tma_input_ok:
+            return "no TMA, or the NDHWC input is not 16-byte aligned"
+        if not _wgmma_device():
+            return "conv3d_ws uses wgmma: it needs a compute capability 9.x (Hopper) GPU"
+        if prob.c % 16 or (prob.k * prob.dtype.itemsize) % 16:
+            return f"conv3d_ws needs C a multiple of 16 (got {prob.c}) and K * itemsize a multiple of 16 (K = {prob.k})"
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem3d) -> bool:
+        return False
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        return self.candidates(prob, sm_count())
+
+    def candidates(self, prob: ConvProblem3d, sms: int) -> list[Config]:
+        """128 pixels on two consumer warpgroups or 64 on one (two programs per SM where they
+        fit), by the widest channel tile and 128; only shapes with tiles for half the SMs."""
+        e = prob.dtype.itemsize
+        bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
+        kp = _small(prob.k)
+        out = []
+        for bm, warps in ((128, 8), (64, 4)):
+            _, td, th, tw = spatial_tiles3(prob, bm)[0]
+            for bn in sorted({min(256, kp), min(128, kp)}, reverse=True):
+                n_tiles = cdiv(prob.k, bn) * prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+                if 2 * n_tiles < sms:
+                    continue
+                stages = 4
+                while stages > 2 and stages * (bm + bn) * bk * e + bm * bn * e > 225_000:
+                    stages -= 1
+                out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1))
+                if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
+                    out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=2))
+        return out
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        cands = self.candidates(prob, max(sm_count(), 2))
+        if cands:
+            return cands[0]
+        _, td, th, tw = spatial_tiles3(prob, 128)[0]
+        bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
+        return Config(128, min(128, _small(prob.k)), bk, 8, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
+        if COMPILE_ONLY.get():
+            return  # compiled on its first timed run (Gluon kernels are not warmed up in parallel)
+        from .ws3d import ws_conv3d
+
+        yo = _ndhwc_out(y)
+        ws_conv3d(x, _packed_weight(w, prob.c), bias, yo, (prob.t, prob.r, prob.s), prob.pad, prob.dilation,
+                  (cfg.tile_n, cfg.tile_h, cfg.tile_w), cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps,
+                  cfg.persistent or 1)  # fmt: skip
+        if yo is not y:
+            y.copy_(yo)
+
+
 class WidthUnfold3d(Algorithm):
     """RGB stems (S*C up to 64, groups = 1): each output column's S taps gathered into one wide
     pixel (``conv.unfold``), then a T x R x 1 convolution over that on ``conv3d_tma`` (a strided
@@ -834,7 +915,8 @@ def _weight_4d(w: torch.Tensor, mode: str) -> torch.Tensor:
 GATHER, SMALL_K, TMA3D, UNFOLD3D, AS2D = Gather3d(), SmallK3d(), Tma3d(), WidthUnfold3d(), As2d()
 #: the 3-D forward algorithms, in the heuristic's order of preference (a 2-D problem first: the
 #: 2-D heuristic knows more kernels)
-ALGORITHMS3D: dict[str, Algorithm] = {a.name: a for a in (AS2D, TMA3D, UNFOLD3D, SMALL_K, GATHER)}
+WS3D = Ws3d()
+ALGORITHMS3D: dict[str, Algorithm] = {a.name: a for a in (AS2D, TMA3D, WS3D, UNFOLD3D, SMALL_K, GATHER)}
 
 _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 

@@ -1,0 +1,198 @@
+"""A warp-specialized implicit GEMM for Hopper, written in Gluon (experimental).
+
+The Triton kernels of ``conv3d_tma`` issue their TMA loads and their ``wgmma`` from the same warps,
+software-pipelined; a tile's epilogue stalls the tensor cores, and one 8-warp program per SM
+reaches about 65-88% of the SM's peak (benchmarks/NOTES.md, session 19). Here the work is split
+the way CUTLASS's Hopper kernels split it:
+
+- a *producer* warp issues, for every K step, the TMA box of the NDHWC input shifted by that
+  step's filter tap (``[1, TD, TH, TW, BK]``; out-of-bounds rows are the zero padding) and the
+  weight tile, into a ring of ``STAGES`` shared-memory slots guarded by mbarriers;
+- the *consumer* warpgroups (the default partition) run ``wgmma`` on each slot as it fills, free
+  it once the next one is issued, and finish each tile (bias, activation, TMA store) while the
+  producer already fills the ring with the next tile's operands.
+
+Programs are persistent: program ``p`` takes output tiles ``p, p + programs, ...``. The GEMM is
+``y[pixels, K] = im2col(x)[pixels, T*R*S*C] @ w[K, T*R*S*C]^T``: output pixels on M (the input
+box is the A operand, K-major), output channels on N (the weight tile, read transposed).
+
+Stride 1 and groups 1, 16-bit dtypes, C a multiple of BLOCK_K; no interpreter support (Gluon
+does not run under ``TRITON_INTERPRET``), so this runs on Hopper GPUs only.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from .._runtime import cdiv, sm_count
+
+
+@gluon.jit
+def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr):
+    """Output tile index -> (channel block, image, first output depth, row, column); the channel
+    blocks of one pixel block are consecutive tiles (they share the input box in L2)."""
+    pid_n = tile % tiles_n
+    pix = tile // tiles_n
+    tiles_w = gl.cdiv(Q, TW)
+    tiles_hw = gl.cdiv(P, TH) * tiles_w
+    per_image = gl.cdiv(OD, TD) * tiles_hw
+    n = pix // per_image
+    rem = pix - n * per_image
+    td = rem // tiles_hw
+    rem = rem - td * tiles_hw
+    th = rem // tiles_w
+    return pid_n, n, td * TD, th * TH, (rem - th * tiles_w) * TW
+
+
+@gluon.jit
+def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, STAGES: gl.constexpr):
+    num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps = geo
+    TD: gl.constexpr = x_desc.block_type.shape[1]
+    TH: gl.constexpr = x_desc.block_type.shape[2]
+    TW: gl.constexpr = x_desc.block_type.shape[3]
+    BK: gl.constexpr = x_desc.block_type.shape[4]
+    BN: gl.constexpr = w_desc.block_type.shape[0]
+    nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+    it = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+        for kt in range(k_steps):
+            slot = it % STAGES
+            # a slot's first fill waits on the barrier's initial (completed) phase
+            mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)
+            tap = kt // c_tiles
+            cb = kt - tap * c_tiles
+            t = tap // (R * S)
+            rs = tap - t * (R * S)
+            r = rs // S
+            s = rs - r * S
+            mbarrier.expect(ready.index(slot), nbytes)
+            tma.async_copy_global_to_shared(
+                x_desc,
+                [n, d0 + t * dd - pd, h0 + r * dh - ph, w0 + s * dw - pw, cb * BK],
+                ready.index(slot),
+                x_bufs.index(slot),
+            )
+            tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
+            it += 1
+
+
+@gluon.jit
+def _consumer(y_desc, bias_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
+              HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+    num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps = geo
+    TD: gl.constexpr = y_desc.block_type.shape[1]
+    TH: gl.constexpr = y_desc.block_type.shape[2]
+    TW: gl.constexpr = y_desc.block_type.shape[3]
+    BN: gl.constexpr = y_desc.block_type.shape[4]
+    BP: gl.constexpr = TD * TH * TW
+    BK: gl.constexpr = x_bufs.type.shape[5]
+    WARPS: gl.constexpr = gl.num_warps()
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 16]
+    )
+    c_2d = c_smem.reshape([BP, BN])
+    it = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+        acc = gl.zeros([BP, BN], gl.float32, acc_layout)
+        for kt in range(k_steps):
+            slot = it % STAGES
+            mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+            a = x_bufs.index(slot).reshape([BP, BK])
+            b = w_bufs.index(slot).permute((1, 0))
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            # one wgmma in flight: the previous step's slot is read, hand it back
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kt > 0)
+            it += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+        if HAS_BIAS:
+            offs = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+            bias = gl.load(bias_ptr + offs, mask=offs < K, other=0.0).to(gl.float32)
+            acc = acc + gl.expand_dims(bias, 0)
+        if ACT == "relu":
+            acc = gl.where(acc < 0, 0.0, acc)
+        tma.store_wait(0)  # the previous tile's store has read c_smem
+        c_2d.store(acc.to(y_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0, pid_n * BN], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, K, num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw,
+                     R, S, c_tiles, k_steps, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+    """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,)."""
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
+    w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
+    c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    geo = (num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps)
+    gl.warp_specialize(
+        [
+            (_consumer, (y_desc, bias_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, HAS_BIAS, ACT, STAGES)),
+            (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, STAGES)),
+        ],
+        [1],
+        [48],
+    )
+
+
+def _layout(block: list[int], dtype: torch.dtype):
+    return gl.NVMMASharedLayout.get_default_for(block, {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype])
+
+
+def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, taps: tuple[int, int, int],
+              pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
+              block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "",
+              compile_only: bool = False):  # fmt: skip
+    """``y = conv3d(x, w, bias, padding=pad, dilation=dilation)`` (stride 1, groups 1) with
+    ``ws_conv3d_kernel``.
+
+    ``x`` [N, C, D, H, W] and ``y`` [N, K, OD, P, Q] are 16-bit with channel stride 1 and
+    16-byte-aligned pixel strides (channels_last_3d); ``wp`` is the weight as a dense [K, T*R*S*C]
+    matrix (``conv3d._packed_weight``), ``taps`` its (T, R, S); C a multiple of ``block_k``.
+    ``tile`` is the (depth, rows, columns) block of output pixels of one tile, of 16 x ``warps``
+    pixels; ``block_n`` output channels per tile (at most 256); ``per_sm`` programs per SM (the
+    register budget is split for that many: shared memory must allow it too). ``compile_only``
+    returns (kernel, grid, args, options) without launching.
+    """
+    n, c, d, h, wd = x.shape
+    _, k, od, p, q = y.shape
+    t, r, s = taps
+    td, th, tw = tile
+    xb, wb, yb = [1, td, th, tw, block_k], [block_n, block_k], [1, td, th, tw, block_n]
+    x_desc = TensorDescriptor(x, [n, d, h, wd, c], [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], xb,
+                              _layout(xb, x.dtype))  # fmt: skip
+    w_desc = TensorDescriptor(wp, [k, wp.shape[1]], [wp.stride(0), 1], wb, _layout(wb, x.dtype))
+    y_desc = TensorDescriptor(y, [n, od, p, q, k], [y.stride(0), y.stride(2), y.stride(3), y.stride(4), 1], yb,
+                              _layout(yb, y.dtype))  # fmt: skip
+    tiles_n = cdiv(k, block_n)
+    num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw)
+    grid = (min(num_tiles, per_sm * sm_count()),)
+    args = (x_desc, w_desc, y_desc, y if bias is None else bias, k, num_tiles, tiles_n, od, p, q, *pad, *dilation,
+            r, s, c // block_k, t * r * s * (c // block_k))  # fmt: skip
+    # registers are allocated for warps + 4 (the producer's warpgroup) warps at launch, then moved
+    # from the producer (48 each) to the consumers
+    kw = dict(HAS_BIAS=bias is not None, ACT=act, STAGES=stages, num_warps=warps,
+              maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
+    if compile_only:
+        return ws_conv3d_kernel, grid, args, kw
+    ws_conv3d_kernel[grid](*args, **kw)
+    return None
