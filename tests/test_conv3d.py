@@ -431,14 +431,56 @@ def test_conv3d_ws_supports_and_candidates():
         assert reason is not None and (why in reason or "TRITON_INTERPRET" in reason), reason
     assert not k3.WS3D.heuristic_ok(l3)
     cands = k3.WS3D.candidates(l3, 132)
-    # 64 pixels x 256 channels on one warpgroup; 128 x 256 has 56 tiles, under half of 132 SMs
-    assert (64, 256, 4) in {(c.block_m, c.block_n, c.num_warps) for c in cands}
-    assert (128, 256) not in {(c.block_m, c.block_n) for c in cands}
+    # 64 pixels x 256 channels on one warpgroup; 128 x 256 has 56 tiles, under half of 132 SMs:
+    # only split
+    assert (64, 256, 4, 1) in {(c.block_m, c.block_n, c.num_warps, c.split_k) for c in cands}
+    assert all(c.split_k > 1 for c in cands if (c.block_m, c.block_n) == (128, 256))
     for c in cands:
         assert c.tile_n * c.tile_h * c.tile_w == c.block_m and c.persistent in (1, 2)
         assert c.num_stages * (c.block_m + c.block_n) * c.block_k * 2 + c.block_m * c.block_n * 2 <= 225_000
-    # r3d-18's 2x7x7 layer has too few tiles for a kernel without split-K
-    assert not k3.WS3D.candidates(prob(8, 512, 2, 7, 7, 512), 132)
+    # r3d-18's 2x7x7 layer: too few tiles for one per SM, so only split-K forms, each split with
+    # K steps (27 taps x 8 channel steps = 216)
+    l4 = k3.WS3D.candidates(prob(8, 512, 2, 7, 7, 512), 132)
+    assert l4 and all(c.split_k > 1 and (c.split_k - 1) * -(-216 // c.split_k) < 216 for c in l4)
+    # strided: tiles one output depth deep (the stride-phase view)
+    s2 = prob(8, 64, 16, 56, 56, 128, stride=(2, 2, 2))
+    assert all(c.tile_n == 1 for c in k3.WS3D.candidates(replace(s2, input_phases_ok=True), 132))
+
+
+@pytest.mark.parametrize("act", ["", "relu"])
+def test_conv3d_ws_split_finish_kernel(act):
+    """The second kernel of conv3d_ws's split-K (plain Triton, so it runs under the interpreter):
+    each tile's partials summed in split order, the bias added, pixels past the output's edges
+    (tiles of 2x4x4 over a 3x5x6 output) and channels past K (a 32-channel tile for K = 24) left
+    alone, into a strided channels_last_3d output."""
+    from convgemm.conv.ws3d import ws_split_finish_kernel
+
+    n, k, od, p, q, split, td, th, tw, bn = 2, 24, 3, 5, 6, 3, 2, 4, 4, 32
+    tiles_n = 1
+    tiles = tiles_n * n * (-(-od // td)) * (-(-p // th)) * (-(-q // tw))
+    bp = td * th * tw
+    ws = torch.randn(tiles, split, bp, bn, device=DEVICE)
+    bias = torch.randn(k, device=DEVICE).to(torch.bfloat16)
+    y = torch.full((n, k, od, p, q), 7.0, device=DEVICE).to(torch.bfloat16).contiguous(memory_format=_CL3)
+    ws_split_finish_kernel[(tiles, bp // 16)](
+        ws, y, bias, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3), y.stride(4), SPLIT=split, TD=td,
+        TH=th, TW=tw, BN=bn, SUB=16, HAS_BIAS=True, ACT=act,
+    )  # fmt: skip
+    want = torch.empty(n, k, od, p, q)
+    total = ws.sum(1).cpu()  # [tiles, bp, bn]
+    tile = 0
+    for img in range(n):
+        for d0 in range(0, od, td):
+            for h0 in range(0, p, th):
+                for w0 in range(0, q, tw):
+                    for i in range(bp):
+                        d, h, w = d0 + i // (th * tw), h0 + (i // tw) % th, w0 + i % tw
+                        if d < od and h < p and w < q:
+                            want[img, :, d, h, w] = total[tile, i, :k] + bias.float().cpu()
+                    tile += 1
+    if act == "relu":
+        want = want.clamp_min(0)
+    assert_close(y, want.double(), torch.bfloat16, f"split finish act={act!r}")
 
 
 @pytest.mark.parametrize(
@@ -545,8 +587,10 @@ def test_conv3d_tuner_choice_is_cached_and_used(fresh_tuner, monkeypatch):
     monkeypatch.setattr(at, "autotune_enabled", lambda: True)
     monkeypatch.setattr(at, "_tune", fake_tune)
     name, cfg = conv3d_algorithm(x, w, b, **kw)
+    prob0 = replace(ConvProblem3d.from_tensors(x, w, b, **kw), **k3.input_flags(x, (1, 1, 1)))
+    ws = ["conv3d_ws"] if k3.WS3D.supports(prob0) is None else []  # on a Hopper GPU
     assert (name, cfg.split_k) == ("conv3d_tma", 3) and calls == [
-        ["conv3d_tma", "conv3d_width_unfold", "conv3d_small_k", "conv3d_gather"]
+        ["conv3d_tma", *ws, "conv3d_width_unfold", "conv3d_small_k", "conv3d_gather"]
     ]
     entries = tc.TuneCache()
     assert len(entries) == 1

@@ -630,13 +630,14 @@ def _wgmma_device() -> bool:
 class Ws3d(Algorithm):
     """Hopper's warp-specialized 3-D implicit GEMM in Gluon (``conv/ws3d.py``): a producer warp
     issues the TMA loads into a ring of shared-memory slots, consumer warpgroups run ``wgmma`` and
-    the epilogue, programs are persistent. Stride 1, groups 1, 16-bit, C a multiple of 16.
+    the epilogue, programs are persistent. Groups 1, 16-bit, C a multiple of 16; a strided layer
+    reads its input through the stride-phase view, as ``conv3d_tma`` does.
 
     Its configs put output *pixels* on ``block_m`` (``tile_n x tile_h x tile_w`` = depth x rows x
     columns; 64 per consumer warpgroup) and output channels on ``block_n``; ``persistent`` is the
-    number of programs per SM. No split-K: a layer with fewer tiles than half the SMs is left to
-    ``conv3d_tma``. Gluon does not run under the interpreter, so only the GPU tests run it; the
-    tuner alone picks it (``heuristic_ok`` is False)."""
+    number of programs per SM, ``split_k`` the K splits per tile (summed by a second kernel) for
+    layers with few tiles. Gluon does not run under the interpreter, so only the GPU tests run the
+    kernel; the tuner alone picks it (``heuristic_ok`` is False)."""
 
     name = "conv3d_ws"
 
@@ -645,10 +646,13 @@ class Ws3d(Algorithm):
             return "conv3d_ws is a Gluon kernel, which TRITON_INTERPRET cannot run: it needs a Hopper GPU"
         if prob.dtype not in (torch.float16, torch.bfloat16):
             return f"conv3d_ws takes fp16 or bf16, not {prob.dtype}"
-        if prob.groups != 1 or prob.stride != (1, 1, 1):
-            return f"conv3d_ws takes groups = 1 and stride 1, not groups {prob.groups}, stride {prob.stride}"
+        if prob.groups != 1:
+            return f"conv3d_ws takes groups = 1, not {prob.groups}"
         if not prob.tma_input_ok:
             return "no TMA, or the NDHWC input is not 16-byte aligned"
+        if strided3(prob) and not prob.input_phases_ok:
+            return (f"stride {prob.stride}: the stride-phase view needs a dense channels_last_3d input whose height "
+                    "and width are multiples of the stride")  # fmt: skip
         if not _wgmma_device():
             return "conv3d_ws uses wgmma: it needs a compute capability 9.x (Hopper) GPU"
         if prob.c % 16 or (prob.k * prob.dtype.itemsize) % 16:
@@ -661,32 +665,52 @@ class Ws3d(Algorithm):
     def configs(self, prob: ConvProblem3d) -> list[Config]:
         return self.candidates(prob, sm_count())
 
+    @staticmethod
+    def _splits(n_tiles: int, k_steps: int, sms: int) -> list[int]:
+        """K splits for a layer whose tiles leave SMs idle: every split with 8 or more K steps and
+        no empty split, the one that fills the GPU's waves best (ties: fewer splits)."""
+        fits = []
+        for sk in (2, 3, 4, 6, 8):
+            per = cdiv(k_steps, sk)
+            if per < 8 or (sk - 1) * per >= k_steps or n_tiles * sk > 4 * sms:
+                continue
+            units = n_tiles * sk
+            fits.append((-(units / sms) / cdiv(units, sms), sk))
+        return [sk for _, sk in sorted(fits)[:1]]
+
     def candidates(self, prob: ConvProblem3d, sms: int) -> list[Config]:
         """128 pixels on two consumer warpgroups or 64 on one (two programs per SM where they
-        fit), by the widest channel tile and 128; only shapes with tiles for half the SMs."""
+        fit), by the widest channel tile and 128; split K where the tiles leave SMs idle."""
         e = prob.dtype.itemsize
         bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
         kp = _small(prob.k)
+        k_steps = prob.t * prob.r * prob.s * (prob.c // bk)
         out = []
         for bm, warps in ((128, 8), (64, 4)):
-            _, td, th, tw = spatial_tiles3(prob, bm)[0]
+            tiles = spatial_tiles3(prob, bm)
+            if strided3(prob):  # the phase view: one output depth per tile
+                tiles = [t for t in tiles if t[1] == 1]
+            _, td, th, tw = tiles[0]
             for bn in sorted({min(256, kp), min(128, kp)}, reverse=True):
                 n_tiles = cdiv(prob.k, bn) * prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
-                if 2 * n_tiles < sms:
-                    continue
                 stages = 4
                 while stages > 2 and stages * (bm + bn) * bk * e + bm * bn * e > 225_000:
                     stages -= 1
-                out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1))
-                if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
-                    out.append(Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=2))
+                cfg = Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
+                if 2 * n_tiles >= sms:
+                    out.append(cfg)
+                    if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
+                        out.append(replace(cfg, persistent=2))
+                if n_tiles < 1.5 * sms:
+                    out += [replace(cfg, split_k=sk) for sk in self._splits(n_tiles, k_steps, sms)]
         return out
 
     def default_config(self, prob: ConvProblem3d) -> Config:
         cands = self.candidates(prob, max(sm_count(), 2))
         if cands:
             return cands[0]
-        _, td, th, tw = spatial_tiles3(prob, 128)[0]
+        tiles = [t for t in spatial_tiles3(prob, 128) if t[1] == 1 or not strided3(prob)]
+        _, td, th, tw = tiles[0]
         bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
         return Config(128, min(128, _small(prob.k)), bk, 8, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
 
@@ -698,7 +722,7 @@ class Ws3d(Algorithm):
         yo = _ndhwc_out(y)
         ws_conv3d(x, _packed_weight(w, prob.c), bias, yo, (prob.t, prob.r, prob.s), prob.pad, prob.dilation,
                   (cfg.tile_n, cfg.tile_h, cfg.tile_w), cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps,
-                  cfg.persistent or 1)  # fmt: skip
+                  cfg.persistent or 1, split=cfg.split_k, stride=prob.stride)  # fmt: skip
         if yo is not y:
             y.copy_(yo)
 

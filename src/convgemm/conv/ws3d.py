@@ -23,6 +23,8 @@ does not run under ``TRITON_INTERPRET``), so this runs on Hopper GPUs only.
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -55,18 +57,30 @@ def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW
 
 
 @gluon.jit
-def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, STAGES: gl.constexpr):
-    num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps = geo
-    TD: gl.constexpr = x_desc.block_type.shape[1]
-    TH: gl.constexpr = x_desc.block_type.shape[2]
-    TW: gl.constexpr = x_desc.block_type.shape[3]
-    BK: gl.constexpr = x_desc.block_type.shape[4]
+def _unit(u, k_steps, SPLIT: gl.constexpr):
+    """Work unit -> (output tile, first K step, end K step): SPLIT units per tile, in K order."""
+    if SPLIT == 1:
+        return u, 0, k_steps
+    else:
+        tile = u // SPLIT
+        per = gl.cdiv(k_steps, SPLIT)
+        k0 = (u - tile * SPLIT) * per
+        return tile, k0, gl.minimum(k0 + per, k_steps)
+
+
+@gluon.jit
+def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
+              TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
+              STRIDED: gl.constexpr):  # fmt: skip
+    (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
+    BK: gl.constexpr = w_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
     nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
     it = 0
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+    for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
+        tile, k0, k1 = _unit(u, k_steps, SPLIT)
         pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
-        for kt in range(k_steps):
+        for kt in range(k0, k1):
             slot = it % STAGES
             # a slot's first fill waits on the barrier's initial (completed) phase
             mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)
@@ -77,36 +91,44 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, STAGES: gl.cons
             r = rs // S
             s = rs - r * S
             mbarrier.expect(ready.index(slot), nbytes)
-            tma.async_copy_global_to_shared(
-                x_desc,
-                [n, d0 + t * dd - pd, h0 + r * dh - ph, w0 + s * dw - pw, cb * BK],
-                ready.index(slot),
-                x_bufs.index(slot),
-            )
+            if STRIDED:
+                # the stride-phase view [N*D, H/SH, SH, W/SW, SW*C] (conv3d.input_descriptor3d):
+                # tap offset o = a*stride + phase is view row a of phase `phase`; a depth in the
+                # padding moves the box wholly out of bounds (rows HS and on), as the Triton
+                # loader does
+                idp = d0 * SD - pd + t * dd
+                oh = r * dh - ph
+                ah = (oh + SH * ph) // SH - ph
+                ow = s * dw - pw
+                aw = (ow + SW * pw) // SW - pw
+                row = gl.where((idp >= 0) & (idp < D), h0 + ah, HS)
+                coord = [n * D + idp, row, oh - ah * SH, w0 + aw, (ow - aw * SW) * C + cb * BK]
+            else:
+                coord = [n, d0 + t * dd - pd, h0 + r * dh - ph, w0 + s * dw - pw, cb * BK]
+            tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot))
             tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
             it += 1
 
 
 @gluon.jit
-def _consumer(y_desc, bias_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
-              HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps = geo
-    TD: gl.constexpr = y_desc.block_type.shape[1]
-    TH: gl.constexpr = y_desc.block_type.shape[2]
-    TW: gl.constexpr = y_desc.block_type.shape[3]
+def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
+              TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
+              STAGES: gl.constexpr, SPLIT: gl.constexpr):  # fmt: skip
+    (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BN: gl.constexpr = y_desc.block_type.shape[4]
     BP: gl.constexpr = TD * TH * TW
-    BK: gl.constexpr = x_bufs.type.shape[5]
+    BK: gl.constexpr = w_bufs.type.shape[2]
     WARPS: gl.constexpr = gl.num_warps()
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 16]
     )
     c_2d = c_smem.reshape([BP, BN])
     it = 0
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+    for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
+        tile, k0, k1 = _unit(u, k_steps, SPLIT)
         pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
         acc = gl.zeros([BP, BN], gl.float32, acc_layout)
-        for kt in range(k_steps):
+        for kt in range(k0, k1):
             slot = it % STAGES
             mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
             a = x_bufs.index(slot).reshape([BP, BK])
@@ -114,27 +136,40 @@ def _consumer(y_desc, bias_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
             acc = warpgroup_mma(a, b, acc, is_async=True)
             # one wgmma in flight: the previous step's slot is read, hand it back
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kt > 0)
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kt > k0)
             it += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
-        if HAS_BIAS:
-            offs = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-            bias = gl.load(bias_ptr + offs, mask=offs < K, other=0.0).to(gl.float32)
-            acc = acc + gl.expand_dims(bias, 0)
-        if ACT == "relu":
-            acc = gl.where(acc < 0, 0.0, acc)
-        tma.store_wait(0)  # the previous tile's store has read c_smem
-        c_2d.store(acc.to(y_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0, pid_n * BN], c_smem)
+        if SPLIT > 1:
+            # this unit's fp32 partial, for ws_split_finish_kernel (tile-major, then split)
+            rows = gl.arange(0, BP, layout=gl.SliceLayout(1, acc_layout))
+            cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+            offs = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
+            gl.store(ws_ptr + u.to(gl.int64) * (BP * BN) + offs, acc)
+        else:
+            if HAS_BIAS:
+                offs = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+                bias = gl.load(bias_ptr + offs, mask=offs < K, other=0.0).to(gl.float32)
+                acc = acc + gl.expand_dims(bias, 0)
+            if ACT == "relu":
+                acc = gl.where(acc < 0, 0.0, acc)
+            tma.store_wait(0)  # the previous tile's store has read c_smem
+            c_2d.store(acc.to(y_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0, pid_n * BN], c_smem)
     tma.store_wait(0)
 
 
 @gluon.jit
-def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, K, num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw,
-                     R, S, c_tiles, k_steps, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,)."""
+def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh,
+                     dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr,
+                     TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
+                     SPLIT: gl.constexpr, STRIDED: gl.constexpr):  # fmt: skip
+    """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
+
+    ``SPLIT`` > 1: every output tile's K steps are split in that many units, each of which
+    writes its fp32 partial to ``ws_ptr`` for ``ws_split_finish_kernel``. ``STRIDED``: ``x_desc``
+    is the stride-phase view and tiles are one output depth deep."""
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
     c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
@@ -143,15 +178,58 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, K, num_tiles, tiles_n, OD
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
-    geo = (num_tiles, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps)
+    geo = (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C)
     gl.warp_specialize(
         [
-            (_consumer, (y_desc, bias_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, HAS_BIAS, ACT, STAGES)),
-            (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, STAGES)),
+            (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW, HAS_BIAS,
+                         ACT, STAGES, SPLIT)),
+            (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED)),
         ],
         [1],
         [48],
-    )
+    )  # fmt: skip
+
+
+@triton.jit
+def ws_split_finish_kernel(ws_ptr, y_ptr, bias_ptr, K, tiles_n, OD, P, Q, syn, syd, syh, syw, SPLIT: tl.constexpr,
+                           TD: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr, BN: tl.constexpr,
+                           SUB: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr):  # fmt: skip
+    """The second half of ``ws_conv3d_kernel``'s split-K: grid = (tiles, TD*TH*TW / SUB). Sums
+    ``SUB`` pixel rows of one tile over its ``SPLIT`` partials in split order (the same result on
+    every run), adds the bias, and stores the pixels inside the output (y is NDHWC: channel stride
+    1, pixel strides ``syn, syd, syh, syw``)."""
+    BP: tl.constexpr = TD * TH * TW
+    tile = tl.program_id(0)
+    rows = tl.program_id(1) * SUB + tl.arange(0, SUB)
+    cols = tl.arange(0, BN)
+    offs = rows[:, None] * BN + cols[None, :]
+    base = ws_ptr + tile.to(tl.int64) * SPLIT * (BP * BN)
+    acc = tl.zeros((SUB, BN), dtype=tl.float32)
+    for sp in tl.static_range(SPLIT):
+        acc += tl.load(base + sp * (BP * BN) + offs)
+    # the tile's origin, as _tile_origin computes it
+    pid_n = tile % tiles_n
+    pix = tile // tiles_n
+    tiles_w = tl.cdiv(Q, TW)
+    tiles_hw = tl.cdiv(P, TH) * tiles_w
+    per_image = tl.cdiv(OD, TD) * tiles_hw
+    n = pix // per_image
+    rem = pix - n * per_image
+    td = rem // tiles_hw
+    rem = rem - td * tiles_hw
+    th = rem // tiles_w
+    tw = rem - th * tiles_w
+    d = td * TD + rows // (TH * TW)
+    h = th * TH + (rows // TW) % TH
+    w = tw * TW + rows % TW
+    ch = pid_n * BN + cols
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + ch, mask=ch < K, other=0.0).to(tl.float32)[None, :]
+    if ACT == "relu":
+        acc = tl.where(acc < 0, 0.0, acc)
+    inside = (d < OD) & (h < P) & (w < Q)
+    ptrs = y_ptr + (n.to(tl.int64) * syn + d * syd + h * syh + w * syw)[:, None] + ch[None, :]
+    tl.store(ptrs, acc.to(y_ptr.dtype.element_ty), mask=inside[:, None] & (ch < K)[None, :])
 
 
 def _layout(block: list[int], dtype: torch.dtype):
@@ -160,39 +238,62 @@ def _layout(block: list[int], dtype: torch.dtype):
 
 def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, taps: tuple[int, int, int],
               pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
-              block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "",
-              compile_only: bool = False):  # fmt: skip
-    """``y = conv3d(x, w, bias, padding=pad, dilation=dilation)`` (stride 1, groups 1) with
+              block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
+              stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False):  # fmt: skip
+    """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1) with
     ``ws_conv3d_kernel``.
 
     ``x`` [N, C, D, H, W] and ``y`` [N, K, OD, P, Q] are 16-bit with channel stride 1 and
-    16-byte-aligned pixel strides (channels_last_3d); ``wp`` is the weight as a dense [K, T*R*S*C]
-    matrix (``conv3d._packed_weight``), ``taps`` its (T, R, S); C a multiple of ``block_k``.
-    ``tile`` is the (depth, rows, columns) block of output pixels of one tile, of 16 x ``warps``
-    pixels; ``block_n`` output channels per tile (at most 256); ``per_sm`` programs per SM (the
-    register budget is split for that many: shared memory must allow it too). ``compile_only``
-    returns (kernel, grid, args, options) without launching.
+    16-byte-aligned pixel strides (channels_last_3d; a strided layer needs a dense ``x`` whose H
+    and W are multiples of the stride, and ``tile`` one depth deep); ``wp`` is the weight as a
+    dense [K, T*R*S*C] matrix (``conv3d._packed_weight``), ``taps`` its (T, R, S); C a multiple
+    of ``block_k``. ``tile`` is the (depth, rows, columns) block of output pixels of one tile, of
+    16 x ``warps`` pixels; ``block_n`` output channels per tile (at most 256); ``per_sm`` programs
+    per SM (the register budget is split for that many: shared memory must allow it too);
+    ``split`` K splits per tile (partials summed by ``ws_split_finish_kernel``; every split must
+    have K steps). ``compile_only`` returns (kernel, grid, args, options) without launching.
     """
     n, c, d, h, wd = x.shape
     _, k, od, p, q = y.shape
     t, r, s = taps
     td, th, tw = tile
-    xb, wb, yb = [1, td, th, tw, block_k], [block_n, block_k], [1, td, th, tw, block_n]
-    x_desc = TensorDescriptor(x, [n, d, h, wd, c], [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], xb,
-                              _layout(xb, x.dtype))  # fmt: skip
+    sd, sh, sw = stride
+    strided = stride != (1, 1, 1)
+    if strided:
+        assert td == 1, "ws_conv3d: a strided layer's tiles are one output depth deep"
+        xb = [1, th, 1, tw, block_k]
+        x_desc = TensorDescriptor(x, [n * d, h // sh, sh, wd // sw, sw * c],
+                                  [x.stride(2), x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
+                                  _layout(xb, x.dtype))  # fmt: skip
+    else:
+        xb = [1, td, th, tw, block_k]
+        x_desc = TensorDescriptor(x, [n, d, h, wd, c], [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], xb,
+                                  _layout(xb, x.dtype))  # fmt: skip
+    wb, yb = [block_n, block_k], [1, td, th, tw, block_n]
     w_desc = TensorDescriptor(wp, [k, wp.shape[1]], [wp.stride(0), 1], wb, _layout(wb, x.dtype))
     y_desc = TensorDescriptor(y, [n, od, p, q, k], [y.stride(0), y.stride(2), y.stride(3), y.stride(4), 1], yb,
                               _layout(yb, y.dtype))  # fmt: skip
     tiles_n = cdiv(k, block_n)
     num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw)
-    grid = (min(num_tiles, per_sm * sm_count()),)
-    args = (x_desc, w_desc, y_desc, y if bias is None else bias, k, num_tiles, tiles_n, od, p, q, *pad, *dilation,
-            r, s, c // block_k, t * r * s * (c // block_k))  # fmt: skip
+    k_steps = t * r * s * (c // block_k)
+    assert split == 1 or (split - 1) * cdiv(k_steps, split) < k_steps, "ws_conv3d: a K split would be empty"
+    units = num_tiles * split
+    ws = torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
+    grid = (min(units, per_sm * sm_count()),)
+    args = (x_desc, w_desc, y_desc, y if bias is None else bias, ws, k, units, tiles_n, od, p, q, *pad, *dilation,
+            r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c)  # fmt: skip
     # registers are allocated for warps + 4 (the producer's warpgroup) warps at launch, then moved
     # from the producer (48 each) to the consumers
-    kw = dict(HAS_BIAS=bias is not None, ACT=act, STAGES=stages, num_warps=warps,
-              maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
+    kw = dict(TD=td, TH=th, TW=tw, HAS_BIAS=bias is not None, ACT=act, STAGES=stages, SPLIT=split, STRIDED=strided,
+              num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
     if compile_only:
         return ws_conv3d_kernel, grid, args, kw
     ws_conv3d_kernel[grid](*args, **kw)
+    if split > 1:
+        bp = td * th * tw
+        sub = min(bp, 32)
+        ws_split_finish_kernel[(num_tiles, bp // sub)](
+            ws, y, y if bias is None else bias, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3),
+            y.stride(4), SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None, ACT=act,
+            num_warps=4)  # fmt: skip
     return None
