@@ -390,6 +390,9 @@ WS_CASES = [
     ((1, 32, 5, 8, 8, 96, 3, 1, 1, 1, (1, 0, 0), 1, 1), torch.bfloat16),  # temporal 3x1x1
     ((1, 64, 4, 7, 10, 32, 3, 3, 3, 1, "same", (1, 2, 3), 1), torch.bfloat16),  # dilated, 'same'
     ((2, 128, 2, 7, 7, 256, 3, 3, 3, 1, 1, 1, 1), torch.bfloat16),  # 256-channel tiles, tiny volume
+    # strided, through the stride-phase view: stride 2 everywhere (an odd depth), H and W only
+    ((2, 32, 5, 6, 8, 48, 3, 3, 3, 2, 1, 1, 1), torch.bfloat16),
+    ((1, 64, 3, 8, 6, 32, 1, 3, 3, (1, 2, 2), (0, 1, 1), 1, 1), torch.float16),
 ]
 
 
