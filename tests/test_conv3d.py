@@ -450,6 +450,50 @@ def test_conv3d_ws_supports_and_candidates():
     assert all(c.tile_n == 1 for c in k3.WS3D.candidates(replace(s2, input_phases_ok=True), 132))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [
+        ((2, 64, 9, 11, 96, 3, 3, 1, 1), torch.bfloat16),  # odd sizes, K = 96: a partial channel tile
+        ((1, 128, 14, 14, 256, 3, 3, 1, 2), torch.float16),  # dilated
+        ((3, 32, 8, 8, 64, 1, 1, 0, 1), torch.bfloat16),  # 1x1
+        ((1, 48, 7, 20, 32, 5, 5, 2, 1), torch.bfloat16),  # 5x5, C = 48 (16-channel K steps)
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_implicit_gemm_ws_2d(shape, dtype, activation):
+    """``implicit_gemm_ws`` (the Gluon kernel on a 2-D layer, the batch as depth): forced through
+    ``conv2d``, and every config it offers on 132 SMs and on 2, against float64, with the fused
+    ReLU."""
+    from convgemm.conv.fprop import ALGORITHMS
+    from convgemm.conv.layout import tma_aligned
+    from convgemm.problem import ConvProblem
+
+    n, c, h, w, k, r, s, pad, dil = shape
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), padding=pad, dilation=dil)
+    if activation:
+        want = want.clamp_min(0)
+    y = convgemm.conv2d(x, wt, b, padding=pad, dilation=dil, activation=activation, algorithm="implicit_gemm_ws")
+    assert_close(y, want, dtype, f"implicit_gemm_ws via conv2d {shape}")
+    algo = ALGORITHMS["implicit_gemm_ws"]
+    prob = ConvProblem.from_tensors(x, wt, b, padding=pad, dilation=dil)
+    prob = replace(prob, tma_ok=True, input_tma_ok=tma_aligned(x, prob.cg), activation=activation or "")
+    assert algo.supports(prob) is None, algo.supports(prob)
+    p3 = algo.as_3d(prob)
+    cfgs = list(dict.fromkeys(k3.WS3D.candidates(p3, 132) + k3.WS3D.candidates(p3, 2)))
+    assert cfgs
+    for cfg in cfgs:
+        y = torch.full(want.shape, float("nan"), device=DEVICE, dtype=dtype).contiguous(
+            memory_format=torch.channels_last
+        )
+        algo.run(prob, x, wt, b, y, cfg)
+        assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] {shape}")
+
+
 @pytest.mark.parametrize("act", ["", "relu"])
 def test_conv3d_ws_split_finish_kernel(act):
     """The second kernel of conv3d_ws's split-K (plain Triton, so it runs under the interpreter):

@@ -1621,11 +1621,66 @@ class ImplicitGemmTmaNchw(Algorithm):
             launch.extra = (cp, wp.data_ptr() == w.data_ptr())
 
 
+class ImplicitGemmWs(Algorithm):
+    """``conv3d_ws`` (Hopper's warp-specialized Gluon kernel, ``conv/ws3d.py``) on a 2-D layer:
+    the NHWC batch is the 3-D kernel's depth axis (a 1 x R x S filter never crosses images), so a
+    tile of ``tile_n`` images x ``tile_h`` rows x ``tile_w`` columns is one 5-D box. Stride 1,
+    groups 1, 16-bit; the fused activation in its epilogue. Configs as ``conv3d_ws``'s (pixels on
+    ``block_m``); the tuner alone picks it."""
+
+    name = "implicit_gemm_ws"
+    fuses_activation = True
+
+    @staticmethod
+    def as_3d(prob: ConvProblem):
+        """The 3-D problem the kernel runs: [1, C, N, H, W] with a 1 x R x S filter."""
+        from ..problem3d import ConvProblem3d
+
+        ph, pw = prob.pad_h[0], prob.pad_w[0]
+        return ConvProblem3d(1, prob.c, prob.n, prob.h, prob.w, prob.k, 1, prob.r, prob.s, (1, *prob.stride),
+                             (0, ph, pw), (0, prob.pad_h[1], prob.pad_w[1]), (1, *prob.dilation), prob.groups,
+                             prob.dtype, tma_input_ok=prob.input_tma_ok and prob.tma_ok)  # fmt: skip
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        from .conv3d import WS3D
+
+        if prob.stride != (1, 1):
+            return f"implicit_gemm_ws takes stride 1, not {prob.stride}"
+        if prob.input_nchw:
+            return "implicit_gemm_ws reads an NHWC input"
+        return WS3D.supports(self.as_3d(prob))
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        from .conv3d import WS3D
+
+        return WS3D.configs(self.as_3d(prob))
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        from .conv3d import WS3D
+
+        return WS3D.default_config(self.as_3d(prob))
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
+        from .ws3d import ws_run
+
+        yo = _nhwc_out(y)
+        wp = krsc_weight(w, prob.c).view(prob.k, -1)
+        ws_run(x.permute(1, 0, 2, 3).unsqueeze(0), wp, bias, yo.permute(1, 0, 2, 3).unsqueeze(0),
+               (1, prob.r, prob.s), (0, prob.pad_h[0], prob.pad_w[0]), (1, *prob.dilation), cfg, (1, 1, 1),
+               prob.activation)  # fmt: skip
+        if yo is not y and not COMPILE_ONLY.get():
+            y.copy_(yo)
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
         Gemm1x1(),
         _TMA,
+        ImplicitGemmWs(),
         Head1x1(),
         Depthwise(),
         DepthwiseRows(),

@@ -297,3 +297,20 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
             y.stride(4), SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None, ACT=act,
             num_warps=4)  # fmt: skip
     return None
+
+
+def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "") -> None:
+    """``ws_conv3d`` with an algorithm ``Config`` (``conv3d.Ws3d``'s fields). Under the tuner's
+    compile-only pass (``fprop.COMPILE_ONLY``) the kernel is compiled, not launched, so that the
+    candidates compile in parallel."""
+    from .fprop import COMPILE_ONLY
+
+    call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,
+                split=cfg.split_k, stride=stride)  # fmt: skip
+    tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
+    if COMPILE_ONLY.get():
+        fn, grid, args, kw = ws_conv3d(x, wp, bias, y, taps, pad, dilation, tile, cfg.block_n, compile_only=True,
+                                       **call)  # fmt: skip
+        fn.warmup(*args, grid=grid, **kw)
+        return
+    ws_conv3d(x, wp, bias, y, taps, pad, dilation, tile, cfg.block_n, **call)

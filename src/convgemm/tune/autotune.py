@@ -29,6 +29,7 @@ _HEURISTIC_ORDER = (
     "head_1x1",
     "grouped_tma",  # before implicit_gemm_tma: it won ResNeXt's 8- and 16-channel groups too
     "implicit_gemm_tma",
+    "implicit_gemm_ws",  # Hopper only, never the untuned choice (heuristic_ok is False)
     "narrow_tma",
     "depthwise",
     "depthwise_rows",
