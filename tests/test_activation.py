@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import DEVICE
+from conftest import DEVICE, INTERPRET
 from reference import assert_close, conv2d_ref
 from torch import nn
 
@@ -33,7 +33,9 @@ CASES = {
 }
 #: the dtype each algorithm is tested in here: float32, but the width unfold runs on the TMA
 #: kernel in fp16 and bf16 only
-DTYPE = {"width_unfold": torch.float16, "grouped_tma": torch.float16}
+DTYPE = {"width_unfold": torch.float16, "grouped_tma": torch.float16, "implicit_gemm_ws": torch.bfloat16}
+if not INTERPRET:  # a Gluon kernel: GPU only
+    CASES["implicit_gemm_ws"] = (2, 16, 6, 7, 32, 3, 3, 1, 1, 1)
 
 
 def _make(case, dtype, nan=False):
@@ -78,7 +80,7 @@ def test_epilogue_applies_it(algorithm):
 def test_fusing_flags():
     assert {a for a, v in ALGORITHMS.items() if v.fuses_activation} == {
         "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold", "head_1x1", "grouped_tma",
-        "implicit_gemm_tma_nchw", "narrow_tma",
+        "implicit_gemm_tma_nchw", "narrow_tma", "implicit_gemm_ws",
     }  # fmt: skip
 
 
