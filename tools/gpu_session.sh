@@ -30,6 +30,8 @@
 #   train      the ResNet-50 training step eager (bench), profile_model and host_split, patched and
 #              not -> resnet-train.json, train-prof.log, train-host.log
 #   conv3d     the conv3d suite forward, dgrad and wgrad (tuned) -> conv3d.json
+#   ws         the Gluon kernel (conv3d_ws / implicit_gemm_ws): its GPU tests, tools/ws_probe.py, and the
+#              floor, resnet50 and craft forward suites (tuned) -> ws-tests.log, ws-probe.log, ws-*.json
 #   conv1d     the conv1d suite forward (tuned; wav2vec2's strided layers with the phase view's tails) -> conv1d.json
 #   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
@@ -196,6 +198,14 @@ for step in "$@"; do
         echo "resnet50 compile: rc=$?"; grep -A1 "^resnet" "$OUT/resnet-compile.log" ;;
     conv3d) bench conv3d "${CONV3D_TIMEOUT:-260}" --suite conv3d --direction all ;;
     conv1d) bench conv1d "${CONV1D_TIMEOUT:-200}" --suite conv1d --direction fwd ;;
+    ws)
+        timeout "${WS_TESTS_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_conv3d.py \
+            tests/test_activation.py tests/test_tune_cache.py -k "ws or nchw_transpose or relu or fusing" \
+            > "$OUT/ws-tests.log" 2>&1
+        echo "ws tests: rc=$?"; tail -3 "$OUT/ws-tests.log"
+        timeout "${WS_PROBE_TIMEOUT:-120}" python3 tools/ws_probe.py > "$OUT/ws-probe.log" 2>&1
+        echo "ws probe: rc=$?"
+        for suite in floor resnet50 craft; do bench "ws-$suite" "${WS_TIMEOUT:-200}" --suite "$suite" --direction fwd; done ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
