@@ -12,12 +12,15 @@ the way CUTLASS's Hopper kernels split it:
   it once the next one is issued, and finish each tile (bias, activation, TMA store) while the
   producer already fills the ring with the next tile's operands.
 
-Programs are persistent: program ``p`` takes output tiles ``p, p + programs, ...``. The GEMM is
-``y[pixels, K] = im2col(x)[pixels, T*R*S*C] @ w[K, T*R*S*C]^T``: output pixels on M (the input
-box is the A operand, K-major), output channels on N (the weight tile, read transposed).
+Programs are persistent: program ``p`` takes work units ``p, p + programs, ...`` (an output
+tile, or with ``SPLIT`` > 1 one of its K ranges, whose fp32 partials ``ws_split_finish_kernel``
+sums in a second launch). The GEMM is ``y[pixels, K] = im2col(x)[pixels, T*R*S*C] @ w[K,
+T*R*S*C]^T``: output pixels on M (the input box is the A operand, K-major), output channels on N
+(the weight tile, read transposed). A strided layer reads the stride-phase view of
+``conv3d.input_descriptor3d``, tiles one output depth deep.
 
-Stride 1 and groups 1, 16-bit dtypes, C a multiple of BLOCK_K; no interpreter support (Gluon
-does not run under ``TRITON_INTERPRET``), so this runs on Hopper GPUs only.
+Groups 1, 16-bit dtypes, C a multiple of BLOCK_K. Gluon does not run under ``TRITON_INTERPRET``:
+the kernel runs on compute capability 9.x GPUs only (wgmma), and only the GPU tests run it.
 """
 
 from __future__ import annotations
