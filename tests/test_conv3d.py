@@ -494,6 +494,36 @@ def test_implicit_gemm_ws_2d(shape, dtype, activation):
         assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] {shape}")
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [(2, 16, 5, 7, 24, 3, 3, 1, 1), (3, 32, 6, 4, 16, 3, 1, (1, 0), (2, 1)), (1, 16, 4, 9, 32, 1, 5, (0, 2), 1)],
+    ids=str,
+)
+def test_implicit_gemm_ws_3d_view(shape):
+    """``implicit_gemm_ws`` runs a 2-D layer as the 3-D problem ``as_3d`` on the views
+    ``view_3d`` (the batch as depth, a 1 x R x S filter): that mapping, checked under the
+    interpreter by running the same 3-D problem and views through ``conv3d_tma`` (the Gluon kernel
+    itself is GPU-only), against float64."""
+    from convgemm.conv.fprop import ALGORITHMS
+    from convgemm.conv.layout import tma_aligned
+    from convgemm.problem import ConvProblem
+
+    n, c, h, w, k, r, s, pad, dil = shape
+    x = torch.randn(n, c, h, w, device=DEVICE).to(torch.float16).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c, r, s, device=DEVICE).to(torch.float16)
+    b = torch.randn(k, device=DEVICE).to(torch.float16)
+    want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), padding=pad, dilation=dil)
+    algo = ALGORITHMS["implicit_gemm_ws"]
+    prob = replace(ConvProblem.from_tensors(x, wt, b, padding=pad, dilation=dil), tma_ok=True,
+                   input_tma_ok=tma_aligned(x, c))  # fmt: skip
+    p3 = algo.as_3d(prob)
+    assert (p3.n, p3.d, p3.t, p3.od, p3.p, p3.q) == (1, n, 1, n, prob.p, prob.q)
+    y = torch.full(want.shape, float("nan"), device=DEVICE, dtype=torch.float16)
+    y = y.contiguous(memory_format=torch.channels_last)
+    k3.TMA3D.run(p3, algo.view_3d(x), wt.unsqueeze(2), b, algo.view_3d(y), k3.TMA3D.default_config(p3))
+    assert_close(y, want, torch.float16, f"conv3d_tma on implicit_gemm_ws's view {shape}")
+
+
 @pytest.mark.parametrize("act", ["", "relu"])
 def test_conv3d_ws_split_finish_kernel(act):
     """The second kernel of conv3d_ws's split-K (plain Triton, so it runs under the interpreter):

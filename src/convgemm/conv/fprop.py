@@ -1663,14 +1663,18 @@ class ImplicitGemmWs(Algorithm):
 
         return WS3D.default_config(self.as_3d(prob))
 
+    @staticmethod
+    def view_3d(t: torch.Tensor) -> torch.Tensor:
+        """An NHWC [N, C, H, W] tensor as [1, C, N, H, W] (``as_3d``'s input or output), no copy."""
+        return t.permute(1, 0, 2, 3).unsqueeze(0)
+
     def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
         from .ws3d import ws_run
 
         yo = _nhwc_out(y)
         wp = krsc_weight(w, prob.c).view(prob.k, -1)
-        ws_run(x.permute(1, 0, 2, 3).unsqueeze(0), wp, bias, yo.permute(1, 0, 2, 3).unsqueeze(0),
-               (1, prob.r, prob.s), (0, prob.pad_h[0], prob.pad_w[0]), (1, *prob.dilation), cfg, (1, 1, 1),
-               prob.activation)  # fmt: skip
+        ws_run(self.view_3d(x), wp, bias, self.view_3d(yo), (1, prob.r, prob.s), (0, prob.pad_h[0], prob.pad_w[0]),
+               (1, *prob.dilation), cfg, (1, 1, 1), prob.activation)  # fmt: skip
         if yo is not y and not COMPILE_ONLY.get():
             y.copy_(yo)
 
