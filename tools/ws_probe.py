@@ -5,7 +5,9 @@ cuDNN on r3d-18's 3x3x3 layers (bf16, channels_last_3d, batch 8, with a bias).
     PYTHONPATH=src python3 tools/ws_probe.py
 
 Times are medians of GPU times with the L2 flushed before each run (the tuner's timer); the error
-is against cuDNN's output.
+is against cuDNN's output. cuDNN chooses its algorithm by timing (``cudnn.benchmark``), as in
+``convgemm bench`` (session 19's call F ran without it: its cuDNN column is slower than the
+benchmark's).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 def main() -> int:
     from convgemm._runtime import l2_flush
 
+    torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
     flush = l2_flush(dev)
     # (name, N, C, D, H, W, K, [(tile, block_n, stages, warps, per_sm), ...])
