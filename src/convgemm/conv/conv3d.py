@@ -13,6 +13,7 @@ gathering each output column's S taps into one wide pixel (``conv.unfold``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import torch
@@ -627,6 +628,16 @@ def _wgmma_device() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
+@functools.cache
+def _gluon_hopper() -> bool:
+    """This Triton has Gluon's Hopper API (``triton.experimental.gluon``, Triton 3.6)."""
+    try:
+        from triton.experimental.gluon.language.nvidia import hopper  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 class Ws3d(Algorithm):
     """Hopper's warp-specialized 3-D implicit GEMM in Gluon (``conv/ws3d.py``): a producer warp
     issues the TMA loads into a ring of shared-memory slots, consumer warpgroups run ``wgmma`` and
@@ -655,6 +666,8 @@ class Ws3d(Algorithm):
                     "and width are multiples of the stride")  # fmt: skip
         if not _wgmma_device():
             return "conv3d_ws uses wgmma: it needs a compute capability 9.x (Hopper) GPU"
+        if not _gluon_hopper():
+            return "conv3d_ws is a Gluon kernel: it needs a Triton with triton.experimental.gluon (3.6)"
         if prob.c % 16 or (prob.k * prob.dtype.itemsize) % 16:
             return f"conv3d_ws needs C a multiple of 16 (got {prob.c}) and K * itemsize a multiple of 16 (K = {prob.k})"
         return None
