@@ -40,12 +40,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
+from .loaders3d import _tile3
 
 
 @gluon.jit
 def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr):
     """Output tile index -> (channel block, image, first output depth, row, column); the channel
-    blocks of one pixel block are consecutive tiles (they share the input box in L2)."""
+    blocks of one pixel block are consecutive tiles (they share the input box in L2). The pixel
+    order is ``loaders3d._tile3``'s (``ws_split_finish_kernel`` calls that one), written again
+    here in Gluon."""
     pid_n = tile % tiles_n
     pix = tile // tiles_n
     tiles_w = gl.cdiv(Q, TW)
@@ -210,21 +213,13 @@ def ws_split_finish_kernel(ws_ptr, y_ptr, bias_ptr, K, tiles_n, OD, P, Q, syn, s
     acc = tl.zeros((SUB, BN), dtype=tl.float32)
     for sp in tl.static_range(SPLIT):
         acc += tl.load(base + sp * (BP * BN) + offs)
-    # the tile's origin, as _tile_origin computes it
+    # the tile's origin, as _tile_origin computes it: channel blocks fastest, then conv3d_tma's
+    # pixel-tile order
     pid_n = tile % tiles_n
-    pix = tile // tiles_n
-    tiles_w = tl.cdiv(Q, TW)
-    tiles_hw = tl.cdiv(P, TH) * tiles_w
-    per_image = tl.cdiv(OD, TD) * tiles_hw
-    n = pix // per_image
-    rem = pix - n * per_image
-    td = rem // tiles_hw
-    rem = rem - td * tiles_hw
-    th = rem // tiles_w
-    tw = rem - th * tiles_w
-    d = td * TD + rows // (TH * TW)
-    h = th * TH + (rows // TW) % TH
-    w = tw * TW + rows % TW
+    n, d0, h0, w0 = _tile3(tile // tiles_n, OD, P, Q, TD, TH, TW)
+    d = d0 + rows // (TH * TW)
+    h = h0 + (rows // TW) % TH
+    w = w0 + rows % TW
     ch = pid_n * BN + cols
     if HAS_BIAS:
         acc += tl.load(bias_ptr + ch, mask=ch < K, other=0.0).to(tl.float32)[None, :]
