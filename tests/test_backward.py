@@ -219,6 +219,11 @@ def test_flat_1x1():
         (4, 128, 14, 14, 256, 1, 1, 2, 0, 1, 1),
         (2, 128, 12, 12, 128, 3, 3, 1, 1, 1, 2),
         (1, 16, 96, 96, 16, 1, 1, 1, 0, 1, 1),  # one output tile: the many-split candidate
+        # 128x256 tiles on multi-row pixel blocks: a strided 1x1 layer (ResNet-50's layer3
+        # shortcut, whose tuned 128x256 config gave a 0.18 relative error on the H200 in
+        # session 20) and a stride-1 3x3 one
+        (16, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1),
+        (8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1),
     ],
     ids=str,
 )
@@ -231,10 +236,15 @@ def test_gpu_wgrad_tma_every_config(case, dtype):
     _, gw = ref_grads(x, wt, dy, kw)
     prob = ConvProblem.from_tensors(x, wt, None, **kw)
     assert WGRAD_TMA.supports(prob, x, dy) is None
+    failed = []
     for cfg in WGRAD_TMA.configs(prob):
         dw = torch.full(tuple(wt.shape), float("nan"), device=DEVICE, dtype=dtype)
         WGRAD_TMA.run(prob, x, dy, dw, cfg)
-        assert_close(dw, gw, dtype, f"{case} {cfg.describe()}")
+        try:
+            assert_close(dw, gw, dtype, f"{case} {cfg.describe()}")
+        except AssertionError as e:  # every failing config in the report, not just the first
+            failed.append(str(e))
+    assert not failed, "\n".join(failed)
 
 
 def test_wgrad_tma_few_tiles_candidate(monkeypatch):

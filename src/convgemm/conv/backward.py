@@ -848,6 +848,59 @@ class WgradGroupedTma:
         dw.copy_(torch.gather(wide, 1, self._diagonal(prob, gt, dw.device)))
 
 
+class WgradWs:
+    """``conv3d_wgrad_ws`` (Hopper's warp-specialized Gluon wgrad, ``conv/ws_wgrad.py``) on a 2-D
+    layer: the NHWC batch is the 3-D kernel's depth axis (``fprop.ImplicitGemmWs.as_3d``; a
+    1 x R x S filter never crosses images), and a stride-1 unpadded 1x1 layer is one row of
+    ``N*H*W`` pixels (``flat_1x1``: no pixel block is padding). Groups 1, 16-bit, any stride (a
+    strided layer through the stride-phase view). Configs as ``conv3d_wgrad_ws``'s; offered to the
+    tuner on Hopper only."""
+
+    name = "wgrad_ws"
+
+    @staticmethod
+    def _views(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor):
+        """``(3-D problem, x, dy)`` the kernel runs: [1, C, N, H, W] views, flat for a 1x1 layer."""
+        from .fprop import ImplicitGemmWs
+
+        flat = flat_1x1(prob, x, dy)
+        if flat is not None:
+            prob, x, dy = flat
+        view = ImplicitGemmWs.view_3d
+        return ImplicitGemmWs.as_3d(prob), view(x), view(dy)
+
+    def supports(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> str | None:
+        """None if the kernel takes ``prob`` with NHWC ``x`` and ``dy``, else why not."""
+        from .conv3d import WGRAD3D_WS
+
+        if prob.groups != 1:
+            return f"wgrad_ws takes groups = 1, not {prob.groups}"
+        return WGRAD3D_WS.supports(*self._views(prob, x, dy))
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        from .conv3d import WGRAD3D_WS
+
+        return WGRAD3D_WS.configs(self._problem3d(prob))
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        from .conv3d import WGRAD3D_WS
+
+        return WGRAD3D_WS.default_config(self._problem3d(prob))
+
+    @staticmethod
+    def _problem3d(prob: ConvProblem):
+        from .fprop import ImplicitGemmWs
+
+        return ImplicitGemmWs.as_3d(_flat_prob(prob))
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
+        """``dw [K, C, R, S] = wgrad(x, dy)`` for NHWC ``x`` and ``dy`` that ``supports`` accepted."""
+        from .ws_wgrad import ws_wgrad_run
+
+        p3, x5, dy5 = self._views(prob, x, dy)
+        ws_wgrad_run(x5, dy5, dw.unsqueeze(2), (1, p3.r, p3.s), p3.pad, p3.dilation, p3.stride, cfg)
+
+
 class _AsForward:
     """A wgrad kernel seen through the forward tuner's interface (``autotune._tune``): x and dy
     in the input and weight slots, dw in the output's."""
@@ -958,6 +1011,8 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
             if dw is None:
                 return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
             algos = [WGRAD_TMA] + ([WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else [])
+            if prob.groups == 1 and WGRAD_WS.supports(prob, xn, dyn) is None:
+                algos.append(WGRAD_WS)
             if WGRAD.narrow(prob) and prob.groups == 1:
                 # few outputs (CRAFT's 16 -> 16 head: wgrad_tma's 64-row tile is 75% padding):
                 # the gather kernel's narrow tiles, timed against it
@@ -990,4 +1045,5 @@ DGRAD_TMA = DgradTma()
 WGRAD = Wgrad()
 WGRAD_TMA = WgradTma()
 WGRAD_GT = WgradGroupedTma()
+WGRAD_WS = WgradWs()
 DWGRAD = DepthwiseWgrad()

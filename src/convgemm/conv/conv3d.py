@@ -233,7 +233,99 @@ class Wgrad3dTma:
             dw.copy_(dw4)
 
 
-WGRAD3D, WGRAD3D_TMA = Wgrad3dGather(), Wgrad3dTma()
+class Wgrad3dWs:
+    """Hopper's warp-specialized wgrad in Gluon (``conv/ws_wgrad.py``): a producer warp issues the
+    TMA boxes of dy and of x shifted by the tile's tap, consumer warpgroups run ``wgmma`` with dy^T
+    read transposed from shared memory; persistent programs over split-major work units, whose
+    fp32 partials a second kernel sums in a fixed order. 16-bit, groups 1; a strided layer reads x
+    through the stride-phase view (C a multiple of ``block_n``).
+
+    Configs: ``block_m`` output channels (64 per consumer warpgroup), ``block_n`` input channels
+    of one tap, ``block_k`` = ``tile_n x tile_h x tile_w`` output pixels per reduction step,
+    ``split_k`` pixel ranges per tile. Gluon does not run under the interpreter; the tuner alone
+    picks it (no default outside the tuner)."""
+
+    name = "conv3d_wgrad_ws"
+
+    def supports(
+        self, prob: ConvProblem3d, x: torch.Tensor | None = None, dy: torch.Tensor | None = None
+    ) -> str | None:
+        """None if the kernel takes ``prob`` (with NDHWC ``x`` and ``dy`` when given), else why not."""
+        if interpreting():
+            return "conv3d_wgrad_ws is a Gluon kernel, which TRITON_INTERPRET cannot run: it needs a Hopper GPU"
+        if prob.dtype not in (torch.float16, torch.bfloat16):
+            return f"conv3d_wgrad_ws takes fp16 or bf16, not {prob.dtype}"
+        if prob.groups != 1:
+            return f"conv3d_wgrad_ws takes groups = 1, not {prob.groups}"
+        if x is not None and (not tma_input_ok(x) or not tma_input_ok(dy)):
+            return "no TMA, or the NDHWC input or grad_output is not 16-byte aligned"
+        if strided3(prob):
+            if x is not None and not input_flags(x, prob.stride)["input_phases_ok"]:
+                return (f"stride {prob.stride}: the stride-phase view needs a dense channels_last_3d input whose "
+                        "height and width are multiples of the stride")  # fmt: skip
+            if prob.c % 64:
+                return f"stride {prob.stride}: the strided wgrad takes C a multiple of 64, not {prob.c}"
+        if not _wgmma_device():
+            return "conv3d_wgrad_ws uses wgmma: it needs a compute capability 9.x (Hopper) GPU"
+        if not _gluon_hopper():
+            return "conv3d_wgrad_ws is a Gluon kernel: it needs a Triton with triton.experimental.gluon (3.6)"
+        if (prob.c * prob.dtype.itemsize) % 16 or (prob.k * prob.dtype.itemsize) % 16:
+            return f"conv3d_wgrad_ws needs C and K multiples of 8 (got C = {prob.c}, K = {prob.k}): TMA rows"
+        return None
+
+    @staticmethod
+    def splits(tiles: int, k_blocks: int, sms: int, block_k: int) -> list[int]:
+        """The two best pixel-range counts per tile by a cost model: waves of units x (pixel blocks
+        per unit + the unit's fixed cost), that cost in pixel blocks being one fp32 partial tile
+        written at an SM's share of the copy bandwidth (``384 / block_k`` blocks: as long as a
+        ``block_k``-pixel block's wgmma) plus one block of pipeline fill. Each range at least 4
+        blocks, none empty, at most four waves."""
+        fixed = 384 / block_k + 1
+        costs = []
+        for sk in range(1, 257):
+            per = cdiv(k_blocks, sk)
+            units = tiles * sk
+            if sk > 1 and (per < 4 or (sk - 1) * per >= k_blocks or units > 4 * sms):
+                break
+            costs.append((cdiv(units, sms) * (k_blocks / sk + fixed), sk))
+        return sorted(sk for _, sk in sorted(costs)[:2])
+
+    def candidates(self, prob: ConvProblem3d, sms: int) -> list[Config]:
+        """Up to three tile shapes (128 x 256 channels on 64-pixel steps, 128 x 128 and 64 x 128 on
+        128-pixel steps; narrower where the layer is), each at ``splits``."""
+        e = prob.dtype.itemsize
+        cp = min(256, _small(prob.c))
+        out = []
+        for bm, bn, bp in ((128, 256, 64), (128, 128, 128), (64, 128, 128)):
+            bn = min(bn, cp)
+            if (bm == 128 and prob.k <= 64) or (strided3(prob) and prob.c % bn):
+                continue
+            stages = 6
+            while stages > 2 and stages * bp * (bm + bn) * e > 200_000:
+                stages -= 1
+            tiles = spatial_tiles3(prob, bp)
+            if strided3(prob):  # the phase view: one output depth per pixel block
+                tiles = [t for t in tiles if t[1] == 1]
+            _, td, th, tw = tiles[0]
+            n_tiles = cdiv(prob.k, bm) * prob.t * prob.r * prob.s * cdiv(prob.c, bn)
+            k_blocks = prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+            base = Config(bm, bn, bp, bm // 16, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
+            out += [replace(base, split_k=sk) for sk in self.splits(n_tiles, k_blocks, sms, bp)]
+        return list(dict.fromkeys(out))
+
+    def configs(self, prob: ConvProblem3d) -> list[Config]:
+        return self.candidates(prob, sm_count())
+
+    def default_config(self, prob: ConvProblem3d) -> Config:
+        return self.candidates(prob, max(sm_count(), 2))[0]
+
+    def run(self, prob: ConvProblem3d, x, dy, dw, cfg: Config, launch=None) -> None:
+        from .ws_wgrad import ws_wgrad_run
+
+        ws_wgrad_run(x, dy, dw, (prob.t, prob.r, prob.s), prob.pad, prob.dilation, prob.stride, cfg)
+
+
+WGRAD3D, WGRAD3D_TMA, WGRAD3D_WS = Wgrad3dGather(), Wgrad3dTma(), Wgrad3dWs()
 
 
 def wgrad_tuned(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> None:
@@ -249,7 +341,8 @@ def wgrad_choice(prob: ConvProblem3d, x: torch.Tensor, dy: torch.Tensor, dw: tor
     from .backward import tuned_wgrad
 
     if WGRAD3D_TMA.supports(prob, x, dy) is None:
-        return tuned_wgrad([WGRAD3D_TMA, WGRAD3D], prob, x, dy, dw)
+        ws = [WGRAD3D_WS] if WGRAD3D_WS.supports(prob, x, dy) is None else []
+        return tuned_wgrad([WGRAD3D_TMA, *ws, WGRAD3D], prob, x, dy, dw)
     return WGRAD3D, wgrad_config(prob)
 
 

@@ -1,0 +1,275 @@
+"""A warp-specialized weight gradient for Hopper, written in Gluon (experimental).
+
+The same producer / consumer split as ``ws3d.ws_conv3d_kernel``, on wgrad's GEMM view:
+
+    dw[K, (t, r, s, C)] = sum over output pixels of dy[pixel, K]^T @ x[pixel shifted by (t, r, s), C]
+
+- M = output channels (``BM`` per tile), N = one filter tap's block of ``BN`` input channels,
+  the reduction runs over blocks of ``TD x TH x TW`` output pixels (``BP`` of them);
+- the *producer* warp issues, for every pixel block, the TMA box of dy ``[1, TD, TH, TW, BM]``
+  and the box of x shifted by the tile's tap ``[1, TD, TH, TW, BN]`` (out-of-bounds rows are the
+  zero padding; pixels past the output read zeros from dy, so they add nothing);
+- the *consumer* warpgroups run ``wgmma`` with dy^T as the A operand, read transposed from
+  shared memory (pixels are its K dimension), and write each unit's fp32 partial tile.
+
+Every tile's pixel blocks are split into ``SPLIT`` ranges (a layer has few output tiles and a long
+reduction); a work unit is one range of one tile, units ordered split-major so that the units
+running at the same time read the same pixels (L2). Programs are persistent. A second, plain
+Triton kernel (``ws_wgrad_finish_kernel``) sums each tile's partials in split order (the same
+result on every run) and stores dw with any strides.
+
+Strided layers read x through the stride-phase view (``ws3d``'s coordinates), pixel blocks one
+output depth deep. Groups 1, 16-bit dtypes. Gluon does not run under ``TRITON_INTERPRET``: the
+kernel runs on compute capability 9.x GPUs only; CI runs the finish kernel under the interpreter.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from .._runtime import cdiv, sm_count
+from .ws3d import _layout, _tile_origin
+
+
+@gluon.jit
+def _wg_unit(u, tiles, k_blocks, SPLIT: gl.constexpr):
+    """Work unit -> (tile, first pixel block, end pixel block); split-major order."""
+    sp = u // tiles
+    per = gl.cdiv(k_blocks, SPLIT)
+    j0 = sp * per
+    return u - sp * tiles, j0, gl.minimum(j0 + per, k_blocks)
+
+
+@gluon.jit
+def _wg_tile(tile, m_tiles, c_tiles, R, S):
+    """Tile -> (output-channel block, input-channel block, t, r, s); output-channel blocks fastest
+    (they read the same x box)."""
+    mb = tile % m_tiles
+    rest = tile // m_tiles
+    cb = rest % c_tiles
+    tap = rest // c_tiles
+    t = tap // (R * S)
+    rs = tap - t * (R * S)
+    r = rs // S
+    return mb, cb, t, r, rs - r * S
+
+
+@gluon.jit
+def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo,
+                 TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
+                 STRIDED: gl.constexpr):  # fmt: skip
+    (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C) = geo
+    BM: gl.constexpr = dy_desc.block_type.shape[4]
+    BN: gl.constexpr = x_desc.block_type.shape[4]
+    nbytes: gl.constexpr = dy_desc.block_type.nbytes + x_desc.block_type.nbytes
+    it = 0
+    for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
+        tile, j0, j1 = _wg_unit(u, tiles, k_blocks, SPLIT)
+        mb, cb, t, r, s = _wg_tile(tile, m_tiles, c_tiles, R, S)
+        for j in range(j0, j1):
+            slot = it % STAGES
+            # a slot's first fill waits on the barrier's initial (completed) phase
+            mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)
+            _, n, d0, h0, w0 = _tile_origin(j, 1, OD, P, Q, TD, TH, TW)
+            mbarrier.expect(ready.index(slot), nbytes)
+            tma.async_copy_global_to_shared(dy_desc, [n, d0, h0, w0, mb * BM], ready.index(slot), dy_bufs.index(slot))
+            if STRIDED:
+                # the stride-phase view [N*D, H/SH, SH, W/SW, SW*C], as ws3d._producer reads it
+                idp = d0 * SD - pd + t * dd
+                oh = r * dh - ph
+                ah = (oh + SH * ph) // SH - ph
+                ow = s * dw - pw
+                aw = (ow + SW * pw) // SW - pw
+                row = gl.where((idp >= 0) & (idp < D), h0 + ah, HS)
+                coord = [n * D + idp, row, oh - ah * SH, w0 + aw, (ow - aw * SW) * C + cb * BN]
+            else:
+                coord = [n, d0 + t * dd - pd, h0 + r * dh - ph, w0 + s * dw - pw, cb * BN]
+            tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot))
+            it += 1
+
+
+@gluon.jit
+def _wg_consumer(ws_ptr, ready, empty, dy_bufs, x_bufs, geo,
+                 TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr):  # fmt: skip
+    (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C) = geo
+    BM: gl.constexpr = dy_bufs.type.shape[5]
+    BN: gl.constexpr = x_bufs.type.shape[5]
+    BP: gl.constexpr = TD * TH * TW
+    WARPS: gl.constexpr = gl.num_warps()
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 16]
+    )
+    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+    offs = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
+    it = 0
+    for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
+        _, j0, j1 = _wg_unit(u, tiles, k_blocks, SPLIT)
+        acc = gl.zeros([BM, BN], gl.float32, acc_layout)
+        for j in range(j0, j1):
+            slot = it % STAGES
+            mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+            # dy^T: the pixel-major box read transposed (wgmma takes an MN-major 16-bit A)
+            a = dy_bufs.index(slot).reshape([BP, BM]).permute((1, 0))
+            b = x_bufs.index(slot).reshape([BP, BN])
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            # one wgmma in flight: the previous block's slot is read, hand it back
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=j > j0)
+            it += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+        # the unit's fp32 partial (split-major, as units are numbered), for ws_wgrad_finish_kernel
+        gl.store(ws_ptr + u.to(gl.int64) * (BM * BN) + offs, acc)
+
+
+@gluon.jit
+def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw,
+                      dd, dh, dw, R, S, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr,
+                      STAGES: gl.constexpr, SPLIT: gl.constexpr, STRIDED: gl.constexpr):  # fmt: skip
+    """Persistent warp-specialized 3-D wgrad (module docstring); grid = (programs,). Writes one
+    fp32 ``BM x BN`` partial per work unit to ``ws_ptr``."""
+    dy_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES] + dy_desc.block_type.shape, dy_desc.layout)
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    geo = (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C)
+    gl.warp_specialize(
+        [
+            (_wg_consumer, (ws_ptr, ready, empty, dy_bufs, x_bufs, geo, TD, TH, TW, STAGES, SPLIT)),
+            (_wg_producer, (dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED)),
+        ],
+        [1],
+        [48],
+    )
+
+
+@triton.jit
+def ws_wgrad_finish_kernel(ws_ptr, dw_ptr, tiles, m_tiles, c_tiles, split, K, C, R, S, sdk, sdc, sdt, sdr, sds,
+                           BM: tl.constexpr, BN: tl.constexpr, SUB: tl.constexpr):  # fmt: skip
+    """The second half of ``ws_wgrad3d_kernel``: grid = (tiles, BM / SUB). Sums ``SUB`` rows of
+    one tile over its ``split`` partials in split order (unit ``sp * tiles + tile``) and stores
+    them into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``)."""
+    tile = tl.program_id(0)
+    rows = tl.program_id(1) * SUB + tl.arange(0, SUB)
+    cols = tl.arange(0, BN)
+    offs = rows[:, None] * BN + cols[None, :]
+    acc = tl.zeros((SUB, BN), dtype=tl.float32)
+    for sp in range(split):
+        acc += tl.load(ws_ptr + (sp * tiles + tile).to(tl.int64) * (BM * BN) + offs)
+    # the tile decode of _wg_tile
+    mb = tile % m_tiles
+    rest = tile // m_tiles
+    cb = rest % c_tiles
+    tap = rest // c_tiles
+    t = tap // (R * S)
+    rs = tap % (R * S)
+    k = mb * BM + rows
+    c = cb * BN + cols
+    ptrs = dw_ptr + (t * sdt + (rs // S) * sdr + (rs % S) * sds) + k[:, None].to(tl.int64) * sdk + c[None, :] * sdc
+    tl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=(k < K)[:, None] & (c < C)[None, :])
+
+
+def wgrad_geometry(x_shape, dy_shape, taps, tile, block_m: int, block_n: int, split: int):
+    """``(tiles, m_tiles, c_tiles, k_blocks, units)`` of a launch (host side of ``_wg_unit``)."""
+    n, c = x_shape[0], x_shape[1]
+    k, od, p, q = dy_shape[1], dy_shape[2], dy_shape[3], dy_shape[4]
+    td, th, tw = tile
+    m_tiles, c_tiles = cdiv(k, block_m), cdiv(c, block_n)
+    tiles = m_tiles * taps[0] * taps[1] * taps[2] * c_tiles
+    k_blocks = n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw)
+    return tiles, m_tiles, c_tiles, k_blocks, tiles * split
+
+
+def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[int, int, int],
+               pad: tuple[int, int, int], dilation: tuple[int, int, int], stride: tuple[int, int, int],
+               tile: tuple[int, int, int], block_m: int, block_n: int, stages: int = 4, warps: int = 8,
+               split: int = 1, per_sm: int = 1, compile_only: bool = False):  # fmt: skip
+    """``dw = wgrad(x, dy)`` of ``conv3d(x, w, stride, padding=pad, dilation=dilation)`` (groups 1)
+    with ``ws_wgrad3d_kernel`` and ``ws_wgrad_finish_kernel``.
+
+    ``x`` [N, C, D, H, W] and ``dy`` [N, K, OD, P, Q] are 16-bit with channel stride 1 and
+    16-byte-aligned pixel strides (channels_last_3d; a strided layer needs a dense ``x`` whose H
+    and W are multiples of the stride, C a multiple of ``block_n`` and ``tile`` one depth deep);
+    ``dw`` [K, C, T, R, S] of x's dtype, any strides. ``tile`` is the (depth, rows, columns) block
+    of output pixels of one reduction step (a multiple of 16 pixels); ``block_m`` output channels
+    per tile (64 per consumer warpgroup: ``warps`` = block_m / 16), ``block_n`` input channels
+    (at most 256); ``split`` pixel ranges per tile (none of them empty). ``compile_only`` returns
+    (kernel, grid, args, options) without launching."""
+    n, c, d, h, wd = x.shape
+    k, od, p, q = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
+    sd, sh, sw = stride
+    td, th, tw = tile
+    strided = stride != (1, 1, 1)
+    if strided:
+        assert td == 1 and c % block_n == 0, "ws_wgrad3d: strided tiles are one depth deep, C a multiple of block_n"
+        xb = [1, th, 1, tw, block_n]
+        x_desc = TensorDescriptor(x, [n * d, h // sh, sh, wd // sw, sw * c],
+                                  [x.stride(2), x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
+                                  _layout(xb, x.dtype))  # fmt: skip
+    else:
+        xb = [1, td, th, tw, block_n]
+        x_desc = TensorDescriptor(x, [n, d, h, wd, c], [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], xb,
+                                  _layout(xb, x.dtype))  # fmt: skip
+    yb = [1, td, th, tw, block_m]
+    dy_desc = TensorDescriptor(dy, [n, od, p, q, k], [dy.stride(0), dy.stride(2), dy.stride(3), dy.stride(4), 1], yb,
+                               _layout(yb, dy.dtype))  # fmt: skip
+    tiles, m_tiles, c_tiles, k_blocks, units = wgrad_geometry(x.shape, dy.shape, taps, tile, block_m, block_n, split)
+    assert split == 1 or (split - 1) * cdiv(k_blocks, split) < k_blocks, "ws_wgrad3d: a pixel range would be empty"
+    ws = torch.empty(units * block_m * block_n, dtype=torch.float32, device=x.device)
+    grid = (min(units, per_sm * sm_count()),)
+    args = (dy_desc, x_desc, ws, units, tiles, m_tiles, c_tiles, k_blocks, od, p, q, *pad, *dilation, taps[1],
+            taps[2], d, h // sh, sd, sh, sw, c)  # fmt: skip
+    # registers are allocated for warps + 4 (the producer's warpgroup) warps at launch, then moved
+    # from the producer (48 each) to the consumers
+    kw = dict(TD=td, TH=th, TW=tw, STAGES=stages, SPLIT=split, STRIDED=strided, num_warps=warps,
+              maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
+    if compile_only:
+        return ws_wgrad3d_kernel, grid, args, kw
+    ws_wgrad3d_kernel[grid](*args, **kw)
+    wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n)
+    return None
+
+
+def wgrad_finish(ws: torch.Tensor, dw: torch.Tensor, tiles: int, m_tiles: int, c_tiles: int, split: int,
+                 taps: tuple[int, int, int], block_m: int, block_n: int, compile_only: bool = False) -> None:  # fmt: skip
+    """``ws_wgrad_finish_kernel`` over a workspace of ``tiles * split`` fp32 partials into ``dw``
+    [K, C, T, R, S]: rows of each tile split over programs until there are two per SM
+    (``compile_only``: compiled, not launched)."""
+    sub = min(32, block_m)
+    while sub > 4 and tiles * (block_m // sub) < 2 * sm_count():
+        sub //= 2
+    k, c = dw.shape[0], dw.shape[1]
+    args = (ws, dw, tiles, m_tiles, c_tiles, split, k, c, taps[1], taps[2], *dw.stride())
+    kw = dict(BM=block_m, BN=block_n, SUB=sub, num_warps=4)
+    if compile_only:
+        ws_wgrad_finish_kernel.warmup(*args, grid=(tiles, block_m // sub), **kw)
+        return
+    ws_wgrad_finish_kernel[(tiles, block_m // sub)](*args, **kw)
+
+
+def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg) -> None:
+    """``ws_wgrad3d`` with an algorithm ``Config`` (``conv3d.Wgrad3dWs``'s fields). Under the
+    tuner's compile-only pass (``fprop.COMPILE_ONLY``) the kernels are compiled, not launched, so
+    that the candidates compile in parallel."""
+    from .fprop import COMPILE_ONLY
+
+    tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
+    call = dict(stages=cfg.num_stages, warps=cfg.num_warps, split=cfg.split_k, per_sm=cfg.persistent or 1)
+    if COMPILE_ONLY.get():
+        fn, grid, args, kw = ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n,
+                                        compile_only=True, **call)  # fmt: skip
+        fn.warmup(*args, grid=grid, **kw)
+        tiles, m_tiles, c_tiles, _, _ = wgrad_geometry(x.shape, dy.shape, taps, tile, cfg.block_m, cfg.block_n, 1)
+        wgrad_finish(args[2], dw, tiles, m_tiles, c_tiles, cfg.split_k, taps, cfg.block_m, cfg.block_n, True)
+        return
+    ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n, **call)
