@@ -50,13 +50,15 @@ def _tensors3(case, dtype):
 @pytest.mark.parametrize("case,dtype", CASES3, ids=str)
 def test_conv3d_wgrad_ws_every_candidate_config(case, dtype):
     """Every config ``conv3d_wgrad_ws`` offers on a 132-SM GPU and on a 2-SM one (fewer splits),
-    against float64; each run twice into a NaN-filled dw (a persistent program reuses its ring
+    and the first ones unsplit and split in two, against float64; each run twice into a NaN-filled dw (a persistent program reuses its ring
     across units, and the second run must not read the first's partials)."""
     prob, x, dy, want = _tensors3(case, dtype)
     algo = k3.WGRAD3D_WS
     assert algo.supports(prob, x, dy) is None, algo.supports(prob, x, dy)
-    cfgs = list(dict.fromkeys(algo.candidates(prob, 132) + algo.candidates(prob, 2)))
+    cfgs = algo.candidates(prob, 132) + algo.candidates(prob, 2)
     assert cfgs
+    # unsplit (each tile stores dw itself) and split (partials summed by the finish kernel)
+    cfgs = list(dict.fromkeys(cfgs + [replace(c, split_k=1) for c in cfgs[:2]] + [replace(cfgs[0], split_k=2)]))
     for cfg in cfgs:
         dw = torch.full(want.shape, float("nan"), device=DEVICE, dtype=dtype)
         algo.run(prob, x, dy, dw, cfg)

@@ -397,7 +397,13 @@ class WgradTma:
     @classmethod
     def tile_ok(cls, prob: ConvProblem, bm: int, bn: int) -> bool:
         """Whether a ``bm x bn`` tile suits ``prob``: 128 rows only past 64 output channels, a
-        128- or 256-wide tile only where there are that many input channels, and ``_bn_ok``."""
+        128- or 256-wide tile only where there are that many input channels, 256 wide only at
+        stride 1, and ``_bn_ok``."""
+        # 128x256 on ResNet-50's strided 1x1 shortcut (a 16x2x2 pixel block of the subsampled
+        # view) gave a 0.18 relative error on the H200 (session 20; the interpreter's result was
+        # right, so the fault is in the compiled kernel, not found); stride 1 passes the GPU tests
+        if bn == 256 and prob.stride != (1, 1):
+            return False
         return not (bm == 128 and prob.kg <= 64) and not (bn >= 128 and prob.cg < bn) and cls._bn_ok(prob, bn)
 
     @staticmethod

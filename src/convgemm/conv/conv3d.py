@@ -186,6 +186,8 @@ class Wgrad3dTma:
                                                 (128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1)):  # fmt: skip
             if (bm == 128 and prob.k <= 64) or (bn >= 128 and prob.c < bn) or (strided3(prob) and prob.c % bn):
                 continue
+            if bn == 256 and strided3(prob):  # as backward.WgradTma.tile_ok: wrong on a strided 2-D layer
+                continue
             cfg = self._shaped(prob, bm, bn, bk, warps, stages, red)
             half = max(1, cfg.split_k // 2)
             out += [cfg, replace(cfg, split_k=half, reduce=cfg.reduce if half > 1 else 0)]
@@ -277,16 +279,17 @@ class Wgrad3dWs:
     def splits(tiles: int, k_blocks: int, sms: int, block_k: int) -> list[int]:
         """The two best pixel-range counts per tile by a cost model: waves of units x (pixel blocks
         per unit + the unit's fixed cost), that cost in pixel blocks being one fp32 partial tile
-        written at an SM's share of the copy bandwidth (``384 / block_k`` blocks: as long as a
-        ``block_k``-pixel block's wgmma) plus one block of pipeline fill. Each range at least 4
-        blocks, none empty, at most four waves."""
-        fixed = 384 / block_k + 1
+        written at an SM's share of the copy bandwidth (``384 / block_k`` blocks: an H200 SM does
+        about 184 flop per byte it writes) plus one block of pipeline fill; unsplit tiles store
+        dw itself (2 bytes an element: ``192 / block_k``). Each range at least 4 blocks, none
+        empty, at most four waves."""
         costs = []
         for sk in range(1, 257):
             per = cdiv(k_blocks, sk)
             units = tiles * sk
             if sk > 1 and (per < 4 or (sk - 1) * per >= k_blocks or units > 4 * sms):
                 break
+            fixed = (384 if sk > 1 else 192) / block_k + 1
             costs.append((cdiv(units, sms) * (k_blocks / sk + fixed), sk))
         return sorted(sk for _, sk in sorted(costs)[:2])
 

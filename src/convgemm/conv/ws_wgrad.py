@@ -95,7 +95,7 @@ def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo,
 
 
 @gluon.jit
-def _wg_consumer(ws_ptr, ready, empty, dy_bufs, x_bufs, geo,
+def _wg_consumer(ws_ptr, dw_ptr, dws, K, ready, empty, dy_bufs, x_bufs, geo,
                  TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr):  # fmt: skip
     (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C) = geo
     BM: gl.constexpr = dy_bufs.type.shape[5]
@@ -110,7 +110,7 @@ def _wg_consumer(ws_ptr, ready, empty, dy_bufs, x_bufs, geo,
     offs = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
     it = 0
     for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        _, j0, j1 = _wg_unit(u, tiles, k_blocks, SPLIT)
+        tile, j0, j1 = _wg_unit(u, tiles, k_blocks, SPLIT)
         acc = gl.zeros([BM, BN], gl.float32, acc_layout)
         for j in range(j0, j1):
             slot = it % STAGES
@@ -125,16 +125,28 @@ def _wg_consumer(ws_ptr, ready, empty, dy_bufs, x_bufs, geo,
             it += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
-        # the unit's fp32 partial (split-major, as units are numbered), for ws_wgrad_finish_kernel
-        gl.store(ws_ptr + u.to(gl.int64) * (BM * BN) + offs, acc)
+        if SPLIT > 1:
+            # the unit's fp32 partial (split-major, as units are numbered), for ws_wgrad_finish_kernel
+            gl.store(ws_ptr + u.to(gl.int64) * (BM * BN) + offs, acc)
+        else:
+            # the whole reduction: dw's tile at its tap, in dw's dtype (no workspace round trip)
+            (sdk, sdc, sdt, sdr, sds) = dws
+            mb, cb, t, r, s = _wg_tile(tile, m_tiles, c_tiles, R, S)
+            k = mb * BM + rows
+            c = cb * BN + cols
+            ptrs = (dw_ptr + (t * sdt + r * sdr + s * sds) + gl.expand_dims(k.to(gl.int64) * sdk, 1)
+                    + gl.expand_dims(c * sdc, 0))  # fmt: skip
+            mask = gl.expand_dims(k < K, 1) & gl.expand_dims(c < C, 0)
+            gl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=mask)
 
 
 @gluon.jit
-def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw,
+def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sds, num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw,
                       dd, dh, dw, R, S, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr,
                       STAGES: gl.constexpr, SPLIT: gl.constexpr, STRIDED: gl.constexpr):  # fmt: skip
-    """Persistent warp-specialized 3-D wgrad (module docstring); grid = (programs,). Writes one
-    fp32 ``BM x BN`` partial per work unit to ``ws_ptr``."""
+    """Persistent warp-specialized 3-D wgrad (module docstring); grid = (programs,). ``SPLIT`` >
+    1: writes one fp32 ``BM x BN`` partial per work unit to ``ws_ptr``; else each tile straight
+    into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``)."""
     dy_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES] + dy_desc.block_type.shape, dy_desc.layout)
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -145,7 +157,25 @@ def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, num_units, tiles, m_tiles, c_tile
     geo = (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C)
     gl.warp_specialize(
         [
-            (_wg_consumer, (ws_ptr, ready, empty, dy_bufs, x_bufs, geo, TD, TH, TW, STAGES, SPLIT)),
+            (
+                _wg_consumer,
+                (
+                    ws_ptr,
+                    dw_ptr,
+                    (sdk, sdc, sdt, sdr, sds),
+                    K,
+                    ready,
+                    empty,
+                    dy_bufs,
+                    x_bufs,
+                    geo,
+                    TD,
+                    TH,
+                    TW,
+                    STAGES,
+                    SPLIT,
+                ),
+            ),
             (_wg_producer, (dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED)),
         ],
         [1],
@@ -225,9 +255,10 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
                                _layout(yb, dy.dtype))  # fmt: skip
     tiles, m_tiles, c_tiles, k_blocks, units = wgrad_geometry(x.shape, dy.shape, taps, tile, block_m, block_n, split)
     assert split == 1 or (split - 1) * cdiv(k_blocks, split) < k_blocks, "ws_wgrad3d: a pixel range would be empty"
-    ws = torch.empty(units * block_m * block_n, dtype=torch.float32, device=x.device)
+    # split 1: the kernel stores dw itself
+    ws = torch.empty(units * block_m * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
     grid = (min(units, per_sm * sm_count()),)
-    args = (dy_desc, x_desc, ws, units, tiles, m_tiles, c_tiles, k_blocks, od, p, q, *pad, *dilation, taps[1],
+    args = (dy_desc, x_desc, ws, dw, k, *dw.stride(), units, tiles, m_tiles, c_tiles, k_blocks, od, p, q, *pad, *dilation, taps[1],
             taps[2], d, h // sh, sd, sh, sw, c)  # fmt: skip
     # registers are allocated for warps + 4 (the producer's warpgroup) warps at launch, then moved
     # from the producer (48 each) to the consumers
@@ -236,7 +267,8 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     if compile_only:
         return ws_wgrad3d_kernel, grid, args, kw
     ws_wgrad3d_kernel[grid](*args, **kw)
-    wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n)
+    if split > 1:
+        wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n)
     return None
 
 
@@ -269,7 +301,8 @@ def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg) -> None:
         fn, grid, args, kw = ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n,
                                         compile_only=True, **call)  # fmt: skip
         fn.warmup(*args, grid=grid, **kw)
-        tiles, m_tiles, c_tiles, _, _ = wgrad_geometry(x.shape, dy.shape, taps, tile, cfg.block_m, cfg.block_n, 1)
-        wgrad_finish(args[2], dw, tiles, m_tiles, c_tiles, cfg.split_k, taps, cfg.block_m, cfg.block_n, True)
+        if cfg.split_k > 1:
+            tiles, m_tiles, c_tiles, _, _ = wgrad_geometry(x.shape, dy.shape, taps, tile, cfg.block_m, cfg.block_n, 1)
+            wgrad_finish(args[2], dw, tiles, m_tiles, c_tiles, cfg.split_k, taps, cfg.block_m, cfg.block_n, True)
         return
     ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n, **call)
