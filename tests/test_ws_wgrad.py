@@ -58,7 +58,10 @@ def test_conv3d_wgrad_ws_every_candidate_config(case, dtype):
     cfgs = algo.candidates(prob, 132) + algo.candidates(prob, 2)
     assert cfgs
     # unsplit (each tile stores dw itself) and split (partials summed by the finish kernel)
-    cfgs = list(dict.fromkeys(cfgs + [replace(c, split_k=1) for c in cfgs[:2]] + [replace(cfgs[0], split_k=2)]))
+    c0 = cfgs[0]
+    blocks = prob.n * -(-prob.od // c0.tile_n) * -(-prob.p // c0.tile_h) * -(-prob.q // c0.tile_w)
+    two = [replace(c0, split_k=2)] if blocks >= 2 else []  # (a split must not be empty)
+    cfgs = list(dict.fromkeys(cfgs + [replace(c, split_k=1) for c in cfgs[:2]] + two))
     for cfg in cfgs:
         dw = torch.full(want.shape, float("nan"), device=DEVICE, dtype=dtype)
         algo.run(prob, x, dy, dw, cfg)
@@ -88,6 +91,9 @@ CASES2 = [
     ((2, 64, 16, 16, 128, 1, 1, 2, 0, 1), torch.bfloat16),  # strided 1x1 (a ResNet shortcut)
     ((2, 64, 14, 12, 64, 3, 3, 2, 1, 1), torch.bfloat16),  # strided 3x3
     ((1, 48, 7, 20, 32, 5, 5, 1, 2, 1), torch.bfloat16),  # 5x5, C = 48
+    # strided with 7x7 outputs: pixel blocks of several images (``conv3d.depth_free``)
+    ((4, 64, 14, 14, 64, 3, 3, 2, 1, 1), torch.bfloat16),
+    ((5, 128, 14, 14, 64, 1, 1, 2, 0, 1), torch.float16),
 ]
 
 
@@ -114,6 +120,8 @@ def test_wgrad_ws_2d_every_candidate_config(case, dtype):
     p3 = algo._problem3d(prob)
     cfgs = list(dict.fromkeys(k3.WGRAD3D_WS.candidates(p3, 132) + k3.WGRAD3D_WS.candidates(p3, 2)))
     assert cfgs
+    if prob.stride != (1, 1) and prob.p == 7:
+        assert any(c.tile_n > 1 for c in cfgs), "7x7 strided outputs: blocks of several images"
     for cfg in cfgs:
         dw = torch.full(want.shape, float("nan"), device=DEVICE, dtype=dtype).contiguous(
             memory_format=torch.channels_last

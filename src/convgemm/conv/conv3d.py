@@ -235,6 +235,14 @@ class Wgrad3dTma:
             dw.copy_(dw4)
 
 
+def depth_free(taps: tuple[int, int, int], pad: tuple[int, int, int], stride: tuple[int, int, int]) -> bool:
+    """Whether a strided layer's stride-phase view may take boxes several depths deep: one
+    filter tap deep, unpadded, stride 1 along depth (a 2-D layer with the batch as depth), so
+    output depth d reads input depth d. Past an image's last depth the box reads the next
+    image's first, where dy's box is zero."""
+    return taps[0] == 1 and pad[0] == 0 and stride[0] == 1
+
+
 class Wgrad3dWs:
     """Hopper's warp-specialized wgrad in Gluon (``conv/ws_wgrad.py``): a producer warp issues the
     TMA boxes of dy and of x shifted by the tile's tap, consumer warpgroups run ``wgmma`` with dy^T
@@ -307,8 +315,8 @@ class Wgrad3dWs:
             while stages > 2 and stages * bp * (bm + bn) * e > 200_000:
                 stages -= 1
             tiles = spatial_tiles3(prob, bp)
-            if strided3(prob):  # the phase view: one output depth per pixel block
-                tiles = [t for t in tiles if t[1] == 1]
+            if strided3(prob) and not depth_free((prob.t, prob.r, prob.s), prob.pad, prob.stride):
+                tiles = [t for t in tiles if t[1] == 1]  # the phase view: one output depth per block
             _, td, th, tw = tiles[0]
             n_tiles = cdiv(prob.k, bm) * prob.t * prob.r * prob.s * cdiv(prob.c, bn)
             k_blocks = prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)

@@ -19,7 +19,8 @@ Triton kernel (``ws_wgrad_finish_kernel``) sums each tile's partials in split or
 result on every run) and stores dw with any strides.
 
 Strided layers read x through the stride-phase view (``ws3d``'s coordinates), pixel blocks one
-output depth deep. Groups 1, 16-bit dtypes. Gluon does not run under ``TRITON_INTERPRET``: the
+output depth deep unless the filter is one tap deep, unpadded and unstrided along depth
+(``depth_free``: a 2-D layer, whose depth is the batch). Groups 1, 16-bit dtypes. Gluon does not run under ``TRITON_INTERPRET``: the
 kernel runs on compute capability 9.x GPUs only; CI runs the finish kernel under the interpreter.
 """
 
@@ -34,6 +35,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
+from .conv3d import depth_free
 from .ws3d import _layout, _tile_origin
 
 
@@ -241,8 +243,9 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     td, th, tw = tile
     strided = stride != (1, 1, 1)
     if strided:
-        assert td == 1 and c % block_n == 0, "ws_wgrad3d: strided tiles are one depth deep, C a multiple of block_n"
-        xb = [1, th, 1, tw, block_n]
+        assert c % block_n == 0, "ws_wgrad3d: a strided layer needs C a multiple of block_n"
+        assert td == 1 or depth_free(taps, pad, stride), "ws_wgrad3d: strided tiles are one depth deep"
+        xb = [td, th, 1, tw, block_n]
         x_desc = TensorDescriptor(x, [n * d, h // sh, sh, wd // sw, sw * c],
                                   [x.stride(2), x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
                                   _layout(xb, x.dtype))  # fmt: skip
