@@ -494,6 +494,48 @@ def test_implicit_gemm_ws_2d(shape, dtype, activation):
         assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] {shape}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [
+        ((4, 64, 14, 14, 128, 3, 3, 2, 1), torch.bfloat16),  # 7x7 outputs: boxes of several images
+        ((3, 128, 16, 16, 64, 1, 1, 2, 0), torch.float16),  # a strided 1x1 shortcut
+        ((2, 64, 12, 20, 96, 3, 3, (2, 1), 1), torch.bfloat16),  # stride 2 along H only, K = 96
+        ((2, 32, 10, 10, 64, 5, 5, 2, 2), torch.bfloat16),  # 5x5, stride 2
+    ],
+    ids=str,
+)
+def test_implicit_gemm_ws_strided_2d(shape, dtype):
+    """``implicit_gemm_ws`` on strided 2-D layers (the stride-phase view, boxes of ``tile_n``
+    images): forced through ``conv2d`` with a ReLU, and every config it offers, against float64."""
+    from convgemm.conv.fprop import ALGORITHMS
+    from convgemm.conv.layout import tma_aligned
+    from convgemm.problem import ConvProblem
+
+    n, c, h, w, k, r, s, stride, pad = shape
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), stride=stride, padding=pad)
+    y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, activation="relu", algorithm="implicit_gemm_ws")
+    assert_close(y, want.clamp_min(0), dtype, f"implicit_gemm_ws strided via conv2d {shape}")
+    algo = ALGORITHMS["implicit_gemm_ws"]
+    prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
+    prob = replace(prob, tma_ok=True, input_tma_ok=tma_aligned(x, prob.cg), input_phases_ok=True)
+    assert algo.supports(prob) is None, algo.supports(prob)
+    p3 = algo.as_3d(prob)
+    cfgs = list(dict.fromkeys(k3.WS3D.candidates(p3, 132) + k3.WS3D.candidates(p3, 2)))
+    assert cfgs
+    if prob.p == 7:
+        assert any(c.tile_n > 1 for c in cfgs), "7x7 outputs: boxes of several images"
+    for cfg in cfgs:
+        y = torch.full(want.shape, float("nan"), device=DEVICE, dtype=dtype).contiguous(
+            memory_format=torch.channels_last
+        )
+        algo.run(prob, x, wt, b, y, cfg)
+        assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] {shape}")
+
+
 @pytest.mark.parametrize(
     "shape",
     [(2, 16, 5, 7, 24, 3, 3, 1, 1), (3, 32, 6, 4, 16, 3, 1, (1, 0), (2, 1)), (1, 16, 4, 9, 32, 1, 5, (0, 2), 1)],

@@ -805,8 +805,8 @@ class Ws3d(Algorithm):
         out = []
         for bm, warps in ((128, 8), (64, 4)):
             tiles = spatial_tiles3(prob, bm)
-            if strided3(prob):  # the phase view: one output depth per tile
-                tiles = [t for t in tiles if t[1] == 1]
+            if strided3(prob) and not depth_free((prob.t, prob.r, prob.s), prob.pad, prob.stride):
+                tiles = [t for t in tiles if t[1] == 1]  # the phase view: one output depth per tile
             _, td, th, tw = tiles[0]
             for bn in sorted({min(256, kp), min(128, kp)}, reverse=True):
                 n_tiles = cdiv(prob.k, bn) * prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)

@@ -1624,8 +1624,9 @@ class ImplicitGemmTmaNchw(Algorithm):
 class ImplicitGemmWs(Algorithm):
     """``conv3d_ws`` (Hopper's warp-specialized Gluon kernel, ``conv/ws3d.py``) on a 2-D layer:
     the NHWC batch is the 3-D kernel's depth axis (a 1 x R x S filter never crosses images), so a
-    tile of ``tile_n`` images x ``tile_h`` rows x ``tile_w`` columns is one 5-D box. Stride 1,
-    groups 1, 16-bit; the fused activation in its epilogue. Configs as ``conv3d_ws``'s (pixels on
+    tile of ``tile_n`` images x ``tile_h`` rows x ``tile_w`` columns is one 5-D box. Groups 1,
+    16-bit; a strided layer reads the stride-phase view (H and W multiples of the stride), its
+    boxes still several images deep; the fused activation in its epilogue. Configs as ``conv3d_ws``'s (pixels on
     ``block_m``); the tuner alone picks it."""
 
     name = "implicit_gemm_ws"
@@ -1639,13 +1640,17 @@ class ImplicitGemmWs(Algorithm):
         ph, pw = prob.pad_h[0], prob.pad_w[0]
         return ConvProblem3d(1, prob.c, prob.n, prob.h, prob.w, prob.k, 1, prob.r, prob.s, (1, *prob.stride),
                              (0, ph, pw), (0, prob.pad_h[1], prob.pad_w[1]), (1, *prob.dilation), prob.groups,
-                             prob.dtype, tma_input_ok=prob.input_tma_ok and prob.tma_ok)  # fmt: skip
+                             prob.dtype, tma_input_ok=prob.input_tma_ok and prob.tma_ok,
+                             input_phases_ok=prob.input_phases_ok)  # fmt: skip
 
     def supports(self, prob: ConvProblem) -> str | None:
         from .conv3d import WS3D
 
-        if prob.stride != (1, 1):
-            return f"implicit_gemm_ws takes stride 1, not {prob.stride}"
+        if prob.stride != (1, 1) and not (prob.input_phases_ok and prob.h % prob.stride[0] == 0
+                                          and prob.w % prob.stride[1] == 0):  # fmt: skip
+            return (f"stride {prob.stride}: implicit_gemm_ws reads a strided layer through the stride-phase view, "
+                    f"which needs a dense NHWC input whose height and width ({prob.h}x{prob.w}) are multiples of "
+                    "the stride")  # fmt: skip
         if prob.input_nchw:
             return "implicit_gemm_ws reads an NHWC input"
         return WS3D.supports(self.as_3d(prob))
@@ -1674,7 +1679,7 @@ class ImplicitGemmWs(Algorithm):
         yo = _nhwc_out(y)
         wp = krsc_weight(w, prob.c).view(prob.k, -1)
         ws_run(self.view_3d(x), wp, bias, self.view_3d(yo), (1, prob.r, prob.s), (0, prob.pad_h[0], prob.pad_w[0]),
-               (1, *prob.dilation), cfg, (1, 1, 1), prob.activation)  # fmt: skip
+               (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation)  # fmt: skip
         if yo is not y and not COMPILE_ONLY.get():
             y.copy_(yo)
 

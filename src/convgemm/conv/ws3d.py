@@ -17,7 +17,8 @@ tile, or with ``SPLIT`` > 1 one of its K ranges, whose fp32 partials ``ws_split_
 sums in a second launch). The GEMM is ``y[pixels, K] = im2col(x)[pixels, T*R*S*C] @ w[K,
 T*R*S*C]^T``: output pixels on M (the input box is the A operand, K-major), output channels on N
 (the weight tile, read transposed). A strided layer reads the stride-phase view of
-``conv3d.input_descriptor3d``, tiles one output depth deep.
+``conv3d.input_descriptor3d``, tiles one output depth deep unless the filter is one tap deep,
+unpadded and unstrided along depth (``conv3d.depth_free``: a 2-D layer, the batch as depth).
 
 Groups 1, 16-bit dtypes, C a multiple of BLOCK_K. Gluon does not run under ``TRITON_INTERPRET``:
 the kernel runs on compute capability 9.x GPUs only (wgmma), and only the GPU tests run it.
@@ -40,6 +41,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
+from .conv3d import depth_free
 from .loaders3d import _tile3
 
 
@@ -258,8 +260,8 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     sd, sh, sw = stride
     strided = stride != (1, 1, 1)
     if strided:
-        assert td == 1, "ws_conv3d: a strided layer's tiles are one output depth deep"
-        xb = [1, th, 1, tw, block_k]
+        assert td == 1 or depth_free(taps, pad, stride), "ws_conv3d: a strided layer's tiles are one output depth deep"
+        xb = [td, th, 1, tw, block_k]
         x_desc = TensorDescriptor(x, [n * d, h // sh, sh, wd // sw, sw * c],
                                   [x.stride(2), x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
                                   _layout(xb, x.dtype))  # fmt: skip
