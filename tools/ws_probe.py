@@ -82,6 +82,7 @@ def _layer(name, n, c, d, h, w, k, cfgs, dev, flush) -> None:
     import torch.nn.functional as F
 
     import convgemm
+    from convgemm.conv.conv3d import _packed_weight
     from convgemm.conv.ws3d import ws_conv3d
     from convgemm.functional3d import conv3d_algorithm
 
@@ -96,12 +97,14 @@ def _layer(name, n, c, d, h, w, k, cfgs, dev, flush) -> None:
     algo = conv3d_algorithm(x, wt, b, padding=1)
     _report(name, f"convgemm {algo[0]} {algo[1].describe()}"[:34], lambda: convgemm.conv3d(x, wt, b, padding=1),
             yc, ref, flop, flush)  # fmt: skip
+    wp = _packed_weight(wt, c)
     for tile, bn, stages, warps, per_sm in cfgs:
         y = torch.empty_like(ref)
         form = f"ws t{'x'.join(map(str, tile))} n{bn} s{stages} w{warps} x{per_sm}"
 
         def run(tile=tile, bn=bn, stages=stages, warps=warps, per_sm=per_sm, y=y):
-            ws_conv3d(x, wt, b, y, (1, 1, 1), tile, bn, stages=stages, warps=warps, per_sm=per_sm)
+            ws_conv3d(x, wp, b, y, (3, 3, 3), (1, 1, 1), (1, 1, 1), tile, bn, stages=stages, warps=warps,
+                      per_sm=per_sm)  # fmt: skip
 
         try:
             _report(name, form, run, y, ref, flop, flush)
