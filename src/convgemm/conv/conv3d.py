@@ -289,8 +289,10 @@ class Wgrad3dWs:
         per unit + the unit's fixed cost), that cost in pixel blocks being one fp32 partial tile
         written at an SM's share of the copy bandwidth (``384 / block_k`` blocks: an H200 SM does
         about 184 flop per byte it writes) plus one block of pipeline fill; unsplit tiles store
-        dw itself (2 bytes an element: ``192 / block_k``). Each range at least 4 blocks, none
-        empty, at most four waves."""
+        dw itself (2 bytes an element: ``192 / block_k``); a split layer also pays 4 blocks once
+        for the finish kernel (its launch and the partials' read: 2-4 us in session 20's probe,
+        where unsplit forms beat split ones the model had ranked first). Each range at least 4
+        blocks, none empty, at most four waves."""
         costs = []
         for sk in range(1, 257):
             per = cdiv(k_blocks, sk)
@@ -298,7 +300,7 @@ class Wgrad3dWs:
             if sk > 1 and (per < 4 or (sk - 1) * per >= k_blocks or units > 4 * sms):
                 break
             fixed = (384 if sk > 1 else 192) / block_k + 1
-            costs.append((cdiv(units, sms) * (k_blocks / sk + fixed), sk))
+            costs.append((cdiv(units, sms) * (k_blocks / sk + fixed) + (4 if sk > 1 else 0), sk))
         return sorted(sk for _, sk in sorted(costs)[:2])
 
     def candidates(self, prob: ConvProblem3d, sms: int) -> list[Config]:
