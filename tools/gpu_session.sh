@@ -32,6 +32,9 @@
 #   conv3d     the conv3d suite forward, dgrad and wgrad (tuned) -> conv3d.json
 #   ws         the Gluon kernel (conv3d_ws / implicit_gemm_ws): its GPU tests, tools/ws_probe.py, and the
 #              floor, resnet50 and craft forward suites (tuned) -> ws-tests.log, ws-probe.log, ws-*.json
+#   wswgrad    the Gluon wgrad (wgrad_ws / conv3d_wgrad_ws) and strided implicit_gemm_ws: their GPU tests,
+#              tools/ws_wgrad_probe.py, the resnet50 / craft / conv3d wgrad suites (tuned) -> wswgrad-tests.log,
+#              wswgrad-probe.log, wswgrad-*.json
 #   conv1d     the conv1d suite forward (tuned; wav2vec2's strided layers with the phase view's tails) -> conv1d.json
 #   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
@@ -206,6 +209,16 @@ for step in "$@"; do
         timeout "${WS_PROBE_TIMEOUT:-120}" python3 tools/ws_probe.py > "$OUT/ws-probe.log" 2>&1
         echo "ws probe: rc=$?"
         for suite in floor resnet50 craft; do bench "ws-$suite" "${WS_TIMEOUT:-200}" --suite "$suite" --direction fwd; done ;;
+    wswgrad)
+        timeout "${WS_TESTS_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_ws_wgrad.py \
+            tests/test_conv3d.py tests/test_backward.py -k "ws or gpu_wgrad_tma_every_config" \
+            > "$OUT/wswgrad-tests.log" 2>&1
+        echo "wswgrad tests: rc=$?"; tail -3 "$OUT/wswgrad-tests.log"
+        timeout "${WS_PROBE_TIMEOUT:-150}" python3 tools/ws_wgrad_probe.py > "$OUT/wswgrad-probe.log" 2>&1
+        echo "wswgrad probe: rc=$?"
+        for suite in resnet50 craft conv3d; do
+            bench "wswgrad-$suite" "${WS_TIMEOUT:-120}" --suite "$suite" --direction wgrad
+        done ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
