@@ -228,7 +228,7 @@ def test_wgrad_ws_supports_and_candidates():
 
 def test_ws_layouts_are_memoised():
     """The Gluon kernels' TMA box layouts (``ws3d._layout``) are computed once per box and dtype
-    (computing one took about 15 us of a launch's host time) and equal Gluon's own default."""
+    (computing one took about 20 us of a launch's host time here) and equal Gluon's own default."""
     from triton.experimental.gluon import language as gl
 
     from convgemm.conv.ws3d import _layout
