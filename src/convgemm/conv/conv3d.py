@@ -261,12 +261,9 @@ class Wgrad3dWs:
         self, prob: ConvProblem3d, x: torch.Tensor | None = None, dy: torch.Tensor | None = None
     ) -> str | None:
         """None if the kernel takes ``prob`` (with NDHWC ``x`` and ``dy`` when given), else why not."""
-        if interpreting():
-            return "conv3d_wgrad_ws is a Gluon kernel, which TRITON_INTERPRET cannot run: it needs a Hopper GPU"
-        if prob.dtype not in (torch.float16, torch.bfloat16):
-            return f"conv3d_wgrad_ws takes fp16 or bf16, not {prob.dtype}"
-        if prob.groups != 1:
-            return f"conv3d_wgrad_ws takes groups = 1, not {prob.groups}"
+        reason = _gluon_problem_reason(self.name, prob)
+        if reason:
+            return reason
         if x is not None and (not tma_input_ok(x) or not tma_input_ok(dy)):
             return "no TMA, or the NDHWC input or grad_output is not 16-byte aligned"
         if strided3(prob):
@@ -275,10 +272,9 @@ class Wgrad3dWs:
                         "height and width are multiples of the stride")  # fmt: skip
             if prob.c % 64:
                 return f"stride {prob.stride}: the strided wgrad takes C a multiple of 64, not {prob.c}"
-        if not _wgmma_device():
-            return "conv3d_wgrad_ws uses wgmma: it needs a compute capability 9.x (Hopper) GPU"
-        if not _gluon_hopper():
-            return "conv3d_wgrad_ws is a Gluon kernel: it needs a Triton with triton.experimental.gluon (3.6)"
+        reason = _gluon_device_reason(self.name)
+        if reason:
+            return reason
         if (prob.c * prob.dtype.itemsize) % 16 or (prob.k * prob.dtype.itemsize) % 16:
             return f"conv3d_wgrad_ws needs C and K multiples of 8 (got C = {prob.c}, K = {prob.k}): TMA rows"
         return None
@@ -744,6 +740,28 @@ def _gluon_hopper() -> bool:
     return True
 
 
+def _gluon_problem_reason(name: str, prob: ConvProblem3d) -> str | None:
+    """Why the Gluon kernel ``name`` (``conv3d_ws``, ``conv3d_wgrad_ws``) cannot take ``prob`` on
+    any device, or None: the interpreter, a dtype other than fp16/bf16, groups."""
+    if interpreting():
+        return f"{name} is a Gluon kernel, which TRITON_INTERPRET cannot run: it needs a Hopper GPU"
+    if prob.dtype not in (torch.float16, torch.bfloat16):
+        return f"{name} takes fp16 or bf16, not {prob.dtype}"
+    if prob.groups != 1:
+        return f"{name} takes groups = 1, not {prob.groups}"
+    return None
+
+
+def _gluon_device_reason(name: str) -> str | None:
+    """Why the Gluon kernel ``name`` cannot run here, or None: wgmma needs compute capability 9.x,
+    and the Triton must have Gluon's Hopper API."""
+    if not _wgmma_device():
+        return f"{name} uses wgmma: it needs a compute capability 9.x (Hopper) GPU"
+    if not _gluon_hopper():
+        return f"{name} is a Gluon kernel: it needs a Triton with triton.experimental.gluon (3.6)"
+    return None
+
+
 class Ws3d(Algorithm):
     """Hopper's warp-specialized 3-D implicit GEMM in Gluon (``conv/ws3d.py``): a producer warp
     issues the TMA loads into a ring of shared-memory slots, consumer warpgroups run ``wgmma`` and
@@ -759,21 +777,17 @@ class Ws3d(Algorithm):
     name = "conv3d_ws"
 
     def supports(self, prob: ConvProblem3d, x: torch.Tensor | None = None) -> str | None:
-        if interpreting():
-            return "conv3d_ws is a Gluon kernel, which TRITON_INTERPRET cannot run: it needs a Hopper GPU"
-        if prob.dtype not in (torch.float16, torch.bfloat16):
-            return f"conv3d_ws takes fp16 or bf16, not {prob.dtype}"
-        if prob.groups != 1:
-            return f"conv3d_ws takes groups = 1, not {prob.groups}"
+        reason = _gluon_problem_reason(self.name, prob)
+        if reason:
+            return reason
         if not prob.tma_input_ok:
             return "no TMA, or the NDHWC input is not 16-byte aligned"
         if strided3(prob) and not prob.input_phases_ok:
             return (f"stride {prob.stride}: the stride-phase view needs a dense channels_last_3d input whose height "
                     "and width are multiples of the stride")  # fmt: skip
-        if not _wgmma_device():
-            return "conv3d_ws uses wgmma: it needs a compute capability 9.x (Hopper) GPU"
-        if not _gluon_hopper():
-            return "conv3d_ws is a Gluon kernel: it needs a Triton with triton.experimental.gluon (3.6)"
+        reason = _gluon_device_reason(self.name)
+        if reason:
+            return reason
         if prob.c % 16 or (prob.k * prob.dtype.itemsize) % 16:
             return f"conv3d_ws needs C a multiple of 16 (got {prob.c}) and K * itemsize a multiple of 16 (K = {prob.k})"
         return None

@@ -79,6 +79,27 @@ def _unit(u, k_steps, SPLIT: gl.constexpr):
 
 
 @gluon.jit
+def _x_coord(n, d0, h0, w0, t, r, s, c0, view, STRIDED: gl.constexpr):
+    """The input box's coordinate for the pixel block at (n, d0, h0, w0) shifted by filter tap
+    (t, r, s), channels from ``c0`` (``_producer``'s and ``ws_wgrad._wg_producer``'s). Stride 1:
+    the NDHWC tensor. ``STRIDED``: the stride-phase view [N*D, H/SH, SH, W/SW, SW*C]
+    (``conv3d.input_descriptor3d``), where tap offset o = a*stride + phase is view row a of phase
+    `phase`; a depth in the padding moves the box wholly out of bounds (rows HS and on), as the
+    Triton loader does."""
+    (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C) = view
+    if STRIDED:
+        idp = d0 * SD - pd + t * dd
+        oh = r * dh - ph
+        ah = (oh + SH * ph) // SH - ph
+        ow = s * dw - pw
+        aw = (ow + SW * pw) // SW - pw
+        row = gl.where((idp >= 0) & (idp < D), h0 + ah, HS)
+        return [n * D + idp, row, oh - ah * SH, w0 + aw, (ow - aw * SW) * C + c0]
+    else:
+        return [n, d0 + t * dd - pd, h0 + r * dh - ph, w0 + s * dw - pw, c0]
+
+
+@gluon.jit
 def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
               STRIDED: gl.constexpr):  # fmt: skip
@@ -101,20 +122,7 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
             r = rs // S
             s = rs - r * S
             mbarrier.expect(ready.index(slot), nbytes)
-            if STRIDED:
-                # the stride-phase view [N*D, H/SH, SH, W/SW, SW*C] (conv3d.input_descriptor3d):
-                # tap offset o = a*stride + phase is view row a of phase `phase`; a depth in the
-                # padding moves the box wholly out of bounds (rows HS and on), as the Triton
-                # loader does
-                idp = d0 * SD - pd + t * dd
-                oh = r * dh - ph
-                ah = (oh + SH * ph) // SH - ph
-                ow = s * dw - pw
-                aw = (ow + SW * pw) // SW - pw
-                row = gl.where((idp >= 0) & (idp < D), h0 + ah, HS)
-                coord = [n * D + idp, row, oh - ah * SH, w0 + aw, (ow - aw * SW) * C + cb * BK]
-            else:
-                coord = [n, d0 + t * dd - pd, h0 + r * dh - ph, w0 + s * dw - pw, cb * BK]
+            coord = _x_coord(n, d0, h0, w0, t, r, s, cb * BK, (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)
             tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot))
             tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
             it += 1
@@ -234,6 +242,33 @@ def ws_split_finish_kernel(ws_ptr, y_ptr, bias_ptr, K, tiles_n, OD, P, Q, syn, s
     tl.store(ptrs, acc.to(y_ptr.dtype.element_ty), mask=inside[:, None] & (ch < K)[None, :])
 
 
+def input_desc(x: torch.Tensor, stride: tuple[int, int, int], tile: tuple[int, int, int], channels: int):
+    """The TMA descriptor both Gluon kernels read the NDHWC input ``x`` [N, C, D, H, W] through,
+    with boxes of ``tile`` output pixels x ``channels``: the tensor itself at stride 1, else its
+    stride-phase view [N*D, H/SH, SH, W/SW, SW*C] (dense pixels, H and W multiples of the
+    stride; ``_x_coord`` gives the boxes' coordinates)."""
+    n, c, d, h, wd = x.shape
+    td, th, tw = tile
+    if stride != (1, 1, 1):
+        _, sh, sw = stride
+        xb = [td, th, 1, tw, channels]
+        return TensorDescriptor(x, [n * d, h // sh, sh, wd // sw, sw * c],
+                                [x.stride(2), x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
+                                _layout(xb, x.dtype))  # fmt: skip
+    xb = [1, td, th, tw, channels]
+    return TensorDescriptor(x, [n, d, h, wd, c], [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], xb,
+                            _layout(xb, x.dtype))  # fmt: skip
+
+
+def ndhwc_desc(t: torch.Tensor, tile: tuple[int, int, int], channels: int):
+    """A channels_last_3d tensor [N, C, D, H, W] as a TMA descriptor with boxes of ``tile``
+    pixels x ``channels`` (the forward's output, the wgrad's dy)."""
+    n, c, d, h, w = t.shape
+    box = [1, *tile, channels]
+    return TensorDescriptor(t, [n, d, h, w, c], [t.stride(0), t.stride(2), t.stride(3), t.stride(4), 1], box,
+                            _layout(box, t.dtype))  # fmt: skip
+
+
 def _layout(block: list[int], dtype: torch.dtype):
     """The swizzled shared-memory layout of a TMA box (``_default_layout``, memoised: computing it
     took two thirds of the host time of a launch's Python side, about 30 of 50 us)."""
@@ -270,20 +305,11 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     td, th, tw = tile
     sd, sh, sw = stride
     strided = stride != (1, 1, 1)
-    if strided:
-        assert td == 1 or depth_free(taps, pad, stride), "ws_conv3d: a strided layer's tiles are one output depth deep"
-        xb = [td, th, 1, tw, block_k]
-        x_desc = TensorDescriptor(x, [n * d, h // sh, sh, wd // sw, sw * c],
-                                  [x.stride(2), x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
-                                  _layout(xb, x.dtype))  # fmt: skip
-    else:
-        xb = [1, td, th, tw, block_k]
-        x_desc = TensorDescriptor(x, [n, d, h, wd, c], [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], xb,
-                                  _layout(xb, x.dtype))  # fmt: skip
-    wb, yb = [block_n, block_k], [1, td, th, tw, block_n]
+    assert td == 1 or not strided or depth_free(taps, pad, stride), "ws_conv3d: strided tiles are one depth deep"
+    x_desc = input_desc(x, stride, tile, block_k)
+    wb = [block_n, block_k]
     w_desc = TensorDescriptor(wp, [k, wp.shape[1]], [wp.stride(0), 1], wb, _layout(wb, x.dtype))
-    y_desc = TensorDescriptor(y, [n, od, p, q, k], [y.stride(0), y.stride(2), y.stride(3), y.stride(4), 1], yb,
-                              _layout(yb, y.dtype))  # fmt: skip
+    y_desc = ndhwc_desc(y, tile, block_n)
     tiles_n = cdiv(k, block_n)
     num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw)
     k_steps = t * r * s * (c // block_k)

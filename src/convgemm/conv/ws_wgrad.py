@@ -32,11 +32,10 @@ import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
 from .conv3d import depth_free
-from .ws3d import _layout, _tile_origin
+from .ws3d import _tile_origin, _x_coord, input_desc, ndhwc_desc
 
 
 @gluon.jit
@@ -81,17 +80,7 @@ def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo,
             _, n, d0, h0, w0 = _tile_origin(j, 1, OD, P, Q, TD, TH, TW)
             mbarrier.expect(ready.index(slot), nbytes)
             tma.async_copy_global_to_shared(dy_desc, [n, d0, h0, w0, mb * BM], ready.index(slot), dy_bufs.index(slot))
-            if STRIDED:
-                # the stride-phase view [N*D, H/SH, SH, W/SW, SW*C], as ws3d._producer reads it
-                idp = d0 * SD - pd + t * dd
-                oh = r * dh - ph
-                ah = (oh + SH * ph) // SH - ph
-                ow = s * dw - pw
-                aw = (ow + SW * pw) // SW - pw
-                row = gl.where((idp >= 0) & (idp < D), h0 + ah, HS)
-                coord = [n * D + idp, row, oh - ah * SH, w0 + aw, (ow - aw * SW) * C + cb * BN]
-            else:
-                coord = [n, d0 + t * dd - pd, h0 + r * dh - ph, w0 + s * dw - pw, cb * BN]
+            coord = _x_coord(n, d0, h0, w0, t, r, s, cb * BN, (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)
             tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot))
             it += 1
 
@@ -245,17 +234,8 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     if strided:
         assert c % block_n == 0, "ws_wgrad3d: a strided layer needs C a multiple of block_n"
         assert td == 1 or depth_free(taps, pad, stride), "ws_wgrad3d: strided tiles are one depth deep"
-        xb = [td, th, 1, tw, block_n]
-        x_desc = TensorDescriptor(x, [n * d, h // sh, sh, wd // sw, sw * c],
-                                  [x.stride(2), x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
-                                  _layout(xb, x.dtype))  # fmt: skip
-    else:
-        xb = [1, td, th, tw, block_n]
-        x_desc = TensorDescriptor(x, [n, d, h, wd, c], [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], xb,
-                                  _layout(xb, x.dtype))  # fmt: skip
-    yb = [1, td, th, tw, block_m]
-    dy_desc = TensorDescriptor(dy, [n, od, p, q, k], [dy.stride(0), dy.stride(2), dy.stride(3), dy.stride(4), 1], yb,
-                               _layout(yb, dy.dtype))  # fmt: skip
+    x_desc = input_desc(x, stride, tile, block_n)
+    dy_desc = ndhwc_desc(dy, tile, block_m)
     tiles, m_tiles, c_tiles, k_blocks, units = wgrad_geometry(x.shape, dy.shape, taps, tile, block_m, block_n, split)
     assert split == 1 or (split - 1) * cdiv(k_blocks, split) < k_blocks, "ws_wgrad3d: a pixel range would be empty"
     # split 1: the kernel stores dw itself
