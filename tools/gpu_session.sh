@@ -35,6 +35,8 @@
 #   wswgrad    the Gluon wgrad (wgrad_ws / conv3d_wgrad_ws) and strided implicit_gemm_ws: their GPU tests,
 #              tools/ws_wgrad_probe.py, the resnet50 / craft / conv3d wgrad suites (tuned) -> wswgrad-tests.log,
 #              wswgrad-probe.log, wswgrad-*.json
+#   dwwgrad    tools/dw_wgrad_probe.py: the depthwise wgrad rows kernel over elements per thread, columns,
+#              strip heights and programs per SM on the grouped suite's depthwise layers -> dwwgrad.log
 #   conv1d     the conv1d suite forward (tuned; wav2vec2's strided layers with the phase view's tails) -> conv1d.json
 #   small      the small-channel suite forward (tuned: stems, heads) -> small-channel.json
 #   grouped    the grouped suite forward, wgrad and dgrad (tuned) -> grouped.json, grouped-wgrad.json,
@@ -219,6 +221,9 @@ for step in "$@"; do
         for suite in resnet50 craft conv3d; do
             bench "wswgrad-$suite" "${WS_TIMEOUT:-120}" --suite "$suite" --direction wgrad
         done ;;
+    dwwgrad)
+        timeout "${DW_PROBE_TIMEOUT:-420}" python3 tools/dw_wgrad_probe.py ${DW_PROBE_ARGS:-} > "$OUT/dwwgrad.log" 2>&1
+        echo "dwwgrad probe: rc=$?"; grep -c . "$OUT/dwwgrad.log" ;;
     small) bench small-channel "${SMALL_TIMEOUT:-200}" --suite small-channel --direction fwd ;;
     grouped)
         bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd
