@@ -632,6 +632,7 @@ def test_strided_dgrad_by_phases_forced(case, monkeypatch):
         ((1, 40, 9, 7, 40, 7, 7, 1, 3, 1, 40), torch.float32),
         ((1, 24, 5, 6, 24, 3, 3, 1, 1, 1, 24), torch.float64),
         ((1, 32, 5, 6, 32, 3, 3, 2, 1, 1, 8), torch.float32),  # 4 channels per group, as ResNeXt
+        ((1, 16, 34, 6, 16, 3, 3, 1, 1, 1, 16), torch.float32),  # one image: strips of its rows
     ],
     ids=str,
 )
@@ -651,6 +652,27 @@ def test_depthwise_wgrad_gpu_configs(case, dtype, monkeypatch):
         dw = torch.full(tuple(w.shape), float("nan"), dtype=dtype, device=DEVICE)
         bw.DWGRAD.run(prob, x, dy, dw, cfg)
         assert_close(dw, gw, dtype, f"depthwise wgrad {case} {cfg.describe()}")
+
+
+def test_depthwise_wgrad_rows_strips_when_images_are_few(monkeypatch):
+    """The rows kernel's candidates cut the images into strips (of at least 8 rows) where there
+    are fewer images than the groups wanted for the SMs, and keep whole images otherwise."""
+    import convgemm.conv.backward as bw
+
+    monkeypatch.setattr(bw, "interpreting", lambda: False)
+    monkeypatch.setattr(bw, "sm_count", lambda *a: 132)
+
+    def cfgs(n, c, hw, r):
+        x = torch.empty(n, c, hw, hw, dtype=torch.bfloat16)
+        w = torch.empty(c, 1, r, r, dtype=torch.bfloat16)
+        return bw.DWGRAD.rows_configs(ConvProblem.from_tensors(x, w, None, padding=r // 2, groups=c))
+
+    few = cfgs(64, 32, 112, 3)  # MobileNetV2's 32 @112: 2 column blocks, 64 images
+    assert few and all(8 <= c.block_k < 112 and c.split_k > 64 for c in few), [c.describe() for c in few]
+    many = cfgs(64, 96, 56, 7)  # ConvNeXt's 96 @56 7x7: 12 tiles, enough images
+    assert many and all(c.block_k == 56 and c.split_k <= 64 for c in many), [c.describe() for c in many]
+    short = cfgs(2, 16, 12, 3)  # 12 rows: two strips would be under 8 rows each
+    assert short and all(c.block_k == 12 for c in short), [c.describe() for c in short]
 
 
 def test_depthwise_wgrad_tuning_is_memoised_and_cached(monkeypatch, tmp_path):

@@ -65,6 +65,7 @@ def test_matrix(case, m, layout, tf32_mode):
         "grouped",
         "grouped_tma",
         "narrow_tma",
+        "narrow_fold",
     ],
 )
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
@@ -103,6 +104,7 @@ def test_tma_algorithms_are_exercised():
     assert counts["width_unfold"] >= 2, counts
     assert counts["head_1x1"] >= 1 and counts["grouped_tma"] >= 2, counts
     assert counts["narrow_tma"] >= 4, counts
+    assert counts["narrow_fold"] >= 1, counts
 
 
 @pytest.mark.parametrize(

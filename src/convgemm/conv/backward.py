@@ -670,8 +670,8 @@ class DepthwiseWgrad:
 
     def rows_configs(self, prob: ConvProblem) -> list[Config]:
         """The rows kernel's candidates: 4 warps, 2 channels per thread, the next step prefetched,
-        whole images per strip, the (image, strip) pairs split for about ``per_sm`` programs per
-        SM; 2 columns per group for filters above 3x3 (as the forward's measurements), else the
+        whole images per strip (or strips of at least 8 rows where the images are too few), the
+        (image, strip) pairs split for about ``per_sm`` programs per SM; 2 columns per group for filters above 3x3 (as the forward's measurements), else the
         most that fit and the fewest masked columns."""
         if self.rows_ok(prob) is not None:
             return []
@@ -688,8 +688,15 @@ class DepthwiseWgrad:
         for c in cols:
             tiles = cdiv(prob.k, bk) * prob.cg * cdiv(prob.q, bq * c)
             for per_sm in (4, 2):
-                groups = max(1, min(prob.n, cdiv(per_sm * sm_count(), tiles)))
-                out.append(Config(bq, bk, prob.p, 4, 2, split_k=groups, cols=c, vec=2))
+                want = cdiv(per_sm * sm_count(), tiles)
+                # fewer images than groups wanted: strips of the image make the rest (each strip
+                # re-reads R - 1 halo rows, so not below 8 rows). tools/dw_wgrad_probe.py on the
+                # H200 (session 21): MobileNetV2's 32 @112 with 64 images in 2 column blocks ran
+                # 128 programs, 97.4 us; in 264 groups of 16-row strips 67.9 us (cuDNN 77.5)
+                strips = min(cdiv(want, prob.n), max(1, prob.p // 8)) if prob.n < want else 1
+                rows = cdiv(prob.p, strips)
+                groups = max(1, min(prob.n * cdiv(prob.p, rows), want))
+                out.append(Config(bq, bk, rows, 4, 2, split_k=groups, cols=c, vec=2))
         return list(dict.fromkeys(out))
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None, launch=None):

@@ -1510,6 +1510,74 @@ class NarrowTma(Algorithm):
             launch.extra = (cp, wp.data_ptr() == w.data_ptr())
 
 
+class NarrowFold(Algorithm):
+    """Few output channels with a filter wider than one column (``conv/fold.py``): an R x 1
+    convolution of the input into ``S * K`` fp32 channels on ``narrow_tma`` (the input read R
+    times, not R * S), then ``width_fold_kernel`` sums each output column's S taps, adds the bias
+    and the activation and writes y with any strides. For RGB dgrads (a forward convolution of dy
+    into 3 channels) and narrow heads, where ``narrow_tma`` is bound by its R * S input boxes.
+    Stride 1 along H (any stride and dilation along W); ``S * K`` at most 64."""
+
+    name = "narrow_fold"
+    fuses_activation = True
+    writes_nchw = True
+    #: most folded channels: ``narrow_tma`` takes up to 64 output channels
+    MAX_FOLDED = 64
+
+    def reduced(self, prob: ConvProblem) -> ConvProblem:
+        """The R x 1 problem: ``S * K`` output channels over the input's own width, no bias or
+        activation (the fold applies them)."""
+        return replace(
+            prob, k=prob.s * prob.k, s=1, stride=(prob.stride[0], 1), pad_w=(0, 0),
+            dilation=(prob.dilation[0], 1), has_bias=False, activation="",
+        )  # fmt: skip
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: the column fold takes dense layers (groups = 1)"
+        if prob.s == 1:
+            return "a filter one column wide has nothing to fold"
+        if prob.s * prob.k > self.MAX_FOLDED:
+            return f"S*K = {prob.s * prob.k} folded channels: over {self.MAX_FOLDED}, narrow_tma's limit"
+        if prob.dtype not in (torch.float16, torch.bfloat16):
+            return f"the column fold runs on the TMA kernel in fp16 or bf16, not {prob.dtype}"
+        if prob.stride[0] != 1 and prob.r != 1:
+            return f"vertical stride {prob.stride[0]} with {prob.r} filter rows: the R x 1 convolution takes stride 1"
+        return _NARROW.supports(self.reduced(prob))
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # tuned only
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        return _NARROW.configs(self.reduced(prob))
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        return _NARROW.default_config(self.reduced(prob))
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from .fold import fold_weight, width_fold_kernel
+
+        rp = self.reduced(prob)
+        sk = rp.k
+        # [N, P, W, S*K] dense: the fold reads each pixel's S*K partial sums as one run
+        u = torch.empty((prob.n, rp.p, prob.w, sk), dtype=torch.float32, device=x.device)
+        # packed on every call, like krsc_weight: a weight changed in place is always seen
+        _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, None)
+        m = prob.n * prob.p * prob.q
+        bk = _small(prob.k, 1)
+        bm = max(16, 2048 // bk)
+        args = (u, bias if bias is not None else y, y, m, prob.p, prob.q, prob.w, prob.k, y.stride(0), y.stride(1),
+                y.stride(2), y.stride(3), prob.stride[1], prob.pad_w[0], prob.dilation[1])  # fmt: skip
+
+        def constexprs():
+            return dict(S=prob.s, HAS_BIAS=bias is not None, ACT=prob.activation, BLOCK_M=bm, BLOCK_K=bk)
+
+        _run_kernel(None, width_fold_kernel, (cdiv(m, bm),), args, constexprs, {"num_warps": 4, "num_stages": 1})
+
+
+_NARROW = NarrowTma()
+
+
 def nchw_tma_disabled() -> bool:
     """``CONVGEMM_NCHW_TMA=0``: NCHW input goes through transposes to the NHWC kernels, as before
     ``implicit_gemm_tma_nchw`` existed (for A/B timings)."""
@@ -1699,6 +1767,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         WidthUnfold(),
         ImplicitGemm(),
         ImplicitGemmTmaNchw(),
-        NarrowTma(),
+        _NARROW,
+        NarrowFold(),
     )
 }
