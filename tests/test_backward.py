@@ -12,6 +12,7 @@ from reference import assert_close
 import convgemm
 from convgemm.conv.backward import WGRAD, phase_taps
 from convgemm.conv.fprop import Config
+from convgemm.conv.layout import as_nhwc
 from convgemm.problem import ConvProblem
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
@@ -326,10 +327,39 @@ def test_narrow_wgrad_candidates(monkeypatch):
                            (2, torch.float16, ["wgrad"])]:  # fmt: skip
         x, wt, dy, kw = make((1, 16, 6, 8, k, 1, 1, 1, 0, 1, 1, False), dtype)
         prob = ConvProblem.from_tensors(x, wt, None, **kw)
+        if "wgrad_tma" in want and bw.WGRAD_WS.supports(prob, as_nhwc(x), as_nhwc(dy)) is None:
+            want = [*want[:1], "wgrad_ws", *want[1:]]  # the Gluon wgrad, on Hopper (a GPU run)
         seen.clear()
         bw.choose_wgrad(prob, x, dy, torch.empty_like(wt))
         assert seen == [want], (k, seen)
     assert bw.WGRAD.narrow(prob) and not bw.WGRAD.narrow(replace(prob, dtype=torch.float32))
+
+
+def test_wgrad_candidates_have_every_flag_the_tuner_reads():
+    """The tuner reads the forward algorithms' flags (``writes_nchw`` for an NCHW result): the
+    wgrad adapter must have them all, or every candidate of an NCHW layer fails while tuning."""
+    from convgemm.conv.backward import _AsForward
+    from convgemm.conv.fprop import Algorithm
+
+    a = _AsForward(WGRAD)
+    assert isinstance(a, Algorithm) and a.name == "wgrad"
+    assert a.writes_nchw and not a.reads_nchw and not a.fuses_activation
+
+
+@pytest.mark.gpu
+def test_gpu_nchw_wgrad_tunes_without_failures(monkeypatch, tmp_path):
+    # session 21: every candidate of an NCHW layer's wgrad failed in the tuner on a missing flag
+    # (a RuntimeWarning each, then the untuned default); now none may fail
+    import warnings
+
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
+    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path))
+    x, wt, dy, kw = make((2, 64, 12, 10, 64, 3, 3, 1, 1, 1, 1, False), torch.bfloat16)
+    x, dy = x.contiguous(), dy.contiguous()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        dw = convgemm.conv2d_weight(x, wt.shape, dy, **kw)
+    assert_close(dw, ref_grads(x, wt, dy, kw)[1], torch.bfloat16, "nchw wgrad")
 
 
 # several filter columns per program (conv/wgrad_taps.py): taps past the filter's last column

@@ -33,6 +33,7 @@ from ..matmul.launch import Launch, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .fprop import (
+    Algorithm,
     Config,
     DepthwiseRows,
     _launch,
@@ -911,12 +912,17 @@ class WgradWs:
         from .ws_wgrad import ws_wgrad_run
 
         p3, x5, dy5 = self._views(prob, x, dy)
-        ws_wgrad_run(x5, dy5, dw.unsqueeze(2), (1, p3.r, p3.s), p3.pad, p3.dilation, p3.stride, cfg)
+        ws_wgrad_run(x5, dy5, dw.unsqueeze(2), (1, p3.r, p3.s), p3.pad, p3.dilation, p3.stride, cfg, launch)
 
 
-class _AsForward:
+class _AsForward(Algorithm):
     """A wgrad kernel seen through the forward tuner's interface (``autotune._tune``): x and dy
-    in the input and weight slots, dw in the output's."""
+    in the input and weight slots, dw in the output's. A subclass of the forward ``Algorithm`` so
+    that every flag the tuner reads exists (before session 21 it was not, and tuning an NCHW
+    layer's wgrad failed every candidate on ``writes_nchw``, falling back to the heuristic)."""
+
+    #: dw is written in place with its own strides by every wgrad kernel: no transpose follows
+    writes_nchw = True
 
     def __init__(self, algo) -> None:
         self.algo, self.name = algo, algo.name

@@ -331,7 +331,7 @@ class Wgrad3dWs:
     def run(self, prob: ConvProblem3d, x, dy, dw, cfg: Config, launch=None) -> None:
         from .ws_wgrad import ws_wgrad_run
 
-        ws_wgrad_run(x, dy, dw, (prob.t, prob.r, prob.s), prob.pad, prob.dilation, prob.stride, cfg)
+        ws_wgrad_run(x, dy, dw, (prob.t, prob.r, prob.s), prob.pad, prob.dilation, prob.stride, cfg, launch)
 
 
 WGRAD3D, WGRAD3D_TMA, WGRAD3D_WS = Wgrad3dGather(), Wgrad3dTma(), Wgrad3dWs()
@@ -852,7 +852,7 @@ class Ws3d(Algorithm):
 
         yo = _ndhwc_out(y)
         ws_run(x, _packed_weight(w, prob.c), bias, yo, (prob.t, prob.r, prob.s), prob.pad, prob.dilation, cfg,
-               prob.stride)  # fmt: skip
+               prob.stride, launch=launch)  # fmt: skip
         if yo is not y and not COMPILE_ONLY.get():
             y.copy_(yo)
 

@@ -1747,7 +1747,7 @@ class ImplicitGemmWs(Algorithm):
         yo = _nhwc_out(y)
         wp = krsc_weight(w, prob.c).view(prob.k, -1)
         ws_run(self.view_3d(x), wp, bias, self.view_3d(yo), (1, prob.r, prob.s), (0, prob.pad_h[0], prob.pad_w[0]),
-               (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation)  # fmt: skip
+               (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation, launch)  # fmt: skip
         if yo is not y and not COMPILE_ONLY.get():
             y.copy_(yo)
 

@@ -282,10 +282,52 @@ def _default_layout(block: tuple[int, ...], dtype: torch.dtype):
     )
 
 
+#: the launch options among a Gluon call's keyword arguments (the rest are its constexprs)
+_OPTIONS = ("num_warps", "maxnreg")
+
+
+def gluon_launch(launch, fn, grid: tuple, args: tuple, kw: dict) -> None:
+    """``fn[grid](*args, **kw)``, through ``launch`` (a ``matmul.launch.Launch``) when given: its
+    first call compiles and binds the launcher, later ones skip Triton's dispatch (the Gluon
+    kernels' host path was 150-170 us a call on the H200's host without it: CRAFT's eager
+    inference went from 1.06x to 0.74x cuDNN once ten of its layers ran on ``implicit_gemm_ws``,
+    session 21)."""
+    if launch is None:
+        fn[grid](*args, **kw)
+        return
+    if launch.warm:
+        launch.relaunch(grid, args)
+        return
+    options = {k: kw[k] for k in _OPTIONS if k in kw}
+    launch(fn, grid, args, {k: v for k, v in kw.items() if k not in options}, options)
+
+
+def aux_launch(launch):
+    """The handle of the second kernel a Gluon call launches (its split-K finish), or None."""
+    if launch is None:
+        return None
+    if launch.aux is None:
+        from ..matmul.launch import Launch
+
+        launch.aux = Launch()
+    return launch.aux
+
+
+def fast_ready(launch, split: int) -> bool:
+    """Whether a call can be replayed from ``launch`` alone (``Launch.fast``: no descriptors
+    built, no arguments bound): its kernel and, with a K split, its finish kernel bound."""
+    return (
+        launch is not None
+        and launch.fast_ready
+        and launch.extra is not None
+        and (split == 1 or (launch.aux is not None and launch.aux.fast_ready))
+    )
+
+
 def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, taps: tuple[int, int, int],
               pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
               block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
-              stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False):  # fmt: skip
+              stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False, launch=None):  # fmt: skip
     """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1) with
     ``ws_conv3d_kernel``.
 
@@ -298,7 +340,17 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     per SM (the register budget is split for that many: shared memory must allow it too);
     ``split`` K splits per tile (partials summed by ``ws_split_finish_kernel``; every split must
     have K steps). ``compile_only`` returns (kernel, grid, args, options) without launching.
+    ``launch`` (a ``matmul.launch.Launch`` kept per call plan: same shapes, strides, config)
+    replays the first call's launch on the new tensors.
     """
+    b = y if bias is None else bias
+    if fast_ready(launch, split):
+        size = launch.extra
+        ws = torch.empty(size, dtype=torch.float32, device=x.device)
+        launch.fast((x, wp, y, b, ws))
+        if split > 1:
+            launch.aux.fast((ws, y, b))
+        return None
     n, c, d, h, wd = x.shape
     _, k, od, p, q = y.shape
     t, r, s = taps
@@ -325,21 +377,23 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
     if compile_only:
         return ws_conv3d_kernel, grid, args, kw
-    ws_conv3d_kernel[grid](*args, **kw)
+    gluon_launch(launch, ws_conv3d_kernel, grid, args, kw)
     if split > 1:
         bp = td * th * tw
         sub = min(bp, 32)
-        ws_split_finish_kernel[(num_tiles, bp // sub)](
-            ws, y, y if bias is None else bias, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3),
-            y.stride(4), SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None, ACT=act,
-            num_warps=4)  # fmt: skip
+        gluon_launch(aux_launch(launch), ws_split_finish_kernel, (num_tiles, bp // sub),
+                     (ws, y, b, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3), y.stride(4)),
+                     dict(SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None, ACT=act,
+                          num_warps=4))  # fmt: skip
+    if launch is not None:
+        launch.extra = ws.numel()
     return None
 
 
-def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "") -> None:
+def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", launch=None) -> None:
     """``ws_conv3d`` with an algorithm ``Config`` (``conv3d.Ws3d``'s fields). Under the tuner's
     compile-only pass (``fprop.COMPILE_ONLY``) the kernel is compiled, not launched, so that the
-    candidates compile in parallel."""
+    candidates compile in parallel. ``launch``: the call plan's handle (``ws_conv3d``)."""
     from .fprop import COMPILE_ONLY
 
     call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,
@@ -350,4 +404,4 @@ def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "") -> N
                                        **call)  # fmt: skip
         fn.warmup(*args, grid=grid, **kw)
         return
-    ws_conv3d(x, wp, bias, y, taps, pad, dilation, tile, cfg.block_n, **call)
+    ws_conv3d(x, wp, bias, y, taps, pad, dilation, tile, cfg.block_n, launch=launch, **call)

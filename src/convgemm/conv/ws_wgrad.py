@@ -35,7 +35,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from .._runtime import cdiv, sm_count
 from .conv3d import depth_free
-from .ws3d import _tile_origin, _x_coord, input_desc, ndhwc_desc
+from .ws3d import _tile_origin, _x_coord, aux_launch, fast_ready, gluon_launch, input_desc, ndhwc_desc
 
 
 @gluon.jit
@@ -214,7 +214,7 @@ def wgrad_geometry(x_shape, dy_shape, taps, tile, block_m: int, block_n: int, sp
 def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[int, int, int],
                pad: tuple[int, int, int], dilation: tuple[int, int, int], stride: tuple[int, int, int],
                tile: tuple[int, int, int], block_m: int, block_n: int, stages: int = 4, warps: int = 8,
-               split: int = 1, per_sm: int = 1, compile_only: bool = False):  # fmt: skip
+               split: int = 1, per_sm: int = 1, compile_only: bool = False, launch=None):  # fmt: skip
     """``dw = wgrad(x, dy)`` of ``conv3d(x, w, stride, padding=pad, dilation=dilation)`` (groups 1)
     with ``ws_wgrad3d_kernel`` and ``ws_wgrad_finish_kernel``.
 
@@ -225,7 +225,14 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     of output pixels of one reduction step (a multiple of 16 pixels); ``block_m`` output channels
     per tile (64 per consumer warpgroup: ``warps`` = block_m / 16), ``block_n`` input channels
     (at most 256); ``split`` pixel ranges per tile (none of them empty). ``compile_only`` returns
-    (kernel, grid, args, options) without launching."""
+    (kernel, grid, args, options) without launching. ``launch`` (a ``matmul.launch.Launch`` kept
+    per call plan) replays the first call's launches on the new tensors."""
+    if fast_ready(launch, split):
+        ws = torch.empty(launch.extra, dtype=torch.float32, device=x.device)
+        launch.fast((dy, x, ws, dw))
+        if split > 1:
+            launch.aux.fast((ws, dw))
+        return None
     n, c, d, h, wd = x.shape
     k, od, p, q = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
     sd, sh, sw = stride
@@ -249,14 +256,17 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
               maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
     if compile_only:
         return ws_wgrad3d_kernel, grid, args, kw
-    ws_wgrad3d_kernel[grid](*args, **kw)
+    gluon_launch(launch, ws_wgrad3d_kernel, grid, args, kw)
     if split > 1:
-        wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n)
+        wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n, launch=aux_launch(launch))
+    if launch is not None:
+        launch.extra = ws.numel()
     return None
 
 
 def wgrad_finish(ws: torch.Tensor, dw: torch.Tensor, tiles: int, m_tiles: int, c_tiles: int, split: int,
-                 taps: tuple[int, int, int], block_m: int, block_n: int, compile_only: bool = False) -> None:  # fmt: skip
+                 taps: tuple[int, int, int], block_m: int, block_n: int, compile_only: bool = False,
+                 launch=None) -> None:  # fmt: skip
     """``ws_wgrad_finish_kernel`` over a workspace of ``tiles * split`` fp32 partials into ``dw``
     [K, C, T, R, S]: rows of each tile split over programs until there are two per SM
     (``compile_only``: compiled, not launched)."""
@@ -269,10 +279,10 @@ def wgrad_finish(ws: torch.Tensor, dw: torch.Tensor, tiles: int, m_tiles: int, c
     if compile_only:
         ws_wgrad_finish_kernel.warmup(*args, grid=(tiles, block_m // sub), **kw)
         return
-    ws_wgrad_finish_kernel[(tiles, block_m // sub)](*args, **kw)
+    gluon_launch(launch, ws_wgrad_finish_kernel, (tiles, block_m // sub), args, kw)
 
 
-def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg) -> None:
+def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg, launch=None) -> None:
     """``ws_wgrad3d`` with an algorithm ``Config`` (``conv3d.Wgrad3dWs``'s fields). Under the
     tuner's compile-only pass (``fprop.COMPILE_ONLY``) the kernels are compiled, not launched, so
     that the candidates compile in parallel."""
@@ -288,4 +298,4 @@ def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg) -> None:
             tiles, m_tiles, c_tiles, _, _ = wgrad_geometry(x.shape, dy.shape, taps, tile, cfg.block_m, cfg.block_n, 1)
             wgrad_finish(args[2], dw, tiles, m_tiles, c_tiles, cfg.split_k, taps, cfg.block_m, cfg.block_n, True)
         return
-    ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n, **call)
+    ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n, launch=launch, **call)

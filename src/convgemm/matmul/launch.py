@@ -228,8 +228,12 @@ def _bind_fast(kernel, grid, args: tuple, tail: tuple):
     encode_one = getattr(nv, "_convgemm_original_make_tensordesc_arg", nv.make_tensordesc_arg)
     flat, ptrs, descs, tuples = [], [], [], []
     n_desc = n_base = 0
+    try:  # Gluon's host descriptor (its kernels: conv/ws3d.py, conv/ws_wgrad.py) encodes the same way
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+    except ImportError:  # pragma: no cover - a Triton without Gluon
+        GluonDescriptor = TensorDescriptor
     for a in args:
-        if isinstance(a, TensorDescriptor):
+        if isinstance(a, (TensorDescriptor, GluonDescriptor)):
             if n_desc >= len(metas) or metas[n_desc] is None:
                 return None  # lowered without TMA: the launcher wants another expansion
             meta = metas[n_desc]
