@@ -51,6 +51,7 @@ def test_the_guard_catches_kernel_launches():
                 "grouped",
                 "grouped_tma",
                 "width_unfold",
+                "narrow_fold",
                 "implicit_gemm_tma_nchw",
                 "implicit_gemm_ws",
             )  # fmt: skip
@@ -64,6 +65,10 @@ def test_the_guard_catches_kernel_launches():
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 3, 8, 8, dtype=torch.float16), t(8, 3, 3, 3, dtype=torch.float16), stride=2,
                             algorithm="width_unfold")  # fmt: skip
+        # narrow_fold needs a filter wider than one column and few output channels
+        with pytest.raises(AssertionError, match="kernel reached"):
+            convgemm.conv2d(t(1, 16, 8, 8, dtype=torch.float16).contiguous(memory_format=torch.channels_last),
+                            t(3, 16, 3, 3, dtype=torch.float16), padding=1, algorithm="narrow_fold")  # fmt: skip
     # the grouped and depthwise algorithms (the latter not GEMMs) go through the same guard
     for algorithm, groups, wd in (("grouped", 2, t(8, 4, 3, 3)), ("depthwise", 8, t(8, 1, 3, 3)),
                                   ("depthwise_rows", 8, t(8, 1, 3, 3)), ("grouped_tma", 2, t(8, 4, 3, 3))):  # fmt: skip
