@@ -335,6 +335,22 @@ def test_tuner_prunes_narrow_groups_and_stems():
     assert "width_unfold" in names and names.count("small_k") == 1 and names.count("implicit_gemm") == 1
 
 
+def test_gluon_kernel_pruned_for_narrow_layers(monkeypatch):
+    """implicit_gemm_ws is not tuned on layers with at most 16 output or 32 input channels (it
+    lost every such layer the H200 timed); wider layers keep it."""
+    from convgemm.conv import conv3d
+
+    monkeypatch.setattr(conv3d, "sm_count", lambda: 132)
+    ws, tma = ALGORITHMS["implicit_gemm_ws"], ALGORITHMS["implicit_gemm_tma"]
+
+    def names(xs, wsh):
+        return {a.name for a, _ in autotune.tuning_pairs(_gpu_like(xs, wsh), [ws, tma])}
+
+    assert names((1, 64, 96, 96), (16, 64, 3, 3)) == {"implicit_gemm_tma"}  # a 16-channel head
+    assert names((1, 32, 96, 96), (128, 32, 3, 3)) == {"implicit_gemm_tma"}  # 32 input channels
+    assert names((8, 64, 56, 56), (128, 64, 3, 3)) == {"implicit_gemm_ws", "implicit_gemm_tma"}
+
+
 def test_tma_configs_pruned_for_dense_layers(monkeypatch):
     """Dense layers get the tile forms that won on the H200 (persistent 64x256 and 128x256,
     plain 64x256 at 2-3 stages, split-K 64x128); grouped problems keep every plain tile."""

@@ -79,6 +79,12 @@ _PRUNE = (
     ("depthwise_rows", "default", lambda p, n: "grouped" in n),
     # where a TMA kernel applies, the pointer-gather kernel's best config was 1.4-2x slower
     ("implicit_gemm", "default", lambda p, n: "implicit_gemm_tma" in n or "gemm_1x1" in n),
+    # the Gluon kernel on narrow layers: at K <= 16 output or C <= 32 input channels it lost all 7
+    # forward layers where the H200's tuner logs of sessions 19-21 timed it (1.06-1.45x slower
+    # than the winner: narrow_tma, narrow_fold, implicit_gemm_tma or implicit_gemm), and its
+    # compile is the slowest of a first call's candidates (heads' tuning went 3.2-3.6 s -> 5.2-7.3 s
+    # between sessions 13 and 21)
+    ("implicit_gemm_ws", "drop", lambda p, n: p.k <= 16 or p.c <= 32),
     # RGB stems of 64 or more filters (width_unfold's heuristic): the unfold won each one timed,
     # 2.8-3.4x faster than cuDNN (session 11)
     ("small_k", "default", _unfolds_stem),
