@@ -69,7 +69,16 @@ def _forms(prob, quick: bool):
     return [f for f in out if not (f[2] in seen or seen.add(f[2]))]
 
 
-def _layer(spec, flush, quick: bool) -> None:
+def _candidate_forms(prob, stages: list[int]):
+    """The tuner's own rows-kernel candidates, each with ``stages`` (s - 1 steps loaded ahead)."""
+    from dataclasses import replace
+
+    from convgemm.conv import backward as bw
+
+    return [(c.vec, 0, replace(c, num_stages=s)) for c in bw.DWGRAD.rows_configs(prob) for s in stages]
+
+
+def _layer(spec, flush, quick: bool, stages: list[int] | None = None, tuned: bool = True) -> None:
     import convgemm
     from convgemm.conv import backward as bw
     from convgemm.problem import ConvProblem
@@ -102,12 +111,13 @@ def _layer(spec, flush, quick: bool) -> None:
     cudnn_us = _time(cudnn, flush)
     line("cudnn", cudnn_us, ref)
     kw = dict(stride=stride, padding=pad, groups=c)
-    tuned = convgemm.conv2d_weight(x, wt.shape, dy, **kw)
-    algo, cfg, _, _ = bw.choose_wgrad(prob, x, dy, torch.empty_like(wt))
-    line(f"tuned {algo.name} {cfg.describe()}"[:46], _time(lambda: convgemm.conv2d_weight(x, wt.shape, dy, **kw), flush),
-         tuned)  # fmt: skip
+    if tuned:
+        got = convgemm.conv2d_weight(x, wt.shape, dy, **kw)
+        algo, cfg, _, _ = bw.choose_wgrad(prob, x, dy, torch.empty_like(wt))
+        line(f"tuned {algo.name} {cfg.describe()}"[:46],
+             _time(lambda: convgemm.conv2d_weight(x, wt.shape, dy, **kw), flush), got)  # fmt: skip
     dwk = bw.DepthwiseWgrad()
-    for e, per_sm, cfg in _forms(prob, quick):
+    for e, per_sm, cfg in _candidate_forms(prob, stages) if stages else _forms(prob, quick):
         dw = torch.empty_like(wt)
         try:
             us = _time(lambda cfg=cfg, dw=dw: dwk.run(prob, x, dy, dw, cfg), flush)
@@ -123,12 +133,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))), help="indices into LAYERS")
     ap.add_argument("--quick", action="store_true", help="whole-image and 8-row strips only")
+    ap.add_argument("--stages", default="", help="e.g. 2,3,4: the tuner's candidates with these stage counts instead")
+    ap.add_argument("--no-tuned", action="store_true", help="skip the tuned call (its tuning compiles every candidate)")
     a = ap.parse_args()
+    stages = [int(v) for v in a.stages.split(",") if v]
     torch.backends.cudnn.benchmark = True
     flush = l2_flush(torch.device("cuda"))
     print(f"{'layer':<18} {'form':<46} {'us':>8} {'TB/s':>7} {'roof':>6} {'vs cuDNN':>7} {'rel err':>9}")
     for i in a.layers.split(","):
-        _layer(LAYERS[int(i)], flush, a.quick)
+        _layer(LAYERS[int(i)], flush, a.quick, stages, not a.no_tuned)
     return 0
 
 

@@ -586,8 +586,8 @@ class DepthwiseWgrad:
     ``split_k`` = chunks of the N*P output rows. Configs with ``cols > 0`` run the rows kernel
     (``depthwise_wgrad_rows_kernel``, x and dy reused from registers down column strips): there
     ``block_m`` = column groups, ``block_k`` = strip height, ``split_k`` = groups of (image,
-    strip) pairs, ``cols`` = columns per group, ``vec`` = channels per load, ``num_stages`` 2 =
-    the next step prefetched.
+    strip) pairs, ``cols`` = columns per group, ``vec`` = channels per load, ``num_stages`` s >= 2
+    = the next s - 1 steps' inputs loaded ahead (the candidates take 2; deeper is for probes).
     """
 
     name = "depthwise_wgrad"
@@ -757,7 +757,7 @@ class DepthwiseWgrad:
 
         def constexprs():
             return dict(R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], STRIDE_W=prob.stride[1], DIL_W=prob.dilation[1],
-                        BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=cfg.num_stages >= 2,
+                        BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=max(0, cfg.num_stages - 1),
                         TRIM=DepthwiseRows.trim(prob, rows),
                         ACC_F64=acc_t == torch.float64)  # fmt: skip
 

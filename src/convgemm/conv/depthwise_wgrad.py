@@ -318,7 +318,7 @@ def depthwise_wgrad_rows_kernel(
     COLS: tl.constexpr,
     BLOCK_K: tl.constexpr,
     VEC: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr,  # steps whose inputs are loaded ahead (0: none)
     TRIM: tl.constexpr,  # ROWS >= M - 1 and the first and last M - 1 steps unrolled
     ACC_F64: tl.constexpr,
 ):
@@ -356,10 +356,10 @@ def depthwise_wgrad_rows_kernel(
         y_img = y_cols + n.to(tl.int64) * s_yn
         ih_base = p0 * STRIDE_H - pad_h
         dys = (zero,) * (M * COLS)
-        nxt = ()
-        if PREFETCH:
-            nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base, p0, 0, ROWS, H, P, iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp,
-                                s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, False)[0]  # fmt: skip
+        nxt = ()  # the next PREFETCH steps' inputs, oldest first, loaded ahead of their use
+        for d in tl.static_range(PREFETCH):
+            nxt = nxt + _wgrad_inputs((), x_img, y_img, ih_base + d * STRIDE_H, p0, d, ROWS, H, P, iw0, W, qg, Q, k_ok,
+                                      s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, 0)[0]  # fmt: skip
         lo = 0
         hi = ROWS + M - 1
         if TRIM:
@@ -396,12 +396,16 @@ def depthwise_wgrad_rows_kernel(
 def _wgrad_inputs(nxt, x_img, y_img, ih0, p0, u, ROWS, H, P, iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq,
                   STRIDE_H: tl.constexpr, NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr,
                   STRIDE_W: tl.constexpr, DIL_W: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
-    """(step u's inputs, the next step's) as one tuple each: STRIDE_H * NJ x vectors, then COLS
-    dy vectors; with PREFETCH, ``nxt`` holds step u's and step u + 1's are loaded now."""
-    if PREFETCH:
-        cur = nxt
-        nxt = _step_loads(x_img, ih0 + STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
-                          True) + _dy_loads(y_img, p0, u + 1, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)  # fmt: skip
+    """(step u's inputs, the queue of later steps' inputs): a step's inputs are one flat tuple of
+    STRIDE_H * NJ x vectors, then COLS dy vectors. With PREFETCH = D > 0, ``nxt`` holds steps u to
+    u + D - 1 (oldest first): step u's leave it and step u + D's are loaded now, D steps before
+    their use (more loads in flight for the same registers of accumulators)."""
+    if PREFETCH > 0:
+        L: tl.constexpr = STRIDE_H * NJ + COLS
+        cur = nxt[:L]
+        nxt = nxt[L:] + _step_loads(x_img, ih0 + PREFETCH * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS,
+                                    S, STRIDE_W, DIL_W, True) + _dy_loads(y_img, p0, u + PREFETCH, ROWS, P, qg, Q,
+                                                                          k_ok, s_yp, s_yq, COLS)  # fmt: skip
     else:
         cur = _step_loads(x_img, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                           True) + _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)  # fmt: skip
