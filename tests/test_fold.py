@@ -54,6 +54,22 @@ def test_forced_matches_reference(case, dtype, out):
     assert_close(y, conv2d_ref(x, wt, b, stride=stride, padding=pad, dilation=dil), dtype, f"{NAME} {case}")
 
 
+def test_repeat_calls_on_one_launch_handle():
+    # a call plan's handle: the R x 1 convolution replays narrow_tma's launch, the fold its aux
+    from convgemm.matmul.launch import Launch
+
+    algo, h = ALGORITHMS[NAME], Launch()
+    for i in range(3):
+        x, wt, b = _inputs(2, 16, 9, 10, 3, 3, 3, DTYPES[-1])
+        prob = convgemm.explain(x, wt, b, padding=1, algorithm=NAME)["problem"]
+        y = torch.full((2, 3, 9, 10), float("nan"), device=DEVICE, dtype=x.dtype).contiguous(
+            memory_format=torch.channels_last
+        )
+        algo.run(prob, x, wt, b, y, algo.default_config(prob), h)
+        assert_close(y, conv2d_ref(x, wt, b, padding=1), x.dtype, f"call {i}")
+        assert h.aux is not None, "the fold has its own handle"
+
+
 def test_fold_weight_is_the_column_taps_as_channels():
     w = torch.randn(3, 5, 2, 4)
     f = fold_weight(w)

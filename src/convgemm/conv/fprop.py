@@ -1561,8 +1561,12 @@ class NarrowFold(Algorithm):
         sk = rp.k
         # [N, P, W, S*K] dense: the fold reads each pixel's S*K partial sums as one run
         u = torch.empty((prob.n, rp.p, prob.w, sk), dtype=torch.float32, device=x.device)
-        # packed on every call, like krsc_weight: a weight changed in place is always seen
-        _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, None)
+        # packed on every call, like krsc_weight: a weight changed in place is always seen. The
+        # call plan's handle replays the R x 1 convolution (``narrow_tma``'s own fast path) and,
+        # as its ``aux``, the fold
+        _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)
+        if launch is not None and launch.aux is None:
+            launch.aux = Launch()
         m = prob.n * prob.p * prob.q
         bk = _small(prob.k, 1)
         bm = max(16, 2048 // bk)
@@ -1572,7 +1576,8 @@ class NarrowFold(Algorithm):
         def constexprs():
             return dict(S=prob.s, HAS_BIAS=bias is not None, ACT=prob.activation, BLOCK_M=bm, BLOCK_K=bk)
 
-        _run_kernel(None, width_fold_kernel, (cdiv(m, bm),), args, constexprs, {"num_warps": 4, "num_stages": 1})
+        _run_kernel(None if launch is None else launch.aux, width_fold_kernel, (cdiv(m, bm),), args, constexprs,
+                    {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 
 _NARROW = NarrowTma()
