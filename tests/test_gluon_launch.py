@@ -89,3 +89,56 @@ def test_gpu_wgrad_ws_replays(shape):
             want = conv2d_weight(x.double().cpu(), wt.shape, dy.double().cpu(), stride=stride, padding=pad)
             assert_close(dw, want, x.dtype, f"{cfg.describe()} call {i}")
             assert ws3d.fast_ready(h, cfg.split_k), "bound after the first call"
+
+
+class _Warm:
+    """A bound handle's stand-in: records what a warm call hands ``Launch.fast``."""
+
+    def __init__(self, extra, split):
+        self.fast_ready, self.extra, self.calls = True, extra, []
+        self.aux = _Warm.__new__(_Warm) if split > 1 else None
+        if self.aux is not None:
+            self.aux.fast_ready, self.aux.extra, self.aux.aux, self.aux.calls = True, None, None, self.calls
+
+    def fast(self, bases):
+        self.calls.append(tuple(bases))
+
+
+@pytest.mark.parametrize("r", [3, 1], ids=["3x3", "1x1 flat"])
+@pytest.mark.parametrize("split", [1, 2])
+def test_warm_wgrad_ws_passes_the_first_calls_addresses(r, split):
+    """A warm ``wgrad_ws`` call skips the views and the 3-D problem: it must hand over tensors at
+    the addresses the first call's descriptors and pointers were built from, in argument order
+    (dy, x, workspace, dw), and the finish kernel (workspace, dw) when split."""
+    x = torch.randn(2, 64, 6, 5).to(torch.bfloat16).contiguous(memory_format=_CL)
+    wt = torch.randn(32, 64, r, r).to(torch.bfloat16)
+    prob = ConvProblem.from_tensors(x, wt, None, padding=r // 2)
+    dy = torch.randn(2, 32, prob.p, prob.q).to(torch.bfloat16).contiguous(memory_format=_CL)
+    dw = torch.empty_like(wt)
+    _, x5, dy5 = bw.WGRAD_WS._views(prob, x, dy)  # what the first call described
+    h = _Warm(128, split)
+    bw.WGRAD_WS.run(prob, x, dy, dw, replace(bw.WGRAD_WS.default_config(prob), split_k=split), h)
+    main = h.calls[0]
+    assert [t.data_ptr() for t in (main[0], main[1], main[3])] == [dy5.data_ptr(), x5.data_ptr(), dw.data_ptr()]
+    assert main[2].dtype == torch.float32 and main[2].numel() == 128
+    if split > 1:
+        assert h.calls[1][0] is main[2] and h.calls[1][1].data_ptr() == dw.data_ptr()
+    assert len(h.calls) == (2 if split > 1 else 1)
+
+
+@pytest.mark.parametrize("split", [1, 2])
+def test_warm_implicit_gemm_ws_passes_the_first_calls_addresses(split):
+    algo = ALGORITHMS["implicit_gemm_ws"]
+    x, wt, b = (t.cpu() for t in _fwd(2, 64, 6, 5, 32, 3, 3, 1, 1))
+    prob = ConvProblem.from_tensors(x, wt, b, padding=1)
+    y = torch.empty(2, 32, 6, 5, dtype=x.dtype).contiguous(memory_format=_CL)
+    h = _Warm(64, split)
+    algo.run(prob, x, wt, b, y, replace(algo.default_config(prob), split_k=split), h)
+    main = h.calls[0]
+    from convgemm.conv.fprop import krsc_weight
+
+    want = [algo.view_3d(x).data_ptr(), krsc_weight(wt, 64).data_ptr(), algo.view_3d(y).data_ptr(), b.data_ptr()]
+    assert [t.data_ptr() for t in main[:4]] == want
+    assert main[4].dtype == torch.float32 and main[4].numel() == 64
+    if split > 1:
+        assert h.calls[1][0] is main[4] and h.calls[1][1].data_ptr() == y.data_ptr() and h.calls[1][2] is b

@@ -200,6 +200,16 @@ def ws_wgrad_finish_kernel(ws_ptr, dw_ptr, tiles, m_tiles, c_tiles, split, K, C,
     tl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=(k < K)[:, None] & (c < C)[None, :])
 
 
+def ws_wgrad3d_replay(launch, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, split: int) -> None:
+    """A warm ``ws_wgrad3d`` call (``fast_ready(launch, split)``): the first call's launches on
+    new tensors, which may be the caller's own rather than the views the first call described
+    (only their data pointers are read; a call plan fixes every shape and stride)."""
+    ws = torch.empty(launch.extra, dtype=torch.float32, device=x.device)
+    launch.fast((dy, x, ws, dw))
+    if split > 1:
+        launch.aux.fast((ws, dw))
+
+
 def wgrad_geometry(x_shape, dy_shape, taps, tile, block_m: int, block_n: int, split: int):
     """``(tiles, m_tiles, c_tiles, k_blocks, units)`` of a launch (host side of ``_wg_unit``)."""
     n, c = x_shape[0], x_shape[1]
@@ -228,10 +238,7 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     (kernel, grid, args, options) without launching. ``launch`` (a ``matmul.launch.Launch`` kept
     per call plan) replays the first call's launches on the new tensors."""
     if fast_ready(launch, split):
-        ws = torch.empty(launch.extra, dtype=torch.float32, device=x.device)
-        launch.fast((dy, x, ws, dw))
-        if split > 1:
-            launch.aux.fast((ws, dw))
+        ws_wgrad3d_replay(launch, x, dy, dw, split)
         return None
     n, c, d, h, wd = x.shape
     k, od, p, q = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
