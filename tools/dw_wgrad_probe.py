@@ -69,16 +69,20 @@ def _forms(prob, quick: bool):
     return [f for f in out if not (f[2] in seen or seen.add(f[2]))]
 
 
-def _candidate_forms(prob, stages: list[int]):
-    """The tuner's own rows-kernel candidates, each with ``stages`` (s - 1 steps loaded ahead)."""
+def _candidate_forms(prob, stages: list[int], vec1: bool = False):
+    """The tuner's own rows-kernel candidates, each with ``stages`` (s - 1 steps loaded ahead);
+    ``vec1``: each also with one channel per thread (half the column groups per program)."""
     from dataclasses import replace
 
     from convgemm.conv import backward as bw
 
-    return [(c.vec, 0, replace(c, num_stages=s)) for c in bw.DWGRAD.rows_configs(prob) for s in stages]
+    cands = bw.DWGRAD.rows_configs(prob)
+    if vec1:
+        cands += [replace(c, block_m=max(1, c.block_m // 2), vec=1) for c in cands if c.vec == 2]
+    return [(c.vec, 0, replace(c, num_stages=s)) for c in cands for s in stages]
 
 
-def _layer(spec, flush, quick: bool, stages: list[int] | None = None, tuned: bool = True) -> None:
+def _layer(spec, flush, quick: bool, stages: list[int] | None = None, tuned: bool = True, vec1: bool = False) -> None:
     import convgemm
     from convgemm.conv import backward as bw
     from convgemm.problem import ConvProblem
@@ -117,7 +121,7 @@ def _layer(spec, flush, quick: bool, stages: list[int] | None = None, tuned: boo
         line(f"tuned {algo.name} {cfg.describe()}"[:46],
              _time(lambda: convgemm.conv2d_weight(x, wt.shape, dy, **kw), flush), got)  # fmt: skip
     dwk = bw.DepthwiseWgrad()
-    for e, per_sm, cfg in _candidate_forms(prob, stages) if stages else _forms(prob, quick):
+    for e, per_sm, cfg in _candidate_forms(prob, stages, vec1) if stages else _forms(prob, quick):
         dw = torch.empty_like(wt)
         try:
             us = _time(lambda cfg=cfg, dw=dw: dwk.run(prob, x, dy, dw, cfg), flush)
@@ -135,13 +139,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="whole-image and 8-row strips only")
     ap.add_argument("--stages", default="", help="e.g. 2,3,4: the tuner's candidates with these stage counts instead")
     ap.add_argument("--no-tuned", action="store_true", help="skip the tuned call (its tuning compiles every candidate)")
+    ap.add_argument("--vec1", action="store_true", help="with --stages: each candidate also at one channel per thread")
     a = ap.parse_args()
     stages = [int(v) for v in a.stages.split(",") if v]
     torch.backends.cudnn.benchmark = True
     flush = l2_flush(torch.device("cuda"))
     print(f"{'layer':<18} {'form':<46} {'us':>8} {'TB/s':>7} {'roof':>6} {'vs cuDNN':>7} {'rel err':>9}")
     for i in a.layers.split(","):
-        _layer(LAYERS[int(i)], flush, a.quick, stages, not a.no_tuned)
+        _layer(LAYERS[int(i)], flush, a.quick, stages, not a.no_tuned, a.vec1)
     return 0
 
 
