@@ -3,6 +3,7 @@
     PYTHONPATH=src python3 tools/depthwise_sweep.py            # the grouped suite's depthwise shapes
     PYTHONPATH=src python3 tools/depthwise_sweep.py --quick    # three shapes, for ncu runs too
     PYTHONPATH=src python3 tools/depthwise_sweep.py --algorithm both --ab 5   # tap vs rows kernel
+    PYTHONPATH=src python3 tools/depthwise_sweep.py --algorithm depthwise_rows --only 3 4 5 --deeper 3 4
 
 ``--algorithm`` picks ``depthwise`` (the tap kernel, default), ``depthwise_rows`` or ``both``;
 ``--ab N`` then re-times each algorithm's fastest config and cuDNN in N alternating rounds and
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 
 os.environ.setdefault("CONVGEMM_AUTOTUNE", "0")
 
@@ -51,6 +53,8 @@ def main() -> None:
     ap.add_argument("--algorithm", choices=["depthwise", "depthwise_rows", "both"], default="depthwise")
     ap.add_argument("--vec", type=int, nargs="*", help="depthwise_rows: only candidates of these vec values")
     ap.add_argument("--stages", type=int, nargs="*", help="depthwise_rows: only candidates of these stage counts")
+    ap.add_argument("--deeper", type=int, nargs="*", default=[],
+                    help="depthwise_rows: each candidate also at these stage counts (s - 1 steps' rows loaded ahead)")  # fmt: skip
     ap.add_argument("--cols", type=int, nargs="*", help="depthwise_rows: only candidates of these column counts")
     ap.add_argument("--no-trim", action="store_true",
                     help="depthwise_rows: never unroll the strip's first and last steps (DepthwiseRows.trim), for an A/B")  # fmt: skip
@@ -88,6 +92,7 @@ def main() -> None:
                     and (a.stages is None or c.num_stages in a.stages)
                     and (a.cols is None or c.cols in a.cols)
                 ]
+                cfgs += [replace(c, num_stages=st) for c in cfgs if c.num_stages >= 2 for st in a.deeper]
             for cfg in cfgs:
                 key = cfg.describe()
                 if key in seen:

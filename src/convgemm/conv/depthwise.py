@@ -200,7 +200,7 @@ def depthwise_rows_kernel(
     BLOCK_K: tl.constexpr,
     VEC: tl.constexpr,  # channels per thread's load (0: as wide as Triton makes it, 16 bytes)
     PRELOAD: tl.constexpr,  # every tap's weights in registers for the whole strip
-    PREFETCH: tl.constexpr,  # load the next step's input rows before this step's multiply-adds
+    PREFETCH: tl.constexpr,  # steps whose input rows are loaded ahead of their multiply-adds (0: none)
     TRIM: tl.constexpr,  # ROWS >= M - 1: the first and last M - 1 steps unrolled, dead slots skipped
     HAS_BIAS: tl.constexpr,
     ACC_F64: tl.constexpr,
@@ -247,10 +247,10 @@ def depthwise_rows_kernel(
         for t in tl.static_range(CG * R * S):
             ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
     ih_base = p0 * STRIDE_H - pad_h
-    nxt = ()
-    if PREFETCH:  # step 0's input rows; each step then loads the next step's while it computes
-        nxt = _group_loads(x_cols, s_xc, ih_base, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W,
-                           DIL_W, INT64)  # fmt: skip
+    nxt = ()  # the input rows of the next PREFETCH steps, oldest first, loaded ahead of their use
+    for d in tl.static_range(PREFETCH):
+        nxt = nxt + _group_loads(x_cols, s_xc, ih_base + d * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ,
+                                 COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
     lo = 0
     hi = ROWS + M - 1
     if TRIM:
@@ -286,12 +286,14 @@ def depthwise_rows_kernel(
 def _rows_inputs(nxt, x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.constexpr, STRIDE_H: tl.constexpr,
                  NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
                  INT64: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
-    """(this step's inputs, the next step's): with PREFETCH, ``nxt`` already holds this step's
-    rows (from ``ih0``) and the next step's are loaded now; else this step's are loaded now."""
-    if PREFETCH:
-        cur = nxt
-        nxt = _group_loads(x_cols, s_xc, ih0 + STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S,
-                           STRIDE_W, DIL_W, INT64)  # fmt: skip
+    """(this step's inputs, the queue of later steps'): with PREFETCH = D > 0, ``nxt`` holds the
+    rows of this step (from ``ih0``) and the D - 1 after it; this step's leave the queue and those
+    D steps ahead are loaded now; else this step's are loaded now."""
+    if PREFETCH > 0:
+        L: tl.constexpr = CG * STRIDE_H * NJ
+        cur = nxt[:L]
+        nxt = nxt[L:] + _group_loads(x_cols, s_xc, ih0 + PREFETCH * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
+                                     STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
     else:
         cur = _group_loads(x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                            INT64)  # fmt: skip

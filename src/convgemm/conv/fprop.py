@@ -1195,8 +1195,8 @@ class DepthwiseRows(Depthwise):
 
     Config fields: ``block_m`` = column groups (BLOCK_Q), ``block_n`` = channels (BLOCK_K),
     ``block_k`` = strip height (output rows), ``cols`` = output columns per group, ``vec`` =
-    channels per thread's load (0: 16-byte vectors), ``num_stages`` 2 = the next step's input
-    rows prefetched."""
+    channels per thread's load (0: 16-byte vectors), ``num_stages`` s >= 2 = the input rows of
+    the next s - 1 steps loaded ahead (the candidates take 2; deeper is for probes)."""
 
     name = "depthwise_rows"
 
@@ -1314,7 +1314,7 @@ class DepthwiseRows(Depthwise):
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
         consts = {"CG": prob.cg, "STRIDE_H": prob.stride[0], "STRIDE_W": prob.stride[1], "DIL_W": prob.dilation[1],
                   "COLS": cols, "VEC": cfg.vec, "PRELOAD": self.preload(prob, cfg),
-                  "PREFETCH": cfg.num_stages >= 2, "TRIM": self.trim(prob, rows)}  # fmt: skip
+                  "PREFETCH": max(0, cfg.num_stages - 1), "TRIM": self.trim(prob, rows)}  # fmt: skip
         return depthwise_rows_kernel, grid, args, consts
 
     @staticmethod
