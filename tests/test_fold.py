@@ -76,6 +76,10 @@ def test_fold_weight_is_the_column_taps_as_channels():
     assert f.shape == (12, 5, 2, 1)
     for s in range(4):
         assert torch.equal(f[s * 3 : (s + 1) * 3, :, :, 0], w[:, :, :, s])
+    # laid out in narrow_tma's KRSC order: its packing is a view of this copy, not a second one
+    from convgemm.conv.layout import krsc_weight
+
+    assert krsc_weight(f, 5).data_ptr() == f.data_ptr()
 
 
 def test_the_fold_is_the_convolution():

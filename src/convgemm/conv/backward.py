@@ -29,7 +29,7 @@ from dataclasses import replace
 import torch
 
 from .._runtime import cdiv, has_tma, interpreting, may_cache, sm_count
-from ..matmul.launch import Launch, descriptor
+from ..matmul.launch import Launch, aux_of, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .fprop import (
@@ -672,8 +672,9 @@ class DepthwiseWgrad:
     def rows_configs(self, prob: ConvProblem) -> list[Config]:
         """The rows kernel's candidates: 4 warps, 2 channels per thread, the next step prefetched,
         whole images per strip (or strips of at least 8 rows where the images are too few), the
-        (image, strip) pairs split for about ``per_sm`` programs per SM; 2 columns per group for filters above 3x3 (as the forward's measurements), else the
-        most that fit and the fewest masked columns."""
+        (image, strip) pairs split for about ``per_sm`` programs per SM; 2 columns per group for
+        filters above 3x3 (as the forward's measurements), else the most that fit and the fewest
+        masked columns."""
         if self.rows_ok(prob) is not None:
             return []
         if interpreting():
@@ -960,14 +961,12 @@ def finish_split_k(launch, ws: torch.Tensor, c: tuple, num_m: int, num_n: int, b
     sub = min(32, cfg.block_m)
     while sub > 2 and num_m * num_n * batch * (cfg.block_m // sub) < 2 * sm_count():
         sub //= 2
-    if launch is not None and launch.aux is None:
-        launch.aux = Launch()
     args = (ws, *c, num_m, num_n, cfg.split_k)
 
     def constexprs():
         return dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SUB_M=sub, C_STORE=store)
 
-    _run_kernel(None if launch is None else launch.aux, split_k_finish_kernel,
+    _run_kernel(aux_of(launch), split_k_finish_kernel,
                 (num_m * num_n * (cfg.block_m // sub), batch), args, constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 

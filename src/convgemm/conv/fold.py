@@ -24,9 +24,11 @@ from ..matmul.blocks import activation_epilogue
 
 
 def fold_weight(w: torch.Tensor) -> torch.Tensor:
-    """``w [K, C, R, S]`` -> ``[S * K, C, R, 1]`` with ``out[s*K + k, c, r, 0] = w[k, c, r, s]``."""
+    """``w [K, C, R, S]`` -> ``[S * K, C, R, 1]`` with ``out[s*K + k, c, r, 0] = w[k, c, r, s]``,
+    laid out channels_last ([S*K][R][1][C] in memory): the KRSC order ``narrow_tma`` reads, so its
+    ``krsc_weight`` is a view of this one copy when C needs no padding."""
     k, c, r, s = w.shape
-    return w.permute(3, 0, 1, 2).reshape(s * k, c, r, 1)
+    return w.permute(3, 0, 2, 1).reshape(s * k, r, 1, c).permute(0, 3, 1, 2)
 
 
 @triton.jit

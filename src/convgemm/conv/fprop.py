@@ -32,7 +32,7 @@ import torch
 from .._runtime import cdiv, empty, interpreting, may_cache, sm_count
 from ..matmul import loaders as mm
 from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel, stream_k_gemm_kernel
-from ..matmul.launch import Launch, descriptor
+from ..matmul.launch import Launch, aux_of, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .grouped_tma import blockdiag_weight, grouped_tma_fixup_kernel, tma_output_store_listed
@@ -881,9 +881,7 @@ class GroupedTma(Algorithm):
         num_n = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         tiles = num_m * num_n * rp.groups
         fix = Grouped.fix_list(x.device, tiles)
-        if launch is not None and launch.aux is None:
-            launch.aux = Launch()
-        aux = None if launch is None else launch.aux
+        aux = aux_of(launch)
 
         def fixup(yo):
             args = (x, w, yo if bias is None else bias, yo, fix, num_m, num_n, prob.h, prob.w, prob.p, prob.q, prob.n,
@@ -1565,8 +1563,6 @@ class NarrowFold(Algorithm):
         # call plan's handle replays the R x 1 convolution (``narrow_tma``'s own fast path) and,
         # as its ``aux``, the fold
         _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)
-        if launch is not None and launch.aux is None:
-            launch.aux = Launch()
         m = prob.n * prob.p * prob.q
         bk = _small(prob.k, 1)
         bm = max(16, 2048 // bk)
@@ -1576,7 +1572,7 @@ class NarrowFold(Algorithm):
         def constexprs():
             return dict(S=prob.s, HAS_BIAS=bias is not None, ACT=prob.activation, BLOCK_M=bm, BLOCK_K=bk)
 
-        _run_kernel(None if launch is None else launch.aux, width_fold_kernel, (cdiv(m, bm),), args, constexprs,
+        _run_kernel(aux_of(launch), width_fold_kernel, (cdiv(m, bm),), args, constexprs,
                     {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 

@@ -43,6 +43,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
+from ..matmul.launch import aux_of
 from .conv3d import depth_free
 from .loaders3d import _tile3
 
@@ -295,22 +296,8 @@ def gluon_launch(launch, fn, grid: tuple, args: tuple, kw: dict) -> None:
     if launch is None:
         fn[grid](*args, **kw)
         return
-    if launch.warm:
-        launch.relaunch(grid, args)
-        return
     options = {k: kw[k] for k in _OPTIONS if k in kw}
     launch(fn, grid, args, {k: v for k, v in kw.items() if k not in options}, options)
-
-
-def aux_launch(launch):
-    """The handle of the second kernel a Gluon call launches (its split-K finish), or None."""
-    if launch is None:
-        return None
-    if launch.aux is None:
-        from ..matmul.launch import Launch
-
-        launch.aux = Launch()
-    return launch.aux
 
 
 def fast_ready(launch, split: int) -> bool:
@@ -377,7 +364,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     if split > 1:
         bp = td * th * tw
         sub = min(bp, 32)
-        gluon_launch(aux_launch(launch), ws_split_finish_kernel, (num_tiles, bp // sub),
+        gluon_launch(aux_of(launch), ws_split_finish_kernel, (num_tiles, bp // sub),
                      (ws, y, b, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3), y.stride(4)),
                      dict(SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None, ACT=act,
                           num_warps=4))  # fmt: skip

@@ -34,8 +34,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .._runtime import cdiv, sm_count
+from ..matmul.launch import aux_of
 from .conv3d import depth_free
-from .ws3d import _tile_origin, _x_coord, aux_launch, fast_ready, gluon_launch, input_desc, ndhwc_desc
+from .ws3d import _tile_origin, _x_coord, fast_ready, gluon_launch, input_desc, ndhwc_desc
 
 
 @gluon.jit
@@ -265,7 +266,7 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
         return ws_wgrad3d_kernel, grid, args, kw
     gluon_launch(launch, ws_wgrad3d_kernel, grid, args, kw)
     if split > 1:
-        wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n, launch=aux_launch(launch))
+        wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n, launch=aux_of(launch))
     if launch is not None:
         launch.extra = ws.numel()
     return None

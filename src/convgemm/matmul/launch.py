@@ -201,6 +201,16 @@ class Launch:
         self.relaunch(grid, args)
 
 
+def aux_of(launch: Launch | None) -> Launch | None:
+    """The handle of the second kernel a launch site runs after its first (a split-K finish, a
+    fix-up, a fold): ``launch.aux``, created on first use; None without a handle."""
+    if launch is None:
+        return None
+    if launch.aux is None:
+        launch.aux = Launch()
+    return launch.aux
+
+
 def _bind_fast(kernel, grid, args: tuple, tail: tuple):
     """The state ``Launch.fast`` needs, or None when this kernel cannot take the shortcut.
 
