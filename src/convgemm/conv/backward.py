@@ -47,6 +47,7 @@ from .fprop import (
 )
 from .layout import as_nhwc, tma_aligned
 from .wgrad_taps import taps_per_program
+from .ws_replay import fast_ready, ws_wgrad3d_replay
 
 _tables: dict = {}
 _tables_lock = threading.Lock()
@@ -910,14 +911,13 @@ class WgradWs:
 
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
         """``dw [K, C, R, S] = wgrad(x, dy)`` for NHWC ``x`` and ``dy`` that ``supports`` accepted."""
-        from .ws3d import fast_ready
-        from .ws_wgrad import ws_wgrad3d_replay, ws_wgrad_run
-
         if fast_ready(launch, cfg.split_k):
             # a warm plan: the views and the 3-D problem only describe the same addresses again
             # (28-53 us of Python a call on the CPU machine, more on the GPU's host)
             ws_wgrad3d_replay(launch, x, dy, dw, cfg.split_k)
             return
+        from .ws_wgrad import ws_wgrad_run
+
         p3, x5, dy5 = self._views(prob, x, dy)
         ws_wgrad_run(x5, dy5, dw.unsqueeze(2), (1, p3.r, p3.s), p3.pad, p3.dilation, p3.stride, cfg, launch)
 

@@ -36,8 +36,9 @@ from ..matmul.launch import Launch, aux_of, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
 from .grouped_tma import blockdiag_weight, grouped_tma_fixup_kernel, tma_output_store_listed
-from .layout import channel_pad, krsc_weight, tma_aligned
+from .layout import channel_pad, krsc_in_place, krsc_weight, tma_aligned
 from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
+from .ws_replay import fast_ready, ws_conv3d_replay
 
 
 @dataclass(frozen=True)
@@ -1743,13 +1744,15 @@ class ImplicitGemmWs(Algorithm):
         return t.permute(1, 0, 2, 3).unsqueeze(0)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
-        from .ws3d import fast_ready, ws_conv3d_replay, ws_run
-
         yo = _nhwc_out(y)
         if fast_ready(launch, cfg.split_k):
-            # a warm plan: the [1, C, N, H, W] views only describe the same addresses again
-            ws_conv3d_replay(launch, x, krsc_weight(w, prob.c), yo, bias, cfg.split_k)
+            # a warm plan: the [1, C, N, H, W] views only describe the same addresses again, and
+            # a channels_last weight is its own KRSC matrix (C is a multiple of the K tile here)
+            wp = w if krsc_in_place(w) else krsc_weight(w, prob.c)
+            ws_conv3d_replay(launch, x, wp, yo, bias, cfg.split_k)
         else:
+            from .ws3d import ws_run
+
             wp = krsc_weight(w, prob.c).view(prob.k, -1)
             ws_run(self.view_3d(x), wp, bias, self.view_3d(yo), (1, prob.r, prob.s), (0, prob.pad_h[0], prob.pad_w[0]),
                    (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation, launch)  # fmt: skip

@@ -138,5 +138,12 @@ def krsc_weight(w: torch.Tensor, c_pad: int) -> torch.Tensor:
     return pack_weight(w, c_pad)
 
 
+def krsc_in_place(w: torch.Tensor) -> bool:
+    """Whether ``krsc_weight(w, C/g)`` is ``w`` itself seen as KRSC (a 16-byte aligned
+    channels_last weight): a warm call can then hand ``w`` to a launch bound to that view, with
+    no view built (the launch reads only the address)."""
+    return w.is_contiguous(memory_format=torch.channels_last) and w.data_ptr() % 16 == 0
+
+
 def channel_pad(cg: int, block_k: int) -> int:
     return cdiv(cg, block_k) * block_k

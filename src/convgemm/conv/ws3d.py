@@ -46,6 +46,7 @@ from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free
 from .loaders3d import _tile3
+from .ws_replay import fast_ready, ws_conv3d_replay
 
 
 @gluon.jit
@@ -300,17 +301,6 @@ def gluon_launch(launch, fn, grid: tuple, args: tuple, kw: dict) -> None:
     launch(fn, grid, args, {k: v for k, v in kw.items() if k not in options}, options)
 
 
-def fast_ready(launch, split: int) -> bool:
-    """Whether a call can be replayed from ``launch`` alone (``Launch.fast``: no descriptors
-    built, no arguments bound): its kernel and, with a K split, its finish kernel bound."""
-    return (
-        launch is not None
-        and launch.fast_ready
-        and launch.extra is not None
-        and (split == 1 or (launch.aux is not None and launch.aux.fast_ready))
-    )
-
-
 def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, taps: tuple[int, int, int],
               pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
               block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
@@ -371,18 +361,6 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     if launch is not None:
         launch.extra = ws.numel()
     return None
-
-
-def ws_conv3d_replay(launch, x, wp, y, bias, split: int) -> None:
-    """A warm ``ws_conv3d`` call (``fast_ready(launch, split)``): the first call's launches on
-    new tensors. Only their addresses matter here, so ``x``, ``wp`` and ``y`` may be the
-    caller's own tensors rather than the views the first call described (same data pointers:
-    a call plan fixes every shape and stride)."""
-    b = y if bias is None else bias
-    ws = torch.empty(launch.extra, dtype=torch.float32, device=x.device)
-    launch.fast((x, wp, y, b, ws))
-    if split > 1:
-        launch.aux.fast((ws, y, b))
 
 
 def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", launch=None) -> None:

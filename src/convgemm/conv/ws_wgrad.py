@@ -36,7 +36,8 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free
-from .ws3d import _tile_origin, _x_coord, fast_ready, gluon_launch, input_desc, ndhwc_desc
+from .ws3d import _tile_origin, _x_coord, gluon_launch, input_desc, ndhwc_desc
+from .ws_replay import fast_ready, ws_wgrad3d_replay
 
 
 @gluon.jit
@@ -199,16 +200,6 @@ def ws_wgrad_finish_kernel(ws_ptr, dw_ptr, tiles, m_tiles, c_tiles, split, K, C,
     c = cb * BN + cols
     ptrs = dw_ptr + (t * sdt + (rs // S) * sdr + (rs % S) * sds) + k[:, None].to(tl.int64) * sdk + c[None, :] * sdc
     tl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=(k < K)[:, None] & (c < C)[None, :])
-
-
-def ws_wgrad3d_replay(launch, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, split: int) -> None:
-    """A warm ``ws_wgrad3d`` call (``fast_ready(launch, split)``): the first call's launches on
-    new tensors, which may be the caller's own rather than the views the first call described
-    (only their data pointers are read; a call plan fixes every shape and stride)."""
-    ws = torch.empty(launch.extra, dtype=torch.float32, device=x.device)
-    launch.fast((dy, x, ws, dw))
-    if split > 1:
-        launch.aux.fast((ws, dw))
 
 
 def wgrad_geometry(x_shape, dy_shape, taps, tile, block_m: int, block_n: int, split: int):

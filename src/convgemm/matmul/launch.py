@@ -164,12 +164,15 @@ class Launch:
         """Launch again on new tensors: ``bases`` are the call's tensors in argument order."""
         raw, head, flat, ptrs, descs, tuples, current_stream = self._fast
         flat = flat.copy()
+        # addresses as integers: the C launcher takes an int as it is, where a tensor costs a
+        # ``data_ptr()`` call and a ``cuPointerGetAttribute`` driver query per pointer argument
+        # (the plan already fixed the device; its key checks the tensors are on it)
         for pos, i in ptrs:
-            flat[pos] = bases[i]
+            flat[pos] = bases[i].data_ptr()
         for pos, template, inner in tuples:
             t = list(template)
             for j, i in inner:
-                t[j] = bases[i]
+                t[j] = bases[i].data_ptr()
             flat[pos] = tuple(t)
         for pos, i, cache, encode, site in descs:
             t = bases[i]
@@ -284,6 +287,8 @@ def _bind_fast(kernel, grid, args: tuple, tail: tuple):
             flat.append(a)
     flat.extend(tail)
     get_stream, get_device = driver.active.get_current_stream, driver.active.get_current_device
+    if get_device is torch.cuda.current_device:  # its lazy-init check is done by the first call
+        get_device = torch._C._cuda_getDevice
     head = (*(*grid, 1, 1)[:3], kernel.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
             kernel.packed_metadata, None, None, None)  # fmt: skip
     return raw, head, flat, tuple(ptrs), tuple(descs), tuple(tuples), lambda: get_stream(get_device())

@@ -1,0 +1,54 @@
+"""Warm calls of the Gluon kernels (``ws3d``, ``ws_wgrad``), on the host only.
+
+A call plan's ``matmul.launch.Launch`` binds the kernel's launcher on its first call; a warm call
+then only hands it the new tensors. That path must cost as little host time as a Triton kernel's
+warm call, so it lives here, importing neither Gluon nor the kernels' modules: ``fprop`` and
+``backward`` call it from their hot paths without a function-level import, and nothing here builds
+a view, a descriptor or (unsplit) a workspace.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def fast_ready(launch, split: int) -> bool:
+    """Whether a call can be replayed from ``launch`` alone (``Launch.fast``: no descriptors
+    built, no arguments bound): its kernel and, with a K split, its finish kernel bound."""
+    return (
+        launch is not None
+        and launch.fast_ready
+        and launch.extra is not None
+        and (split == 1 or (launch.aux is not None and launch.aux.fast_ready))
+    )
+
+
+def _workspace(launch, split: int, unused: torch.Tensor) -> torch.Tensor:
+    # the fp32 partials of a K split (``launch.extra`` elements, the first call's size); an
+    # unsplit kernel never touches its workspace pointer (SPLIT is a constexpr), so any tensor
+    # of the call stands in for it rather than a fresh allocation per call
+    if split > 1:
+        return torch.empty(launch.extra, dtype=torch.float32, device=unused.device)
+    return unused
+
+
+def ws_conv3d_replay(launch, x, wp, y, bias, split: int) -> None:
+    """A warm ``ws3d.ws_conv3d`` call (``fast_ready(launch, split)``): the first call's launches
+    on new tensors. Only their addresses matter, so ``x``, ``wp`` and ``y`` may be the caller's
+    own tensors rather than the views the first call described (same data pointers: a call plan
+    fixes every shape and stride)."""
+    b = y if bias is None else bias
+    ws = _workspace(launch, split, y)
+    launch.fast((x, wp, y, b, ws))
+    if split > 1:
+        launch.aux.fast((ws, y, b))
+
+
+def ws_wgrad3d_replay(launch, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, split: int) -> None:
+    """A warm ``ws_wgrad.ws_wgrad3d`` call (``fast_ready(launch, split)``), as
+    ``ws_conv3d_replay``: argument order (dy, x, workspace, dw), then the finish kernel's
+    (workspace, dw)."""
+    ws = _workspace(launch, split, dw)
+    launch.fast((dy, x, ws, dw))
+    if split > 1:
+        launch.aux.fast((ws, dw))

@@ -1,0 +1,103 @@
+"""``matmul.launch.Launch.fast``'s argument marshalling, on any machine.
+
+A warm call hands the compiled kernel's C launcher the first call's arguments with only the tensors
+replaced: pointer arguments as integer addresses (the launcher takes an int as it is, a tensor
+costs it a ``data_ptr()`` call and a driver query), descriptors as their encoded ``CUtensorMap``
+(cached per base address), tensors inside tuple arguments as addresses, every other argument and
+the grid as the first call's. The GPU tests (``test_repeat.py``, ``test_gluon_launch.py``) run
+real launches; this one checks the order and the forms with a stand-in launcher and driver.
+"""
+
+import types
+
+import pytest
+import torch
+import triton.runtime
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from convgemm.matmul import launch as lm
+
+
+class _FakeDriver:
+    def get_current_stream(self, device):
+        return 1000 + device
+
+    def get_current_device(self):
+        return 3
+
+
+@pytest.fixture
+def bound(monkeypatch):
+    """A ``Launch`` bound to a stand-in compiled kernel whose launcher records its arguments,
+    first called with (descriptor over x, pointer y, int 7, tuple (pointer b, 5), None)."""
+    from triton.backends.nvidia import driver as nv
+
+    encoded = []
+
+    def encode(desc, meta):
+        encoded.append(desc.base.data_ptr())
+        return [("map", desc.base.data_ptr(), tuple(desc.shape), tuple(desc.block_shape))]
+
+    monkeypatch.setattr(nv, "make_tensordesc_arg", encode, raising=False)
+    monkeypatch.delattr(nv, "_convgemm_original_make_tensordesc_arg", raising=False)
+    monkeypatch.setattr(triton.runtime.driver, "_active", _FakeDriver(), raising=False)
+    calls = []
+
+    class CLauncher:  # the C function: grid, stream, function, metadata..., then the flat arguments
+        def __call__(self, *args):
+            calls.append(args)
+
+    def wrapped(launcher):  # Triton's Python wrapper that expands descriptors around the C function
+        def launch(*args):
+            return launcher(*args)
+
+        return launch
+
+    run = types.SimpleNamespace(global_scratch_size=0, profile_scratch_size=0, launch=wrapped(CLauncher()),
+                                launch_cooperative_grid=False, launch_pdl=False)  # fmt: skip
+    kernel = types.SimpleNamespace(
+        run=run, metadata=types.SimpleNamespace(tensordesc_meta=[{"m": 0}]), function="F", packed_metadata="P",
+        name="k",
+    )  # fmt: skip
+    x0, y0, b0 = torch.zeros(4, 8), torch.zeros(3), torch.zeros(2)
+    desc = lm.descriptor(x0, [4, 8], [8, 1], [2, 8])
+    args = (desc, y0, 7, (b0, 5), None)
+    fast = lm._bind_fast(kernel, (6, 2), args, ("TAIL",))
+    assert fast is not None, "the stand-in kernel takes the shortcut"
+    h = lm.Launch()
+    h._fast = fast
+    return h, calls, encoded, (x0, y0, b0)
+
+
+def test_fast_passes_addresses_in_argument_order(bound):
+    h, calls, encoded, (x0, _, _) = bound
+    x, y, b = torch.zeros(4, 8), torch.zeros(3), torch.zeros(2)
+    h.fast((x, y, b))
+    (got,) = calls
+    assert got[:3] == (6, 2, 1) and got[3] == 1003, "the first call's grid, the current device's stream"
+    assert got[4] == "F" and got[9] == "P"
+    flat = got[13:]
+    assert flat[0] == ("map", x.data_ptr(), (4, 8), (2, 8)), "the descriptor re-encoded at x's address"
+    assert flat[1] == y.data_ptr() and type(flat[1]) is int, "a pointer argument as its address"
+    assert flat[2] == 7 and flat[3] == (b.data_ptr(), 5) and flat[4] is None and flat[5] == "TAIL"
+    assert encoded == [x0.data_ptr(), x.data_ptr()]
+
+
+def test_fast_reuses_a_descriptor_per_address(bound):
+    h, calls, encoded, (x0, y0, b0) = bound
+    before = list(lm.DESC_STATS)
+    h.fast((x0, y0, b0))
+    h.fast((x0, y0, b0))
+    assert encoded == [x0.data_ptr()], "the first call's encoding is kept for its address"
+    assert lm.DESC_STATS[0] - before[0] == 2 and lm.DESC_STATS[1] == before[1]
+    assert [c[13] for c in calls] == [("map", x0.data_ptr(), (4, 8), (2, 8))] * 2
+
+
+def test_bind_refuses_what_it_cannot_replay(bound):
+    run = types.SimpleNamespace(global_scratch_size=16, profile_scratch_size=0, launch=lambda *a: None)
+    kernel = types.SimpleNamespace(run=run, metadata=types.SimpleNamespace(tensordesc_meta=[]))
+    assert lm._bind_fast(kernel, (1,), (torch.zeros(1),), ()) is None, "a kernel with scratch memory"
+    run.global_scratch_size = 0
+    d = TensorDescriptor(torch.zeros(4, 8), [4, 8], [8, 1], [2, 8])
+    kernel.metadata.tensordesc_meta = [None]
+    assert lm._bind_fast(kernel, (1,), (d,), ()) is None, "a descriptor lowered without TMA"
