@@ -770,3 +770,32 @@ def test_conv1d_module_training_replay(monkeypatch, padding):
         assert plan.dgrad and plan.wgrad, "both gradients replayed after the first replayed backward"
     finally:
         fn.clear_plans()
+
+
+def test_parametrized_weight_is_used():
+    """A weight under ``torch.nn.utils.parametrize`` is a property, not a registered parameter:
+    every call (inference, repeated, and training) must use the parametrized value, and a change
+    to the underlying parameter must show on the next call."""
+    from torch.nn.utils import parametrize
+
+    class Scale(nn.Module):
+        def forward(self, w):
+            return w * 0.5
+
+    torch.manual_seed(0)
+    m = convgemm.nn.Conv2d(4, 6, 3, padding=1).to(DEVICE)
+    parametrize.register_parametrization(m, "weight", Scale())
+    x = torch.randn(2, 4, 7, 6, device=DEVICE)
+    for i in range(3):
+        with torch.no_grad():
+            assert_close(m(x), _ref(m, x), torch.float32, f"inference call {i}")
+    with torch.no_grad():
+        m.parametrizations.weight.original.mul_(-1)
+        assert_close(m(x), _ref(m, x), torch.float32, "after an in-place change of the original")
+    y = m(x)
+    y.sum().backward()
+    g = m.parametrizations.weight.original.grad
+    w0 = m.parametrizations.weight.original.detach().double().cpu().requires_grad_()
+    yr = torch.nn.functional.conv2d(x.double().cpu(), w0 * 0.5, m.bias.detach().double().cpu(), padding=1)
+    yr.sum().backward()
+    assert_close(g, w0.grad, torch.float32, "gradient through the parametrization")

@@ -120,7 +120,7 @@ def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build, tr
     gradient replay too (``_training_forward``)."""
     if torch.compiler.is_compiling():  # traced: the operators, never a replay
         return mod._conv_forward(input, mod.weight, mod.bias)
-    w, b = mod.weight, mod.bias
+    w, b = _weight_bias(mod)
     if train and REPLAY and torch.is_grad_enabled():
         if w.requires_grad or (b is not None and b.requires_grad) or getattr(input, "requires_grad", False):
             return _training_forward(mod, input, w, b, rank)
@@ -140,6 +140,16 @@ def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build, tr
         state = build(input, hit[1], hit[2]) or False
     mod.__dict__[_FAST_ATTR] = (key, state, hit[3], hit[4])
     return y
+
+
+def _weight_bias(mod: nn.Module) -> tuple:
+    """``(mod.weight, mod.bias)`` without ``nn.Module.__getattr__`` (about 1 us each on the host)
+    where both are registered parameters (or a registered None bias), else through it (a
+    parametrized weight is a property, a plain tensor attribute lives in ``__dict__``)."""
+    p = mod._parameters
+    if "weight" in p and "bias" in p:
+        return p["weight"], p["bias"]
+    return mod.weight, mod.bias
 
 
 def _training_forward(
