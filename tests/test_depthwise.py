@@ -140,10 +140,11 @@ def test_rows_kernel_refuses(kw, reason):
 
 
 def test_rows_gpu_configs(monkeypatch):
-    """The rows kernel's GPU candidates: 4 warps, 2 channels of a tile per thread, the accumulators
-    of every output row and column in flight plus the weights held within the register estimate,
-    strips no taller than the image and enough programs for two per SM unless the strip is
-    already short."""
+    """The rows kernel's GPU candidates: 4 warps, 2 channels of a tile per thread (and, for
+    filters larger than 3x3, one more candidate at one channel per thread: ``one_channel``), the
+    accumulators of every output row and column in flight plus the weights held within the
+    register estimate, strips no taller than the image and enough programs for two per SM unless
+    the strip is already short."""
     import convgemm.conv.fprop as fp
     from convgemm.problem import ConvProblem
 
@@ -156,11 +157,13 @@ def test_rows_gpu_configs(monkeypatch):
         wt = torch.empty(c, 1, k, k)
         prob = ConvProblem.from_tensors(x, wt, stride=stride, padding=k // 2, groups=c)
         cfgs = algo.configs(prob) + [algo.default_config(prob)]
-        assert 1 <= len(cfgs) <= 5
+        assert 1 <= len(cfgs) <= 6
+        ones = [cfg for cfg in cfgs if cfg.vec == 1]
+        assert ones == ([cfgs[-2]] if k > 3 else []), "one 1-channel candidate, for large filters only"
         for cfg in cfgs:
-            assert cfg.num_warps == 4 and cfg.vec == 2 and cfg.num_stages == 2, cfg
+            assert cfg.num_warps == 4 and cfg.vec in (1, 2) and cfg.num_stages == 2, cfg
             per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
-            assert per_thread == 2, cfg
+            assert per_thread == cfg.vec, cfg
             held = k * k * per_thread if algo.preload(prob, cfg) else 0
             assert (per_thread * -(-k // stride) * cfg.cols + held) <= algo.REG_BUDGET, cfg
             assert 1 <= cfg.cols <= 8, cfg

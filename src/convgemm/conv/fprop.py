@@ -1234,7 +1234,26 @@ class DepthwiseRows(Depthwise):
         if interpreting():
             return [self.default_config(prob), Config(4, 16, 3, 2, 1)]
         # four: every candidate costs first-call tuning time
-        return self.candidates(prob)[:4] or [self.default_config(prob)]
+        return (self.candidates(prob)[:4] + self.one_channel(prob)) or [self.default_config(prob)]
+
+    def one_channel(self, prob: ConvProblem) -> list[Config]:
+        """For depthwise filters larger than 3x3, one more candidate: one channel per thread
+        (``vec`` 1, each thread's 49 weights held) at the fewest masked columns, with the channel
+        block that masks the fewest channels. The H200 (session 22, ``tools/depthwise_sweep.py``,
+        bf16, batch 64, warm L2) timed it against the 2-channel tiles the tuner offered: ConvNeXt's
+        96 @56 7x7 79 us (4x32x56, 7 columns) against 92 us for the best of those, 384 @14 29 us
+        (2x64x14, 7 columns); twice as many threads hide the loads' latency that a 2-channel
+        tile's 7x7 strip waits on. Empty elsewhere, where 2-channel tiles won (session 10)."""
+        if prob.r * prob.s <= 9 or prob.cg != 1:
+            return []
+        for bk in sorted(self._fits(prob.k, (64, 32), 0.35)[:2], key=lambda b: cdiv(prob.k, b) * b):
+            bq = 128 // bk
+            held = prob.r * prob.s  # one channel: every tap's weight stays in a register
+            fit = [c for c in range(1, 9) if self._regs(prob, c, 1, held, True) <= self.REG_BUDGET]
+            if fit:
+                best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))
+                return [Config(bq, bk, self._rows(prob, bq * best, bk), 4, 2, cols=best, vec=1)]
+        return []
 
     #: estimated registers (accumulators + weights held) a candidate may use: the compiler adds
     #: 50-100 for addresses and loads (tools/sass_mix.py, 7x7: 154 estimated -> 254 used, and
