@@ -61,9 +61,11 @@ def _check_forced(algorithm, case, cfg, layout, monkeypatch, seed=0):
 # of one row, of fewer rows than the image (the last strip partial) and taller than the image;
 # groups of 2, 3 and 4 neighbouring columns (the last group partial on most cases), with 2-channel
 # loads; stages s loads the input rows of the next s - 1 steps before the current step's
-# multiply-adds (3 and 4: past the strip's and the image's last rows)
+# multiply-adds (3 and 4: past the strip's and the image's last rows); one channel per thread at
+# 4 columns (``DepthwiseRows.one_channel``'s form for large filters)
 ROWS_CONFIGS = [(4, 16, 1, 1), (8, 16, 3, 2), (4, 32, 5, 2), (16, 16, 64, 4), (4, 16, 4, 1, 3, 2),
-                (2, 32, 3, 2, 4, 2, 2), (4, 16, 64, 2, 2, 0), (4, 16, 3, 2, 2, 2, 3), (8, 16, 64, 2, 1, 2, 4)]  # fmt: skip
+                (2, 32, 3, 2, 4, 2, 2), (4, 16, 64, 2, 2, 0), (4, 16, 3, 2, 2, 2, 3), (8, 16, 64, 2, 1, 2, 4),
+                (2, 32, 5, 2, 4, 1, 2)]  # fmt: skip
 # (N, C, H, W, multiplier, R, S, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
 ROWS_CASES = [
     (2, 16, 9, 11, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
