@@ -52,6 +52,8 @@
 #              ResNet-50's compiled training step -> compile-tests.log, compile-ab.log, craft-compile.json,
 #              resnet-compile.json (its timeouts add up to more than one call: give the ResNet part a
 #              call of its own, RESNET_COMPILE_TIMEOUT, or cut COMPILE_TESTS_TIMEOUT)
+#   dietab     tools/host_diet_ab.py: session 22's warm-call host diet on and off in alternating rounds of
+#              one process, CRAFT eager and fused, the ResNet-50 step on one thread -> dietab.log
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -238,6 +240,11 @@ for step in "$@"; do
         timeout "${COLDWARM_TIMEOUT:-240}" python3 tools/cold_warm.py --all --json "$OUT/coldwarm.json" $shapes \
             > "$OUT/coldwarm.log" 2>&1
         echo "coldwarm: rc=$?"; grep -E "==|pick|geomean" "$OUT/coldwarm.log" ;;
+    dietab)
+        for v in "--model craft" "--model craft --fuse" "--model resnet50 --train --one-thread --rounds 4"; do
+            # shellcheck disable=SC2086  # $v is a list of options
+            timeout "${DIETAB_TIMEOUT:-150}" python3 tools/host_diet_ab.py $v 2>&1 | grep -E "^(==|--)"
+        done | tee "$OUT/dietab.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
