@@ -44,3 +44,14 @@ def assert_close(y: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, what: s
     err = rel_err(y, ref)
     tol = THRESHOLDS[mode(dtype)]
     assert err <= tol, f"{what}: relative error {err:.3e} > {tol:.0e} ({mode(dtype)})"
+
+
+def conv_inputs(n, c, h, w, k, r, s, dtype, device, bias=True, channels_last=True):
+    """Random ``x [N, C, H, W]`` (channels_last or NCHW), a weight ``[K, C, R, S]`` scaled by
+    1/sqrt(fan-in) so outputs stay near unit size in every dtype, and a bias (or None)."""
+    x = torch.randn(n, c, h, w, device=device).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c, r, s, device=device) / (c * r * s) ** 0.5).to(dtype)
+    b = torch.randn(k, device=device).to(dtype) if bias else None
+    return x, wt, b

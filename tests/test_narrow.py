@@ -3,7 +3,7 @@
 import pytest
 import torch
 from conftest import DEVICE, INTERPRET
-from reference import assert_close, conv2d_ref
+from reference import assert_close, conv2d_ref, conv_inputs
 
 import convgemm
 from convgemm.conv.fprop import ALGORITHMS
@@ -18,12 +18,7 @@ def _no_tuning(monkeypatch):
 
 
 def _inputs(n, c, h, w, k, r, s, dtype, bias=True, channels_last=True):
-    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype)
-    if channels_last:
-        x = x.contiguous(memory_format=torch.channels_last)
-    wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
-    b = torch.randn(k, device=DEVICE).to(dtype) if bias else None
-    return x, wt, b
+    return conv_inputs(n, c, h, w, k, r, s, dtype, DEVICE, bias, channels_last)
 
 
 # (N, C, H, W, K, R, S, stride, padding, dilation, bias): an RGB output (K = 3, no 16-byte rows),

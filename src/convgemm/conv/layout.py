@@ -131,10 +131,8 @@ def krsc_weight(w: torch.Tensor, c_pad: int) -> torch.Tensor:
     any other alias, is always seen.
     """
     k, cg, r, s = w.shape
-    if cg == c_pad and w.data_ptr() % 16 == 0:
-        v = w.permute(0, 2, 3, 1)
-        if v.is_contiguous():
-            return v.reshape(k, r * s, cg)
+    if cg == c_pad and krsc_in_place(w):
+        return w.permute(0, 2, 3, 1).reshape(k, r * s, cg)
     return pack_weight(w, c_pad)
 
 

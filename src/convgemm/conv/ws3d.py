@@ -317,13 +317,10 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     per SM (the register budget is split for that many: shared memory must allow it too);
     ``split`` K splits per tile (partials summed by ``ws_split_finish_kernel``; every split must
     have K steps). ``compile_only`` returns (kernel, grid, args, options) without launching.
-    ``launch`` (a ``matmul.launch.Launch`` kept per call plan: same shapes, strides, config)
-    replays the first call's launch on the new tensors.
+    ``launch`` (a ``matmul.launch.Launch`` kept per call plan: same shapes, strides, config) is
+    bound by this call; ``ws_run`` replays it on later calls (``ws_replay``).
     """
     b = y if bias is None else bias
-    if fast_ready(launch, split):
-        ws_conv3d_replay(launch, x, wp, y, bias, split)
-        return None
     n, c, d, h, wd = x.shape
     _, k, od, p, q = y.shape
     t, r, s = taps
@@ -366,7 +363,11 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
 def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", launch=None) -> None:
     """``ws_conv3d`` with an algorithm ``Config`` (``conv3d.Ws3d``'s fields). Under the tuner's
     compile-only pass (``fprop.COMPILE_ONLY``) the kernel is compiled, not launched, so that the
-    candidates compile in parallel. ``launch``: the call plan's handle (``ws_conv3d``)."""
+    candidates compile in parallel. ``launch``: the call plan's handle; once bound (a warm plan),
+    the call is its replay, with nothing built."""
+    if fast_ready(launch, cfg.split_k):
+        ws_conv3d_replay(launch, x, wp, y, bias, cfg.split_k)
+        return
     from .fprop import COMPILE_ONLY
 
     call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,

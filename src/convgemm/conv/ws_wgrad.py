@@ -228,10 +228,7 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     per tile (64 per consumer warpgroup: ``warps`` = block_m / 16), ``block_n`` input channels
     (at most 256); ``split`` pixel ranges per tile (none of them empty). ``compile_only`` returns
     (kernel, grid, args, options) without launching. ``launch`` (a ``matmul.launch.Launch`` kept
-    per call plan) replays the first call's launches on the new tensors."""
-    if fast_ready(launch, split):
-        ws_wgrad3d_replay(launch, x, dy, dw, split)
-        return None
+    per call plan) is bound by this call; ``ws_wgrad_run`` replays it on later calls."""
     n, c, d, h, wd = x.shape
     k, od, p, q = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
     sd, sh, sw = stride
@@ -284,7 +281,11 @@ def wgrad_finish(ws: torch.Tensor, dw: torch.Tensor, tiles: int, m_tiles: int, c
 def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg, launch=None) -> None:
     """``ws_wgrad3d`` with an algorithm ``Config`` (``conv3d.Wgrad3dWs``'s fields). Under the
     tuner's compile-only pass (``fprop.COMPILE_ONLY``) the kernels are compiled, not launched, so
-    that the candidates compile in parallel."""
+    that the candidates compile in parallel. ``launch``: the call plan's handle; once bound (a
+    warm plan), the call is its replay, with nothing built."""
+    if fast_ready(launch, cfg.split_k):
+        ws_wgrad3d_replay(launch, x, dy, dw, cfg.split_k)
+        return
     from .fprop import COMPILE_ONLY
 
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
