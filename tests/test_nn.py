@@ -772,6 +772,42 @@ def test_conv1d_module_training_replay(monkeypatch, padding):
         fn.clear_plans()
 
 
+def test_patch_and_unpatch_parametrized_modules():
+    """A parametrized module's class is a per-module subclass holding the property: patch swaps
+    it onto convgemm's class and unpatch back, the property still gives the parametrized value,
+    and removing the parametrization leaves the swapped class."""
+    from torch.nn.utils import parametrize
+
+    class Scale(nn.Module):
+        def forward(self, w):
+            return w * 0.5
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 2, 1)).to(DEVICE)
+    parametrize.register_parametrization(model[0], "weight", Scale())
+    original = model[0].parametrizations.weight.original
+    x = torch.randn(2, 4, 7, 6, device=DEVICE)
+    with torch.no_grad():
+        ref = model(x)
+    convgemm.patch(model)
+    assert isinstance(model[0], convgemm.nn.Conv2d) and isinstance(model[2], convgemm.nn.Conv2d)
+    assert parametrize.is_parametrized(model[0], "weight")
+    assert torch.equal(model[0].weight, original * 0.5)
+    with torch.no_grad():
+        assert_close(model(x), ref.double().cpu(), torch.float32, "patched")
+        original.mul_(-1)  # the next call sees the change through the property
+        flipped = model(x)
+    convgemm.unpatch(model)
+    assert not isinstance(model[0], convgemm.nn.Conv2d) and isinstance(model[0], nn.Conv2d)
+    with torch.no_grad():
+        assert_close(flipped, model(x).double().cpu(), torch.float32, "unpatched after the change")
+    convgemm.patch(model)
+    expect = (original * 0.5).detach().clone()
+    parametrize.remove_parametrizations(model[0], "weight")  # keeps the parametrized value
+    assert type(model[0]) is convgemm.nn.Conv2d
+    assert torch.equal(model[0].weight, expect)
+
+
 def test_parametrized_weight_is_used():
     """A weight under ``torch.nn.utils.parametrize`` is a property, not a registered parameter:
     every call (inference, repeated, and training) must use the parametrized value, and a change

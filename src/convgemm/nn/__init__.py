@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.parametrize import is_parametrized
 
 from .._runtime import REPLAY, may_cache, transforming
 from ..functional import PLANS_GENERATION, _allow_tf32, _autocast, conv2d, conv_transpose2d, forward_replay
@@ -432,6 +433,25 @@ _SWAPS = {
 _BACK = {v: k for k, v in _SWAPS.items()}
 
 
+def _swapped(mod: nn.Module, table: dict) -> type | None:
+    """The class ``mod`` takes in a swap by ``table`` (``_SWAPS`` or ``_BACK``), or None.
+
+    A module under ``torch.nn.utils.parametrize`` has a class of its own: a subclass of its
+    module class (``ParametrizedConv2d``) holding a property per parametrized tensor. Its swap
+    is a new such subclass of the swapped base, with the same class attributes, so the
+    properties keep working and ``remove_parametrizations`` (which restores ``__bases__[0]``)
+    leaves the swapped class."""
+    cls = type(mod)
+    new = table.get(cls)
+    if new is not None or len(cls.__bases__) != 1 or not is_parametrized(mod):
+        return new
+    base = table.get(cls.__bases__[0])
+    if base is None:
+        return None
+    attrs = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    return type(f"Parametrized{base.__name__}", (base,), attrs)
+
+
 def _selected(name: str, include: Iterable[str] | None, exclude: Iterable[str] | None) -> bool:
     """``fnmatch`` patterns over qualified module names (``'backbone.*'``, ``'*.conv1'``)."""
     if include is not None and not any(fnmatch.fnmatchcase(name, p) for p in include):
@@ -463,14 +483,16 @@ def patch(
             (default: all) and not ``exclude``.
 
     Only modules of exactly those six classes are swapped (a subclass may override ``forward``
-    in ways convgemm cannot know). Parameters, buffers, hooks, device, dtype and training mode
+    in ways convgemm cannot know), and those classes under ``torch.nn.utils.parametrize``
+    (weight normalisation, spectral norm, orthogonal), whose parametrized weight convgemm then
+    reads on every call. Parameters, buffers, hooks, device, dtype and training mode
     are untouched: the module's class changes, nothing else.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"patch: model must be a torch.nn.Module, got {type(model).__name__}")
     include, exclude = _check_patterns("include", include), _check_patterns("exclude", exclude)
     for name, mod in model.named_modules():
-        new = _SWAPS.get(type(mod))
+        new = _swapped(mod, _SWAPS)
         if new is not None and _selected(name, include, exclude):
             mod.__class__ = new
     return model
@@ -481,7 +503,7 @@ def unpatch(model: nn.Module) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise TypeError(f"unpatch: model must be a torch.nn.Module, got {type(model).__name__}")
     for mod in model.modules():
-        old = _BACK.get(type(mod))
+        old = _swapped(mod, _BACK)
         if old is not None:
             mod.__class__ = old
             for attr in _CACHES:
