@@ -304,23 +304,31 @@ def _rows_inputs(nxt, x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.con
 def _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, LO: tl.constexpr, HI: tl.constexpr, CG: tl.constexpr,
               R: tl.constexpr, S: tl.constexpr, M: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
               DIL_W: tl.constexpr, NJ: tl.constexpr, COLS: tl.constexpr, PRELOAD: tl.constexpr, acc_t: tl.constexpr):  # fmt: skip
-    """One step's multiply-adds into the accumulator slots LO <= m < HI."""
+    """One step's multiply-adds into the accumulator slots LO <= m < HI.
+
+    Each accumulator (slot m, column c) takes its taps in the order (cc, i, s), as before this
+    form; a slot's COLS accumulators are rebuilt as one tuple per slot rather than one per
+    multiply-add. The compiler's frontend runs in Python under the GIL, so it serialises the
+    tuner's parallel compiles: a 7x7 tile of 7 columns has 343 multiply-adds per step, and a
+    49-entry tuple rebuilt for each of them was most of its frontend time."""
     for cc in tl.static_range(CG):
         for i in tl.static_range(STRIDE_H):
-            for j in tl.static_range(NJ):
-                # every (column, tap) pair that reads offset j
-                for c in tl.static_range(COLS):
+            for m in tl.static_range(LO, HI):
+                if m * STRIDE_H + i < R:
+                    wrow = ()
                     for s in tl.static_range(S):
-                        if c * STRIDE_W + s * DIL_W == j:
-                            xv = cur[(cc * STRIDE_H + i) * NJ + j].to(acc_t)
-                            for m in tl.static_range(LO, HI):
-                                if m * STRIDE_H + i < R:
-                                    if PRELOAD:
-                                        wv = ws[(cc * R + m * STRIDE_H + i) * S + s]
-                                    else:
-                                        wv = tl.load(w_row + ((cc * R + m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok,
-                                                     other=0.0).to(acc_t)  # fmt: skip
-                                    accs = _set(accs, m * COLS + c, accs[m * COLS + c] + xv * wv)
+                        if PRELOAD:
+                            wrow = wrow + (ws[(cc * R + m * STRIDE_H + i) * S + s],)
+                        else:
+                            wrow = wrow + (tl.load(w_row + ((cc * R + m * STRIDE_H + i) * S + s) * s_wt, mask=k_ok,
+                                                   other=0.0).to(acc_t),)  # fmt: skip
+                    row = ()
+                    for c in tl.static_range(COLS):
+                        v = accs[m * COLS + c]
+                        for s in tl.static_range(S):
+                            v = v + cur[(cc * STRIDE_H + i) * NJ + c * STRIDE_W + s * DIL_W].to(acc_t) * wrow[s]
+                        row = row + (v,)
+                    accs = accs[: m * COLS] + row + accs[(m + 1) * COLS :]
     return accs
 
 
@@ -387,9 +395,3 @@ def _group_loads(x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.constexp
         vals = vals + _step_loads(base, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                                   INT64)  # fmt: skip
     return vals
-
-
-@triton.jit
-def _set(t, m: tl.constexpr, v):
-    """The tuple ``t`` with entry ``m`` replaced by ``v``."""
-    return t[:m] + (v,) + t[m + 1 :]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .depthwise import _set, _step_loads
+from .depthwise import _step_loads
 
 
 def tap_chunks(taps: int) -> tuple[int, int, int]:
@@ -426,17 +426,21 @@ def _dy_window(dys, cur, XN: tl.constexpr, M: tl.constexpr, COLS: tl.constexpr, 
 def _wgrad_fma(accs, cur, dys, LO: tl.constexpr, HI: tl.constexpr, R: tl.constexpr, S: tl.constexpr,
                M: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
                NJ: tl.constexpr, COLS: tl.constexpr, acc_t: tl.constexpr):  # fmt: skip
-    """One step's x * dy into the per-tap accumulators, for the dy slots LO <= m < HI."""
+    """One step's x * dy into the per-tap accumulators, for the dy slots LO <= m < HI.
+
+    Tap (r, s) takes its columns in ascending order; a filter row's S accumulators are rebuilt
+    as one tuple (as ``depthwise._rows_fma``: one 49-entry tuple per multiply-add was most of a
+    7x7 kernel's compile time, in the frontend that holds the GIL)."""
     for i in tl.static_range(STRIDE_H):
-        for j in tl.static_range(NJ):
-            for c in tl.static_range(COLS):
+        for m in tl.static_range(LO, HI):
+            if m * STRIDE_H + i < R:
+                row = ()
                 for s in tl.static_range(S):
-                    if c * STRIDE_W + s * DIL_W == j:
-                        xv = cur[i * NJ + j].to(acc_t)
-                        for m in tl.static_range(LO, HI):
-                            if m * STRIDE_H + i < R:
-                                accs = _set(accs, (m * STRIDE_H + i) * S + s,
-                                            accs[(m * STRIDE_H + i) * S + s] + xv * dys[m * COLS + c])  # fmt: skip
+                    v = accs[(m * STRIDE_H + i) * S + s]
+                    for c in tl.static_range(COLS):
+                        v = v + cur[i * NJ + c * STRIDE_W + s * DIL_W].to(acc_t) * dys[m * COLS + c]
+                    row = row + (v,)
+                accs = accs[: (m * STRIDE_H + i) * S] + row + accs[(m * STRIDE_H + i + 1) * S :]
     return accs
 
 
