@@ -62,10 +62,10 @@ def _check_forced(algorithm, case, cfg, layout, monkeypatch, seed=0):
 # groups of 2, 3 and 4 neighbouring columns (the last group partial on most cases), with 2-channel
 # loads; stages s loads the input rows of the next s - 1 steps before the current step's
 # multiply-adds (3 and 4: past the strip's and the image's last rows); one channel per thread at
-# 4 columns (``DepthwiseRows.one_channel``'s form for large filters)
+# 4 columns and, in one column group of 7, at 7 (``DepthwiseRows.one_channel``'s forms for large filters)
 ROWS_CONFIGS = [(4, 16, 1, 1), (8, 16, 3, 2), (4, 32, 5, 2), (16, 16, 64, 4), (4, 16, 4, 1, 3, 2),
                 (2, 32, 3, 2, 4, 2, 2), (4, 16, 64, 2, 2, 0), (4, 16, 3, 2, 2, 2, 3), (8, 16, 64, 2, 1, 2, 4),
-                (2, 32, 5, 2, 4, 1, 2)]  # fmt: skip
+                (2, 32, 5, 2, 4, 1, 2), (1, 32, 5, 1, 7, 1, 2)]  # fmt: skip
 # (N, C, H, W, multiplier, R, S, (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w))
 ROWS_CASES = [
     (2, 16, 9, 11, 1, 3, 3, (1, 1), (1, 1), (1, 1)),
@@ -154,14 +154,18 @@ def test_rows_gpu_configs(monkeypatch):
     monkeypatch.setattr(fp, "sm_count", lambda: 132)
     algo = ALGORITHMS["depthwise_rows"]
     for nn_, c, h, w_, k, stride in [(64, 32, 112, 112, 3, 1), (64, 96, 56, 56, 7, 1), (64, 960, 7, 7, 3, 1),
-                                     (64, 144, 56, 56, 3, 2)]:  # fmt: skip
+                                     (64, 144, 56, 56, 3, 2), (64, 768, 7, 7, 7, 1)]:  # fmt: skip
         x = torch.empty(nn_, c, h, w_).to(memory_format=torch.channels_last)
         wt = torch.empty(c, 1, k, k)
         prob = ConvProblem.from_tensors(x, wt, stride=stride, padding=k // 2, groups=c)
         cfgs = algo.configs(prob) + [algo.default_config(prob)]
         assert 1 <= len(cfgs) <= 6
-        ones = [cfg for cfg in cfgs if cfg.vec == 1]
-        assert ones == ([cfgs[-2]] if k > 3 else []), "one 1-channel candidate, for large filters only"
+        ones = [cfg for cfg in cfgs[:-1] if cfg.vec == 1]
+        assert ones == algo.one_channel(prob) and len(ones) == (0 if k <= 3 else 2 if c == 768 else 1), (
+            "1-channel candidates for large filters only; a second where a tile of one column group masks fewer lanes"
+        )
+        if c == 768:  # ConvNeXt's 768 @7: every column of the image in one group, no masked lane
+            assert ones[1].block_m == 1 and ones[1].cols == 7 and ones[1].block_n == 128, ones
         for cfg in cfgs:
             assert cfg.num_warps == 4 and cfg.vec in (1, 2) and cfg.num_stages == 2, cfg
             per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)

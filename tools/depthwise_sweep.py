@@ -4,6 +4,7 @@
     PYTHONPATH=src python3 tools/depthwise_sweep.py --quick    # three shapes, for ncu runs too
     PYTHONPATH=src python3 tools/depthwise_sweep.py --algorithm both --ab 5   # tap vs rows kernel
     PYTHONPATH=src python3 tools/depthwise_sweep.py --algorithm depthwise_rows --only 3 4 5 --deeper 3 4
+    PYTHONPATH=src python3 tools/depthwise_sweep.py --algorithm depthwise_rows --only 5 --configs "1,128,7,4,2,7,1"
 
 ``--algorithm`` picks ``depthwise`` (the tap kernel, default), ``depthwise_rows`` or ``both``;
 ``--ab N`` then re-times each algorithm's fastest config and cuDNN in N alternating rounds and
@@ -58,6 +59,8 @@ def main() -> None:
     ap.add_argument("--cols", type=int, nargs="*", help="depthwise_rows: only candidates of these column counts")
     ap.add_argument("--no-trim", action="store_true",
                     help="depthwise_rows: never unroll the strip's first and last steps (DepthwiseRows.trim), for an A/B")  # fmt: skip
+    ap.add_argument("--configs", default="",
+                    help="only these configs, ';'-separated 'bq,bk,rows,warps,stages,cols,vec' (e.g. 1,128,7,4,2,7,1)")  # fmt: skip
     ap.add_argument("--ab", type=int, default=0, metavar="N", help="alternating rounds of the best configs")
     a = ap.parse_args()
     names = ["depthwise", "depthwise_rows"] if a.algorithm == "both" else [a.algorithm]
@@ -93,6 +96,9 @@ def main() -> None:
                     and (a.cols is None or c.cols in a.cols)
                 ]
                 cfgs += [replace(c, num_stages=st) for c in cfgs if c.num_stages >= 2 for st in a.deeper]
+            if a.configs:
+                cfgs = [Config(*map(int, c.split(",")[:5]), cols=int(c.split(",")[5]), vec=int(c.split(",")[6]))
+                        for c in a.configs.split(";")]  # fmt: skip
             for cfg in cfgs:
                 key = cfg.describe()
                 if key in seen:

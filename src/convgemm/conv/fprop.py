@@ -1237,23 +1237,42 @@ class DepthwiseRows(Depthwise):
         return (self.candidates(prob)[:4] + self.one_channel(prob)) or [self.default_config(prob)]
 
     def one_channel(self, prob: ConvProblem) -> list[Config]:
-        """For depthwise filters larger than 3x3, one more candidate: one channel per thread
-        (``vec`` 1, each thread's 49 weights held) at the fewest masked columns, with the channel
-        block that masks the fewest channels. The H200 (session 22, ``tools/depthwise_sweep.py``,
-        bf16, batch 64, warm L2) timed it against the 2-channel tiles the tuner offered: ConvNeXt's
-        96 @56 7x7 79 us (4x32x56, 7 columns) against 92 us for the best of those, 384 @14 29 us
-        (2x64x14, 7 columns); twice as many threads hide the loads' latency that a 2-channel
-        tile's 7x7 strip waits on. Empty elsewhere, where 2-channel tiles won (session 10)."""
+        """For depthwise filters larger than 3x3, one or two more candidates: one channel per
+        thread (``vec`` 1, each thread's 49 weights held).
+
+        The first: at the fewest masked columns, with the channel block that masks the fewest
+        channels. The H200 (session 22, ``tools/depthwise_sweep.py``, bf16, batch 64, warm L2)
+        timed it against the 2-channel tiles the tuner offered: ConvNeXt's 96 @56 7x7 79 us
+        (4x32x56, 7 columns) against 92 us for the best of those, 384 @14 29 us (2x64x14, 7
+        columns); twice as many threads hide the loads' latency that a 2-channel tile's 7x7
+        strip waits on. Session 23's grouped suite (tuned): 2.42 / 2.36 / 2.07x cuDNN on 96 @56,
+        192 @28, 384 @14, but 768 @7 only 1.59x at 2x64x7 with 4 columns, 8 for the image's 7.
+
+        The second, where it differs: the tile of 128 lanes that masks the fewest (column,
+        channel) lanes over the block sizes 128, 64 and 32, columns and channels together. On
+        768 @7 that is one column group of all 7 columns and 128 channels: 384 programs of 12
+        warps per SM's worth at 167 registers (one wave), no masked column, where 2x64x7 runs
+        768 programs in 2.3 waves with one column in 8 masked. Untimed: the tuner decides.
+        Empty elsewhere, where 2-channel tiles won (session 10)."""
         if prob.r * prob.s <= 9 or prob.cg != 1:
             return []
-        for bk in sorted(self._fits(prob.k, (64, 32), 0.35)[:2], key=lambda b: cdiv(prob.k, b) * b):
+        held = prob.r * prob.s  # one channel: every tap's weight stays in a register
+        fit = [c for c in range(1, 9) if self._regs(prob, c, 1, held, True) <= self.REG_BUDGET]
+        if not fit:
+            return []
+
+        def tile(bk: int) -> Config:
             bq = 128 // bk
-            held = prob.r * prob.s  # one channel: every tap's weight stays in a register
-            fit = [c for c in range(1, 9) if self._regs(prob, c, 1, held, True) <= self.REG_BUDGET]
-            if fit:
-                best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))
-                return [Config(bq, bk, self._rows(prob, bq * best, bk), 4, 2, cols=best, vec=1)]
-        return []
+            best = min(fit, key=lambda c: (cdiv(prob.q, bq * c) * bq * c, -c))
+            return Config(bq, bk, self._rows(prob, bq * best, bk), 4, 2, cols=best, vec=1)
+
+        def lanes(cfg: Config) -> int:
+            cols = cfg.block_m * cfg.cols
+            return cdiv(prob.q, cols) * cols * cdiv(prob.k, cfg.block_n) * cfg.block_n
+
+        first = tile(min(self._fits(prob.k, (64, 32), 0.35)[:2], key=lambda b: cdiv(prob.k, b) * b))
+        fewest = min((tile(bk) for bk in (128, 64, 32)), key=lanes)
+        return [first] if lanes(fewest) >= lanes(first) else [first, fewest]
 
     #: estimated registers (accumulators + weights held) a candidate may use: the compiler adds
     #: 50-100 for addresses and loads (tools/sass_mix.py, 7x7: 154 estimated -> 254 used, and
