@@ -889,11 +889,10 @@ class GroupedTma(Algorithm):
                     prob.cg, prob.kg, rp.kg, x.stride(0), x.stride(2), x.stride(3),
                     w.stride(0), w.stride(1), w.stride(2), w.stride(3), yo.stride(0), yo.stride(2), yo.stride(3),
                     prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-                    prob.r, prob.s)  # fmt: skip
+                    prob.r, prob.s, cfg.block_m, cfg.tile_n, cfg.tile_h, cfg.tile_w)  # fmt: skip
 
             def constexprs():
-                return dict(BLOCK_M=cfg.block_m, TILE_N=cfg.tile_n, TILE_H=cfg.tile_h, TILE_W=cfg.tile_w, PB=16,
-                            KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)  # fmt: skip
+                return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)
 
             # one program per SM at most: with an empty list each reads one integer and a ticket
             _run_kernel(aux, grouped_tma_fixup_kernel, (min(tiles, sm_count()),), args, constexprs,
