@@ -54,6 +54,10 @@
 #              call of its own, RESNET_COMPILE_TIMEOUT, or cut COMPILE_TESTS_TIMEOUT)
 #   dietab     tools/host_diet_ab.py: session 22's warm-call host diet on and off in alternating rounds of
 #              one process, CRAFT eager and fused, the ResNet-50 step on one thread -> dietab.log
+#   s23        session 23's untimed changes: the GPU tests of the grouped fix-up and the depthwise rows
+#              kernels, the 768 @7 one-channel tiles forced (depthwise_sweep --configs), then the grouped
+#              suite with an empty tuning cache (first-call tuning of ResNeXt after the shared fix-up
+#              compile; the tuner's pick on 768 @7) -> s23-tests.log, s23-sweep768.log, s23-grouped.json
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -245,6 +249,16 @@ for step in "$@"; do
             # shellcheck disable=SC2086  # $v is a list of options
             timeout "${DIETAB_TIMEOUT:-150}" python3 tools/host_diet_ab.py $v 2>&1 | grep -E "^(==|--)"
         done | tee "$OUT/dietab.log" ;;
+    s23)
+        timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 12 -p no:cacheprovider --tb=short -W ignore \
+            tests/test_nonfinite.py tests/test_activation.py tests/test_depthwise.py > "$OUT/s23-tests.log" 2>&1
+        echo "s23 tests: rc=$?"; tail -3 "$OUT/s23-tests.log"
+        timeout 90 python3 tools/depthwise_sweep.py --algorithm depthwise_rows --only 5 \
+            --configs "2,64,7,4,2,4,1;1,128,7,4,2,7,1;1,64,7,2,2,7,1;1,32,7,1,2,7,1" > "$OUT/s23-sweep768.log" 2>&1
+        grep -E "==|depthwise_rows" "$OUT/s23-sweep768.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/s23-tune-grouped.jsonl timeout 260 python3 -m convgemm bench \
+            --suite grouped --dtype bf16 --check --json "$OUT/s23-grouped.json" > "$OUT/s23-grouped.log" 2>&1
+        echo "s23 grouped: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s23-grouped.log" | tail -3 ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
