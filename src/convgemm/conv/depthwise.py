@@ -235,6 +235,7 @@ def depthwise_rows_kernel(
     else:
         x_cols = x_ptr + n.to(tl.int64) * s_xn + ((k // MULT * CG) * s_xc)[None, :] + (iw0 * s_xw)[:, None]
         y_cols = y_ptr + n.to(tl.int64) * s_yn + (k * s_yk)[None, :] + (qg * s_yq)[:, None]
+    col_oks = _col_masks(iw0, W, k_ok, NJ)
     w_row = w_ptr + k[None, :]
     if HAS_BIAS:
         bias = tl.load(b_ptr + k[None, :], mask=k_ok, other=0.0).to(acc_t)
@@ -249,7 +250,7 @@ def depthwise_rows_kernel(
     ih_base = p0 * STRIDE_H - pad_h
     nxt = ()  # the input rows of the next PREFETCH steps, oldest first, loaded ahead of their use
     for d in tl.static_range(PREFETCH):
-        nxt = nxt + _group_loads(x_cols, s_xc, ih_base + d * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ,
+        nxt = nxt + _group_loads(x_cols, s_xc, ih_base + d * STRIDE_H, H, col_oks, s_xh, s_xw, CG, STRIDE_H, NJ,
                                  COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
     lo = 0
     hi = ROWS + M - 1
@@ -258,7 +259,7 @@ def depthwise_rows_kernel(
         # unrolled, the slots holding rows outside the strip are skipped at compile time (7x7
         # strips of 14 rows: 30% of the multiply-adds). The host sets TRIM when ROWS >= M - 1.
         for u in tl.static_range(M - 1):  # slot m holds row p0 + u - m: valid for m <= u
-            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
+            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, col_oks, s_xh, s_xw, CG,
                                     STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
             accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, u + 1, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ,
                              COLS, PRELOAD, acc_t)  # fmt: skip
@@ -266,7 +267,7 @@ def depthwise_rows_kernel(
         lo = M - 1
         hi = ROWS
     for u in range(lo, hi):  # every slot may hold a row of the strip
-        cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H,
+        cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + u * STRIDE_H, H, col_oks, s_xh, s_xw, CG, STRIDE_H,
                                 NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
         accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, 0, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS,
                          PRELOAD, acc_t)  # fmt: skip
@@ -274,7 +275,7 @@ def depthwise_rows_kernel(
         accs = (zero,) * COLS + accs[: (M - 1) * COLS]
     if TRIM:
         for v in tl.static_range(M - 1):  # step ROWS + v: slot m holds row p0 + ROWS + v - m, valid for m > v
-            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + (ROWS + v) * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw,
+            cur, nxt = _rows_inputs(nxt, x_cols, s_xc, ih_base + (ROWS + v) * STRIDE_H, H, col_oks, s_xh, s_xw,
                                     CG, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, PREFETCH)  # fmt: skip
             accs = _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, v + 1, M, CG, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ,
                              COLS, PRELOAD, acc_t)  # fmt: skip
@@ -283,7 +284,7 @@ def depthwise_rows_kernel(
 
 
 @triton.jit
-def _rows_inputs(nxt, x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.constexpr, STRIDE_H: tl.constexpr,
+def _rows_inputs(nxt, x_cols, s_xc, ih0, H, col_oks, s_xh, s_xw, CG: tl.constexpr, STRIDE_H: tl.constexpr,
                  NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
                  INT64: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
     """(this step's inputs, the queue of later steps'): with PREFETCH = D > 0, ``nxt`` holds the
@@ -292,10 +293,10 @@ def _rows_inputs(nxt, x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.con
     if PREFETCH > 0:
         L: tl.constexpr = CG * STRIDE_H * NJ
         cur = nxt[:L]
-        nxt = nxt[L:] + _group_loads(x_cols, s_xc, ih0 + PREFETCH * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, CG,
+        nxt = nxt[L:] + _group_loads(x_cols, s_xc, ih0 + PREFETCH * STRIDE_H, H, col_oks, s_xh, s_xw, CG,
                                      STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64)  # fmt: skip
     else:
-        cur = _group_loads(x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+        cur = _group_loads(x_cols, s_xc, ih0, H, col_oks, s_xh, s_xw, CG, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                            INT64)  # fmt: skip
     return cur, nxt
 
@@ -354,11 +355,12 @@ def _read(j, cols, s, stride_w, dil_w):
 
 
 @triton.jit
-def _step_loads(x_cols, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H: tl.constexpr, NJ: tl.constexpr,
+def _step_loads(x_cols, ih0, H, col_oks, s_xh, s_xw, STRIDE_H: tl.constexpr, NJ: tl.constexpr,
                 COLS: tl.constexpr, S: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
                 INT64: tl.constexpr):  # fmt: skip
     """One step's inputs in the input's dtype: rows ih0 .. ih0 + STRIDE_H - 1, each at the NJ
-    column offsets, entry i * NJ + j (zeros outside the image, and at offsets no tap reads)."""
+    column offsets, entry i * NJ + j (zeros outside the image, and at offsets no tap reads).
+    ``col_oks``: ``_col_masks``, each offset's in-image and in-range mask."""
     vals = ()
     for i in tl.static_range(STRIDE_H):
         ih = ih0 + i
@@ -368,8 +370,7 @@ def _step_loads(x_cols, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H: tl.constexpr
         else:
             x_row = x_cols + ih * s_xh
         for j in tl.static_range(NJ):
-            iw = iw0 + j
-            ok = (row_ok & (iw >= 0) & (iw < W))[:, None] & k_ok
+            ok = col_oks[j] & row_ok
             if _read(j, COLS, S, STRIDE_W, DIL_W):
                 if INT64:
                     v = tl.load(x_row + tl.full((), j, tl.int64) * s_xw, mask=ok, other=0.0)
@@ -382,7 +383,20 @@ def _step_loads(x_cols, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H: tl.constexpr
 
 
 @triton.jit
-def _group_loads(x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.constexpr, STRIDE_H: tl.constexpr,
+def _col_masks(iw0, W, k_ok, NJ: tl.constexpr):
+    """Per column offset j < NJ, the [BLOCK_Q, BLOCK_K] mask of lanes whose input column
+    ``iw0 + j`` is in the image and whose channel exists: the same for every step, so each load
+    then only adds its row's test. Built once, it keeps each load's own ops to one: Triton's
+    coalescing pass costs (memory ops) x (ops in the body), the bulk of a rows tile's compile."""
+    oks = ()
+    for j in tl.static_range(NJ):
+        iw = iw0 + j
+        oks = oks + (((iw >= 0) & (iw < W))[:, None] & k_ok,)
+    return oks
+
+
+@triton.jit
+def _group_loads(x_cols, s_xc, ih0, H, col_oks, s_xh, s_xw, CG: tl.constexpr, STRIDE_H: tl.constexpr,
                  NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr, STRIDE_W: tl.constexpr, DIL_W: tl.constexpr,
                  INT64: tl.constexpr):  # fmt: skip
     """``_step_loads`` for each of the group's CG input channels: entry (cc * STRIDE_H + i) * NJ + j."""
@@ -392,6 +406,6 @@ def _group_loads(x_cols, s_xc, ih0, H, iw0, W, k_ok, s_xh, s_xw, CG: tl.constexp
             base = x_cols + tl.full((), cc, tl.int64) * s_xc
         else:
             base = x_cols + cc * s_xc
-        vals = vals + _step_loads(base, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+        vals = vals + _step_loads(base, ih0, H, col_oks, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                                   INT64)  # fmt: skip
     return vals

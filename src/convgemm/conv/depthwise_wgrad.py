@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .depthwise import _step_loads
+from .depthwise import _col_masks, _step_loads
 
 
 def tap_chunks(taps: int) -> tuple[int, int, int]:
@@ -344,6 +344,7 @@ def depthwise_wgrad_rows_kernel(
     k = kb * BLOCK_K + kr
     k_ok = (k < K)[None, :]
     iw0 = qg * STRIDE_W - pad_w
+    col_oks = _col_masks(iw0, W, k_ok, NJ)
     # 64-bit offsets: an NCHW tensor's channel stride is H*W, and C*H*W may pass 2**31
     x_cols = x_ptr + (((k // KG) * CG + cc).to(tl.int64) * s_xc)[None, :] + (iw0.to(tl.int64) * s_xw)[:, None]
     y_cols = dy_ptr + (k.to(tl.int64) * s_yk)[None, :] + (qg.to(tl.int64) * s_yq)[:, None]
@@ -358,7 +359,7 @@ def depthwise_wgrad_rows_kernel(
         dys = (zero,) * (M * COLS)
         nxt = ()  # the next PREFETCH steps' inputs, oldest first, loaded ahead of their use
         for d in tl.static_range(PREFETCH):
-            nxt = nxt + _wgrad_inputs((), x_img, y_img, ih_base + d * STRIDE_H, p0, d, ROWS, H, P, iw0, W, qg, Q, k_ok,
+            nxt = nxt + _wgrad_inputs((), x_img, y_img, ih_base + d * STRIDE_H, p0, d, ROWS, H, P, col_oks, qg, Q, k_ok,
                                       s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, 0)[0]  # fmt: skip
         lo = 0
         hi = ROWS + M - 1
@@ -366,7 +367,7 @@ def depthwise_wgrad_rows_kernel(
             # as the forward's TRIM: the first and last M - 1 steps unrolled, the dy slots that
             # hold no row of the strip (zeros) skipped at compile time
             for u in tl.static_range(M - 1):  # slot m holds dy row p0 + u - m: valid for m <= u
-                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q,
+                cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, col_oks, qg, Q,
                                          k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                                          PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
@@ -374,14 +375,14 @@ def depthwise_wgrad_rows_kernel(
             lo = M - 1
             hi = ROWS
         for u in range(lo, hi):  # every slot may hold a dy row of the strip
-            cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, iw0, W, qg, Q, k_ok,
+            cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, col_oks, qg, Q, k_ok,
                                      s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, PREFETCH)  # fmt: skip
             dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
             accs = _wgrad_fma(accs, cur, dys, 0, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
         if TRIM:
             for v in tl.static_range(M - 1):  # step ROWS + v: slot m valid for m > v
                 cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + (ROWS + v) * STRIDE_H, p0, ROWS + v, ROWS, H, P,
-                                         iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W,
+                                         col_oks, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W,
                                          DIL_W, PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, v + 1, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
@@ -393,7 +394,7 @@ def depthwise_wgrad_rows_kernel(
 
 
 @triton.jit
-def _wgrad_inputs(nxt, x_img, y_img, ih0, p0, u, ROWS, H, P, iw0, W, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq,
+def _wgrad_inputs(nxt, x_img, y_img, ih0, p0, u, ROWS, H, P, col_oks, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq,
                   STRIDE_H: tl.constexpr, NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr,
                   STRIDE_W: tl.constexpr, DIL_W: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
     """(step u's inputs, the queue of later steps' inputs): a step's inputs are one flat tuple of
@@ -403,11 +404,11 @@ def _wgrad_inputs(nxt, x_img, y_img, ih0, p0, u, ROWS, H, P, iw0, W, qg, Q, k_ok
     if PREFETCH > 0:
         L: tl.constexpr = STRIDE_H * NJ + COLS
         cur = nxt[:L]
-        nxt = nxt[L:] + _step_loads(x_img, ih0 + PREFETCH * STRIDE_H, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS,
+        nxt = nxt[L:] + _step_loads(x_img, ih0 + PREFETCH * STRIDE_H, H, col_oks, s_xh, s_xw, STRIDE_H, NJ, COLS,
                                     S, STRIDE_W, DIL_W, True) + _dy_loads(y_img, p0, u + PREFETCH, ROWS, P, qg, Q,
                                                                           k_ok, s_yp, s_yq, COLS)  # fmt: skip
     else:
-        cur = _step_loads(x_img, ih0, H, iw0, W, k_ok, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
+        cur = _step_loads(x_img, ih0, H, col_oks, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                           True) + _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)  # fmt: skip
     return cur, nxt
 
