@@ -307,11 +307,11 @@ def _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, LO: tl.constexpr, HI: tl.constex
               DIL_W: tl.constexpr, NJ: tl.constexpr, COLS: tl.constexpr, PRELOAD: tl.constexpr, acc_t: tl.constexpr):  # fmt: skip
     """One step's multiply-adds into the accumulator slots LO <= m < HI.
 
-    Each accumulator (slot m, column c) takes its taps in the order (cc, i, s), as before this
-    form; a slot's COLS accumulators are rebuilt as one tuple per slot rather than one per
-    multiply-add. The compiler's frontend runs in Python under the GIL, so it serialises the
-    tuner's parallel compiles: a 7x7 tile of 7 columns has 343 multiply-adds per step, and a
-    49-entry tuple rebuilt for each of them was most of its frontend time."""
+    Each accumulator (slot m, column c) takes its taps in the order (cc, i, s); a slot's COLS
+    accumulators are rebuilt as one tuple per slot, not one tuple per multiply-add. The
+    compiler's frontend runs in Python under the GIL, so it serialises the tuner's parallel
+    compiles: a 7x7 tile of 7 columns has 343 multiply-adds per step, and rebuilding the
+    49-entry tuple for each of them took most of its frontend time."""
     for cc in tl.static_range(CG):
         for i in tl.static_range(STRIDE_H):
             for m in tl.static_range(LO, HI):

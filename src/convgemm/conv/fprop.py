@@ -1249,9 +1249,9 @@ class DepthwiseRows(Depthwise):
 
         The second, where it differs: the tile of 128 lanes that masks the fewest (column,
         channel) lanes over the block sizes 128, 64 and 32, columns and channels together. On
-        768 @7 that is one column group of all 7 columns and 128 channels: 384 programs of 12
-        warps per SM's worth at 167 registers (one wave), no masked column, where 2x64x7 runs
-        768 programs in 2.3 waves with one column in 8 masked. Untimed: the tuner decides.
+        768 @7 that is one column group of all 7 columns and 128 channels: 384 programs of 4
+        warps, one wave at 3 programs per SM (167 registers), no masked column, where 2x64x7
+        runs 768 programs in 2.3 waves with one column in 8 masked. Untimed: the tuner decides.
         Empty elsewhere, where 2-channel tiles won (session 10)."""
         if prob.r * prob.s <= 9 or prob.cg != 1:
             return []
