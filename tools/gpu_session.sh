@@ -57,7 +57,8 @@
 #   s23        session 23's untimed changes: the GPU tests of the grouped fix-up and the depthwise rows
 #              kernels, the 768 @7 one-channel tiles forced (depthwise_sweep --configs), then the grouped
 #              suite with an empty tuning cache (first-call tuning of ResNeXt after the shared fix-up
-#              compile; the tuner's pick on 768 @7) -> s23-tests.log, s23-sweep768.log, s23-grouped.json
+#              compile; the tuner's pick on 768 @7), tools/launch_cost.py on two ResNet-50 layers
+#              -> s23-tests.log, s23-sweep768.log, s23-grouped.json, s23-launch-cost.log
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -258,7 +259,10 @@ for step in "$@"; do
         grep -E "==|depthwise_rows" "$OUT/s23-sweep768.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/s23-tune-grouped.jsonl timeout 260 python3 -m convgemm bench \
             --suite grouped --dtype bf16 --check --json "$OUT/s23-grouped.json" > "$OUT/s23-grouped.log" 2>&1
-        echo "s23 grouped: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s23-grouped.log" | tail -3 ;;
+        echo "s23 grouped: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s23-grouped.log" | tail -3
+        for shp in 64,256,14,14,256,3,3,1,1,1,1 64,1024,14,14,256,1,1,1,0,1,1; do
+            timeout 60 python3 tools/launch_cost.py --shape $shp 2>&1
+        done | tee "$OUT/s23-launch-cost.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
