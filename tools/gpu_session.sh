@@ -57,8 +57,9 @@
 #   s23        session 23's untimed changes: the GPU tests of the grouped fix-up and the depthwise rows
 #              kernels, the 768 @7 one-channel tiles forced (depthwise_sweep --configs), then the grouped
 #              suite with an empty tuning cache (first-call tuning of ResNeXt after the shared fix-up
-#              compile; the tuner's pick on 768 @7), tools/launch_cost.py on two ResNet-50 layers
-#              -> s23-tests.log, s23-sweep768.log, s23-grouped.json, s23-launch-cost.log
+#              compile; the tuner's pick on 768 @7), tools/launch_cost.py on two ResNet-50 layers,
+#              tools/tune_time.py on a ResNeXt and a ResNet layer -> s23-tests.log, s23-sweep768.log,
+#              s23-grouped.json, s23-launch-cost.log, s23-tune-time.log
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -262,7 +263,10 @@ for step in "$@"; do
         echo "s23 grouped: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s23-grouped.log" | tail -3
         for shp in 64,256,14,14,256,3,3,1,1,1,1 64,1024,14,14,256,1,1,1,0,1,1; do
             timeout 60 python3 tools/launch_cost.py --shape $shp 2>&1
-        done | tee "$OUT/s23-launch-cost.log" ;;
+        done | tee "$OUT/s23-launch-cost.log"
+        for shp in 64,1024,7,7,1024,3,3,1,1,1,32 64,256,14,14,256,3,3,1,1,1,1; do
+            timeout 90 python3 tools/tune_time.py --shape $shp --workers 1 4 16 2>&1
+        done | tee "$OUT/s23-tune-time.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
