@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from ..matmul.blocks import activation_epilogue
-from .loaders import fix_list_append_if_nonfinite, fix_list_release, tma_output_store
+from .loaders import _spatial_tile, fix_list_append_if_nonfinite, fix_list_release, tma_output_store
 
 
 def blockdiag_weight(w: torch.Tensor, gt: int, groups: int) -> torch.Tensor:
@@ -119,13 +119,7 @@ def grouped_tma_fixup_kernel(
         rest = tile // num_pid_n
         pid_m = rest % num_pid_m
         sg = rest // num_pid_m
-        # loaders._spatial_tile with the tile's sides as run-time values
-        tiles_w = tl.cdiv(Q, TILE_W)
-        tiles_hw = tl.cdiv(P, TILE_H) * tiles_w
-        nt = pid_n // tiles_hw
-        rem = pid_n - nt * tiles_hw
-        th = rem // tiles_w
-        n0, oh0, ow0 = nt * TILE_N, th * TILE_H, (rem - th * tiles_w) * TILE_W
+        n0, oh0, ow0 = _spatial_tile(pid_n, P, Q, TILE_N, TILE_H, TILE_W)
         for p0 in range(0, TILE_N * TILE_H * TILE_W, PB):
             t = p0 + tl.arange(0, PB)
             n = n0 + t // (TILE_H * TILE_W)

@@ -323,10 +323,13 @@ def blockdiag_fixup_kernel(
 
 # ================================================================ TMA (transposed view)
 @triton.jit
-def _spatial_tile(pid, P, Q, TILE_N: tl.constexpr, TILE_H: tl.constexpr, TILE_W: tl.constexpr):
+def _spatial_tile(pid, P, Q, TILE_N, TILE_H, TILE_W):
     """Tile index -> (first image, first output row, first output column) of a
     TILE_N x TILE_H x TILE_W block of output pixels. Small outputs (7x7, 14x14) use several
-    images per tile so that tiles fit the output exactly instead of being mostly padding."""
+    images per tile so that tiles fit the output exactly instead of being mostly padding.
+
+    The sides may be constexprs (the loaders' boxes: Triton specialises the call on them, the
+    same SASS as with annotated parameters) or run-time values (the stores and the fix-up)."""
     tiles_w = tl.cdiv(Q, TILE_W)
     tiles_hw = tl.cdiv(P, TILE_H) * tiles_w
     nt = pid // tiles_hw
@@ -416,13 +419,7 @@ def tile_ptr_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOC
     """Write the [pixels, channels] tile of a TILE_N x TILE_H x TILE_W pixel block to y with any
     strides (NHWC or NCHW, any channel count: no 16-byte rule as for a TMA store)."""
     (y_ptr, s_n, s_k, s_p, s_q, N, P, Q, K, TILE_N, TILE_H, TILE_W) = args
-    # _spatial_tile with the block's sides as run-time values (the loader's are its box's)
-    tiles_w = tl.cdiv(Q, TILE_W)
-    tiles_hw = tl.cdiv(P, TILE_H) * tiles_w
-    nt = pid_m // tiles_hw
-    rem = pid_m - nt * tiles_hw
-    th = rem // tiles_w
-    n0, oh0, ow0 = nt * TILE_N, th * TILE_H, (rem - th * tiles_w) * TILE_W
+    n0, oh0, ow0 = _spatial_tile(pid_m, P, Q, TILE_N, TILE_H, TILE_W)
     i = tl.arange(0, BLOCK_M)
     n = n0 + i // (TILE_H * TILE_W)
     oh = oh0 + (i // TILE_W) % TILE_H
