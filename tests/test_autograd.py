@@ -169,6 +169,34 @@ def test_torch_compile_cuda_graphs_training_matches_eager():
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.gpu
+def test_first_tuning_inside_cuda_graph_warmup_keeps_no_pool_tensor(monkeypatch, tmp_path):
+    """A shape first tuned inside cudagraph trees' warm-up: the tuner's L2-flush buffer is made
+    on the graph's side stream, in its pool, and must not be kept (session 24: ResNet-50's
+    "compile cudagraphs" row failed with "1 tensor(s) in the cudagraph pool not tracked as
+    outputs", the flush buffer)."""
+    from convgemm import _runtime, functional
+    from convgemm.tune import autotune
+
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
+    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(autotune, "_disk", None)
+    monkeypatch.setattr(autotune, "_memo", {})
+    monkeypatch.setattr(functional, "_plans", {})
+    monkeypatch.setattr(_runtime, "_flushers", {})
+    torch._dynamo.reset()
+    x = torch.randn(8, 3, 32, 32, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    graphed = StridedCNN().to(DEVICE)
+    compiled = torch.compile(graphed, mode="reduce-overhead")
+
+    def step(x):
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(x)
+
+    losses, _ = _train(graphed, step, x, 3)
+    assert torch.isfinite(losses).all()
+
+
 def test_side_stream_calls_keep_nothing(monkeypatch):
     """Where ``may_cache`` says no (a CUDA graph's side stream), the strided gather dgrad makes
     its tap table per call and keeps none (split-K counters: tests/test_split_k.py), and the

@@ -139,7 +139,12 @@ def l2_flush(device: torch.device):
     fn = _flushers.get(key)
     if fn is None:
         size = max(2 * torch.cuda.get_device_properties(key).L2_cache_size, 32 << 20)
-        fn = _flushers[key] = torch.empty(size // 4, dtype=torch.int32, device=f"cuda:{key}").zero_
+        fn = torch.empty(size // 4, dtype=torch.int32, device=f"cuda:{key}").zero_
+        # a first tuning inside cudagraph trees' warm-up runs on a side stream with allocations
+        # routed to the graph's pool: a buffer kept from there is an untracked pool tensor, and
+        # cudagraph trees refuse the graph (session 24, ResNet-50 "compile cudagraphs")
+        if may_cache(torch.device("cuda", key)):
+            _flushers[key] = fn
     return fn
 
 
