@@ -14,6 +14,9 @@ if "TRITON_INTERPRET" not in os.environ:
 
 # every output a kernel writes starts as NaN, so unwritten elements fail the comparison
 os.environ["CONVGEMM_POISON_OUTPUTS"] = "1"
+# no compile worker processes: pytest-xdist's workers would each start a pool of their own
+# (tests/test_compile_pool.py starts the ones it tests)
+os.environ.setdefault("CONVGEMM_COMPILE_PROCS", "0")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

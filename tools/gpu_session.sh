@@ -60,6 +60,10 @@
 #              compile; the tuner's pick on 768 @7), tools/launch_cost.py on two ResNet-50 layers,
 #              tools/tune_time.py on a ResNeXt and a ResNet layer -> s23-tests.log, s23-sweep768.log,
 #              s23-grouped.json, s23-launch-cost.log, s23-tune-time.log
+#   s24        the compile worker pool and the CUDA-graph fixes: tests/test_compile_pool.py,
+#              test_tune_cache.py and the two cudagraph-trees training tests, then tools/tune_time.py
+#              on a ResNet-50 and a ResNeXt layer, threads against 8 and 16 worker processes
+#              -> s24-tests.log, s24-tune-time.log
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -267,6 +271,15 @@ for step in "$@"; do
         for shp in 64,1024,7,7,1024,3,3,1,1,1,32 64,256,14,14,256,3,3,1,1,1,1; do
             timeout 90 python3 tools/tune_time.py --shape $shp --workers 1 4 16 2>&1
         done | tee "$OUT/s23-tune-time.log" ;;
+    s24)
+        timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 4 -p no:cacheprovider --tb=short -W ignore \
+            tests/test_compile_pool.py tests/test_tune_cache.py \
+            "tests/test_autograd.py::test_first_tuning_inside_cuda_graph_warmup_keeps_no_pool_tensor" \
+            "tests/test_autograd.py::test_torch_compile_cuda_graphs_training_matches_eager" > "$OUT/s24-tests.log" 2>&1
+        echo "s24 tests: rc=$?"; grep -E "FAILED|Error|passed|failed" "$OUT/s24-tests.log" | tail -8
+        for shp in 64,256,14,14,256,3,3,1,1,1,1 64,1024,7,7,1024,3,3,1,1,1,32; do
+            timeout 120 python3 tools/tune_time.py --shape $shp --workers 16 --procs 8 16 2>&1 | grep -v Warning
+        done | tee "$OUT/s24-tune-time.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done

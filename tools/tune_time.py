@@ -1,49 +1,53 @@
-"""Where a new shape's first-call tuning time goes (GPU): the tuner's parallel compile pass, split.
+"""Where a new shape's first-call tuning time goes (GPU): the tuner's compile pass on threads
+and on compile worker processes.
 
-    PYTHONPATH=src python3 tools/tune_time.py --shape 64,1024,7,7,1024,3,3,1,1,1,32 --workers 1 4 16
+    PYTHONPATH=src python3 tools/tune_time.py --shape 64,1024,7,7,1024,3,3,1,1,1,32 --workers 1 16 --procs 8 16
 
 Issue 4 asks for 3 s per new shape. Session 23 found about 35 shapes over that in the tuner logs,
-most with 14-37 candidate pairs. The GEMM kernels compile in 0.5-0.9 s each on the dev CPU, with
-0.07-0.2 s in Triton's frontend. The question is what the pool's threads serialise. For each
-worker count, every JIT function's in-memory kernel cache is cleared (``TRITON_ALWAYS_COMPILE=1``
-bypasses the disk cache), and ``autotune._compile_all`` is timed in parts:
+most with 14-37 candidate pairs; session 24 timed 20 implicit-GEMM pairs at 11.3 s on one thread
+and 3.0 s on 16. Each run here starts from an empty Triton cache directory and cleared in-memory
+kernel caches, and times ``autotune._compile_all`` in parts:
 
 - submit: the main thread's pass over the pairs (each algorithm's ``run`` under ``COMPILE_ONLY``:
   arguments, descriptors, derived weights, Triton's binder), which holds the GIL;
-- wait: until the pool has compiled everything;
-- the sum and the longest of the compiles themselves (each JIT function's ``compile``): a sum far
-  above the wall time means they overlapped;
+- wait: until every compile is done;
+- the count, sum and longest of the compiles in this process (``triton.compiler.compile``; with
+  worker processes these are the cache reads after each worker's compile);
 - load: the first real launch of every pair, as ``_tune`` does next (module loads, and any
   compile the parallel pass missed).
+
+``--workers`` runs use threads only (``CONVGEMM_COMPILE_PROCS=0``); ``--procs N ...`` then starts N
+compile workers, waits until they are ready (the time is printed: a process pays it once) and
+runs once more.
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
 import os
+import tempfile
+import threading
+import time
 
-os.environ["TRITON_ALWAYS_COMPILE"] = "1"
-
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.runtime._async_compile as ac  # noqa: E402
-from triton.runtime.jit import JITFunction  # noqa: E402
+import torch
+import triton
+import triton.compiler as tc
+import triton.runtime._async_compile as ac
+from triton.runtime.jit import JITFunction
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S[,stride,pad,dil,groups] as the suites write it")
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--workers", type=int, nargs="*", default=[1, 16], help="thread counts to run")
+    ap.add_argument("--procs", type=int, nargs="*", default=[8, 16], help="compile worker process counts to run")
     a = ap.parse_args()
     from convgemm.bench.suites import parse_shape
     from convgemm.conv.fprop import ALGORITHMS
     from convgemm.matmul.launch import Launch
     from convgemm.problem import ConvProblem
-    from convgemm.tune import autotune
+    from convgemm.tune import autotune, compile_pool
 
     try:  # the Gluon kernels' modules load on first use: load them now, so their compiles are timed
         import convgemm.conv.ws3d  # noqa: F401
@@ -65,7 +69,7 @@ def main() -> None:
     print(f"== {prob.describe()}: {len(pairs)} pairs over {sorted({p[0].name for p in pairs})}")
 
     compiles, lock = [], threading.Lock()
-    compile_fn = triton.compile
+    compile_fn = tc.compile
 
     def timed_compile(src, *args, **kwargs):
         t = time.perf_counter()
@@ -82,39 +86,54 @@ def main() -> None:
         marks["submitted"] = time.perf_counter()
         return exit_fn(self, *args)
 
-    # each JIT function holds the compiler as an instance attribute (``self.compile``)
-    jits = [o for o in gc.get_objects() if isinstance(o, JITFunction)]
-    for f in jits:
-        f.compile = timed_compile
+    def run(label: str) -> None:
+        triton.knobs.cache.dir = tempfile.mkdtemp(prefix="tune-time-")
+        for f in [o for o in gc.get_objects() if isinstance(o, JITFunction)]:
+            f.device_caches.clear()  # its binder picks up ``triton.compiler.compile`` anew
+        compiles.clear()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        sent = autotune._compile_all(prob, pairs, x, w, None, y)
+        t1 = time.perf_counter()
+        for algo, cfg in pairs:
+            try:
+                algo.run(prob, x, w, None, y, cfg, Launch())
+            except Exception:  # noqa: BLE001, S112 - the tuner skips it too
+                continue
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        total = sum(d for _, d in compiles)
+        longest = max(compiles, key=lambda c: c[1]) if compiles else ("-", 0.0)
+        print(f"{label}: compile pass {t1 - t0:5.2f} s (submit {marks['submitted'] - t0:5.2f}, "
+              f"wait {t1 - marks['submitted']:5.2f}), {sent} sent to workers, {len(compiles)} compiles here "
+              f"summing {total:5.2f} s, longest {longest[1]:4.2f} s ({longest[0]}); load {t2 - t1:5.2f} s")  # fmt: skip
+
+    tc.compile = timed_compile
     ac.AsyncCompileMode.__exit__ = timed_exit
     cpu_count = os.cpu_count
     try:
+        os.environ["CONVGEMM_COMPILE_PROCS"] = "0"
         for n in a.workers:
-            for f in jits:
-                f.device_caches.clear()
-            compiles.clear()
             os.cpu_count = lambda n=n: n
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            autotune._compile_all(prob, pairs, x, w, None, y)
-            t1 = time.perf_counter()
-            os.cpu_count = cpu_count
-            for algo, cfg in pairs:
-                try:
-                    algo.run(prob, x, w, None, y, cfg, Launch())
-                except Exception:  # noqa: BLE001, S112 - the tuner skips it too
-                    continue
-            torch.cuda.synchronize()
-            t2 = time.perf_counter()
-            total = sum(d for _, d in compiles)
-            longest = max(compiles, key=lambda c: c[1]) if compiles else ("-", 0.0)
-            print(f"workers {n:2d}: compile pass {t1 - t0:5.2f} s (submit {marks['submitted'] - t0:5.2f}, "
-                  f"wait {t1 - marks['submitted']:5.2f}), {len(compiles)} compiles summing {total:5.2f} s, "
-                  f"longest {longest[1]:4.2f} s ({longest[0]}); load {t2 - t1:5.2f} s")  # fmt: skip
+            run(f"threads {n:2d}")
+        os.cpu_count = cpu_count
+        for n in a.procs:
+            if compile_pool._pool is not None:
+                compile_pool._pool.close()
+                compile_pool._pool = None
+            os.environ["CONVGEMM_COMPILE_PROCS"] = str(n)
+            t = time.perf_counter()
+            pool = compile_pool.get_pool()
+            while not pool.ready():
+                if any(wk.failed for wk in pool.workers):
+                    raise SystemExit("tune_time: a compile worker failed to start")
+                time.sleep(0.02)
+            print(f"{n} compile workers ready in {time.perf_counter() - t:.2f} s")
+            run(f"procs {n:3d}")
+            run(f"procs {n:3d}")
     finally:
         os.cpu_count = cpu_count
-        for f in jits:
-            f.compile = compile_fn
+        tc.compile = compile_fn
         ac.AsyncCompileMode.__exit__ = exit_fn
 
 

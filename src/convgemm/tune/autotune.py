@@ -208,30 +208,38 @@ def _log_row(row: dict) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def _compile_all(prob, pairs, x, w, bias, scratch) -> None:
-    """Compile every candidate's kernel at once, on a thread pool.
+def _compile_all(prob, pairs, x, w, bias, scratch) -> int:
+    """Compile every candidate's kernel at once; returns how many compiled in worker processes.
 
-    Most of a Triton compile (MLIR passes, ptxas) runs without the GIL, so candidates compile in
-    parallel: tuning a new shape costs about one compile rather than one per candidate. Errors
-    are ignored here; the candidate's first real launch reports them.
+    Once this process's compile workers have started (``compile_pool``, from the first tuning
+    on), convgemm's kernels compile there, into Triton's on-disk cache, which the candidates'
+    first launches then read. Meanwhile, and for everything else, Triton's ``AsyncCompileMode``
+    compiles on a thread pool: much of a compile runs without the GIL, so threads overlap
+    compiles partly. Errors are ignored here; the candidate's first real launch reports them.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     try:
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:  # an older Triton: each candidate compiles on its first launch
-        return
+        return 0
+    from . import compile_pool
+
+    pool = compile_pool.get_pool() if compile_pool.usable() else None  # the first call starts it
     workers = max(1, min(len(pairs), os.cpu_count() or 1, 16))
-    with ThreadPoolExecutor(max_workers=workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
-        token = COMPILE_ONLY.set(True)
-        try:
-            for algo, cfg in pairs:
-                try:
-                    algo.run(prob, x, w, bias, scratch, cfg, None)
-                except Exception:  # noqa: BLE001, S112 - reported by the launch that follows
-                    continue
-        finally:
-            COMPILE_ONLY.reset(token)
+    with ThreadPoolExecutor(max_workers=workers) as threads:
+        executor = compile_pool.Offloading(threads, pool) if pool is not None and pool.ready() else threads
+        with AsyncCompileMode(executor, ignore_errors=True):
+            token = COMPILE_ONLY.set(True)
+            try:
+                for algo, cfg in pairs:
+                    try:
+                        algo.run(prob, x, w, bias, scratch, cfg, None)
+                    except Exception:  # noqa: BLE001, S112 - reported by the launch that follows
+                        continue
+            finally:
+                COMPILE_ONLY.reset(token)
+    return getattr(executor, "sent", 0)
 
 
 def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[Algorithm, Config]]:
@@ -289,8 +297,7 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
         return scratch_nchw if nchw_out and algo.writes_nchw else scratch
 
     pairs = tuning_pairs(prob, candidates)
-    if len(pairs) > 1:
-        _compile_all(prob, pairs, x, w, bias, scratch)
+    in_procs = _compile_all(prob, pairs, x, w, bias, scratch) if len(pairs) > 1 else 0
     t1 = time.perf_counter()
     ready = []
     for algo, cfg in pairs:
@@ -341,6 +348,7 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
             "tune": {
                 "pairs": len(pairs),
                 "ready": len(ready),
+                "compiled_in_processes": in_procs,
                 "compile_s": round(t1 - t0, 4),
                 "load_s": round(t2 - t1, 4),
                 "time_s": round(time.perf_counter() - t2, 4),

@@ -1,0 +1,333 @@
+"""Compiling the tuner's candidate kernels in worker processes.
+
+A new shape's first call compiles every candidate the tuner will time (``autotune._compile_all``).
+On threads (Triton's ``AsyncCompileMode``) those compiles overlap only partly: a Triton compile
+goes back and forth between Python (the frontend, the pass pipeline's driver) and C++ many times,
+and every return to Python waits for the GIL. On the H200's 16-core host 20 implicit-GEMM
+candidates took 11.3 s on one thread and 3.0 s on 16 (session 24, ``tools/tune_time.py``), where
+16 independent compiles would take about two compile times, 1.1 s.
+
+Here the candidates compile in worker processes instead, each with its own interpreter. The
+workers write Triton's on-disk kernel cache, and the tuner's first real launch of each candidate
+then compiles nothing: Triton finds the kernel there under the same key (same source, signature,
+constants, options, target and cache-invalidating environment).
+
+How a candidate gets to a worker: the tuner's compile-only pass runs under Triton's
+``AsyncCompileMode`` with an executor of ours (``Offloading``). Triton hands it each compile as a
+closure over the kernel's ``ASTSource``, target and options; for a kernel defined in a convgemm
+module the executor sends those (kernels among the constants by module and name) to a worker,
+which imports the module, rebuilds the ``ASTSource`` and calls ``triton.compile``. When the
+worker is done, the closure runs on a waiting thread, finds the kernel in the cache and hands
+Triton the loaded kernel. Anything else (a kernel defined elsewhere, a constant that does not
+pickle) compiles on the tuner's threads as before.
+
+The workers are plain ``python -c`` subprocesses (not ``multiprocessing``, whose spawned children
+re-import the user's ``__main__`` script), started on the first tuning in a process and kept for
+its lifetime. Each imports torch and convgemm once (about 2 s), so the first shape tuned in a
+process still compiles on threads while they start; later shapes use them once all are ready.
+``CONVGEMM_COMPILE_PROCS`` sets their number (``0``: threads only).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+
+_ENV = "CONVGEMM_COMPILE_PROCS"
+
+
+def pool_size() -> int:
+    """The number of compile worker processes: ``$CONVGEMM_COMPILE_PROCS``, else the CPU count up
+    to 8 where there are at least 4 CPUs (0 below: two or three cores gain little over threads).
+
+    Each idle worker holds about 160 MB of private memory (torch, Triton and convgemm imported),
+    more after compiling; 8 keeps a process's pool near 1.5-2 GB, which matters where several
+    processes (one per GPU) tune at once."""
+    raw = os.environ.get(_ENV, "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise ValueError(
+                f"{_ENV}={raw!r} is not an integer; set it to a number of worker processes, or 0 to compile "
+                "the tuner's candidates on threads only"
+            ) from None
+        if n < 0:
+            raise ValueError(f"{_ENV}={raw!r} is negative; set it to 0 (threads only) or a positive number")
+        return n
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cpus, 8) if cpus >= 4 else 0
+
+
+# --- the wire format: length-prefixed pickles over the worker's stdin and stdout ---------------
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _recv(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("the compile worker closed its output")
+    (size,) = struct.unpack("<Q", head)
+    return pickle.loads(stream.read(size))
+
+
+# --- the worker side ---------------------------------------------------------------------------
+
+
+class _Kernel:
+    """A JIT function among a kernel's constants (convgemm passes loaders and epilogues as
+    constexpr functions), sent by module and name."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+
+def _lookup(module: str, name: str):
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _unref(v):
+    if isinstance(v, _Kernel):
+        return _lookup(v.module, v.name)
+    if isinstance(v, tuple):
+        return tuple(_unref(x) for x in v)
+    return v
+
+
+def compile_job(module: str, name: str, source: tuple, signature: dict, constants: dict, attrs: dict,
+                options: dict, target: tuple, cache_dir: str) -> None:  # fmt: skip
+    """Compile one kernel into Triton's cache: the source (class ``source``: Triton's or Gluon's
+    ``ASTSource``, by module and name) of kernel ``module.name`` with these signature, constants
+    and attributes, for ``target`` (backend, arch, warp size), into the Triton cache ``cache_dir``
+    (the tuner's, read when the job was made)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    triton.knobs.cache.dir = cache_dir
+    fn = _lookup(module, name)
+    src = _lookup(*source)(fn, signature, {k: _unref(v) for k, v in constants.items()}, attrs)
+    triton.compile(src, target=GPUTarget(*target), options=options)
+
+
+def serve() -> None:
+    """A worker's loop: jobs in on stdin, ``None`` or an error message out on stdout."""
+    out, inp = sys.stdout.buffer, sys.stdin.buffer
+    sys.stdout = sys.stderr  # anything a compile prints must not corrupt the replies
+    import triton  # noqa: F401 - the import cost is paid before the worker reports ready
+
+    import convgemm  # noqa: F401
+
+    out.write(b"R")
+    out.flush()
+    while True:
+        try:
+            job = _recv(inp)
+        except EOFError:
+            return
+        try:
+            compile_job(*pickle.loads(job))
+            reply = None
+        except Exception as e:  # noqa: BLE001 - sent back: the tuner's own launch reports it
+            reply = f"{type(e).__name__}: {e}"
+        _send(out, reply)
+
+
+# --- the tuner side ----------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)
+        # the parent's import path (a tool may have extended sys.path); each job names the
+        # Triton cache directory to write
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from convgemm.tune.compile_pool import serve; serve()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self.ready = threading.Event()
+        self.failed = False
+        threading.Thread(target=self._wait_ready, daemon=True).start()
+
+    def _wait_ready(self) -> None:
+        try:
+            ok = self.proc.stdout.read(1) == b"R"
+        except (OSError, ValueError):
+            ok = False
+        self.failed = not ok
+        self.ready.set()
+
+    def call(self, job: bytes) -> str | None:
+        _send(self.proc.stdin, job)
+        return _recv(self.proc.stdout)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+class CompilePool:
+    """``n`` compile workers and one thread per worker to talk to it."""
+
+    def __init__(self, n: int) -> None:
+        self.workers = [_Worker() for _ in range(n)]
+        self._idle: queue.SimpleQueue = queue.SimpleQueue()
+        for w in self.workers:
+            self._idle.put(w)
+        #: threads that wait on the workers (blocked on pipes, so the GIL is free meanwhile)
+        self.waiters = ThreadPoolExecutor(max_workers=n, thread_name_prefix="convgemm-compile")
+
+    def ready(self) -> bool:
+        """Whether every worker has started (imported torch, Triton and convgemm) and none failed."""
+        return all(w.ready.is_set() and not w.failed for w in self.workers)
+
+    def call(self, job: bytes) -> str | None:
+        """Compile one pickled job on a free worker; ``None`` or the error it raised."""
+        while True:
+            if all(w.failed for w in self.workers):
+                return "no compile worker is running"
+            try:
+                w = self._idle.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
+        try:
+            return w.call(job)
+        except (OSError, EOFError, pickle.UnpicklingError) as e:
+            w.failed = True  # a dead worker: its jobs fall back to the tuner's own launch
+            return f"compile worker failed: {type(e).__name__}: {e}"
+        finally:
+            if not w.failed:
+                self._idle.put(w)
+
+    def compile(self, jobs: list[bytes]) -> list[str | None]:
+        """Compile pickled ``jobs`` on the workers at once; per job ``None`` or its error."""
+        return list(self.waiters.map(self.call, jobs))
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+        self.waiters.shutdown(wait=False)
+
+
+_pool: CompilePool | None = None
+_pool_lock = threading.Lock()
+
+
+def get_pool(start: bool = True) -> CompilePool | None:
+    """The process's compile pool, started on the first call (``None`` where ``pool_size()`` is 0)."""
+    global _pool
+    if _pool is None and start:
+        with _pool_lock:
+            n = pool_size()
+            if _pool is None and n > 0:
+                _pool = CompilePool(n)
+    return _pool
+
+
+# --- handing Triton's compiles to the workers ------------------------------------------------
+
+
+def _kernel_ref(fn):
+    """A JIT function as (module, qualified name) when a worker finds this very object again by
+    importing them (convgemm's own kernels and helpers), else None."""
+    from triton.runtime.jit import JITFunction
+
+    if not isinstance(fn, JITFunction):
+        return None
+    module, name = fn.fn.__module__, fn.fn.__qualname__
+    if not module.startswith("convgemm."):
+        return None
+    obj = sys.modules.get(module)
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return (module, name) if obj is fn else None
+
+
+def _ref(v):
+    from triton.runtime.jit import JITFunction
+
+    if isinstance(v, JITFunction):
+        r = _kernel_ref(v)
+        if r is None:
+            raise TypeError(f"{v!r} cannot be found again by module and name")
+        return _Kernel(*r)
+    if isinstance(v, tuple):
+        return tuple(_ref(x) for x in v)
+    return v
+
+
+def job_of(compile_fn) -> bytes | None:
+    """The pickled worker job of one of Triton's ``AsyncCompileMode`` compile closures (Triton
+    3.6's ``JITFunction._do_compile``: free variables ``src``, ``target`` and ``options``), or
+    None when it cannot go to a worker."""
+    code, cells = getattr(compile_fn, "__code__", None), getattr(compile_fn, "__closure__", None)
+    if code is None or cells is None:
+        return None
+    free = dict(zip(code.co_freevars, (c.cell_contents for c in cells), strict=True))
+    src, target, options = free.get("src"), free.get("target"), free.get("options")
+    if src is None or target is None or options is None:
+        return None
+    ref = _kernel_ref(getattr(src, "fn", None))
+    if ref is None:
+        return None
+    try:
+        constants = {k: _ref(v) for k, v in src.constants.items()}
+        source = (type(src).__module__, type(src).__qualname__)
+        box = (target.backend, target.arch, target.warp_size)
+        from triton import knobs
+
+        return pickle.dumps(
+            (*ref, source, src.signature, constants, src.attrs, dict(options.__dict__), box, knobs.cache.dir)
+        )
+    except Exception:  # noqa: BLE001 - anything unpicklable compiles on a thread instead
+        return None
+
+
+class Offloading(Executor):
+    """The executor for Triton's ``AsyncCompileMode``: convgemm's kernels compile on the
+    workers, and the rest on ``threads``. ``sent`` counts the compiles sent to workers."""
+
+    def __init__(self, threads: Executor, pool: CompilePool) -> None:
+        self.threads, self.pool, self.sent = threads, pool, 0
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        job = job_of(fn) if not args and not kwargs else None
+        if job is None:
+            return self.threads.submit(fn, *args, **kwargs)
+        self.sent += 1
+        return self.pool.waiters.submit(self._remote, job, fn)
+
+    def _remote(self, job: bytes, fn):
+        # whatever the worker says, Triton's own compile runs next: a cache hit after a worker's
+        # compile, and otherwise the compile here, which raises the error where Triton expects it
+        self.pool.call(job)
+        return fn()
+
+
+def usable() -> bool:
+    """Whether worker compiles can pay off here: Triton's on-disk cache in use (not
+    ``TRITON_ALWAYS_COMPILE``), and a pool configured."""
+    from triton import knobs
+
+    return not knobs.compilation.always_compile and pool_size() > 0
