@@ -311,7 +311,13 @@ def _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, LO: tl.constexpr, HI: tl.constex
     accumulators are rebuilt as one tuple per slot, not one tuple per multiply-add. The
     compiler's frontend runs in Python under the GIL, so it serialises the tuner's parallel
     compiles: a 7x7 tile of 7 columns has 343 multiply-adds per step, and rebuilding the
-    49-entry tuple for each of them took most of its frontend time."""
+    49-entry tuple for each of them took most of its frontend time.
+
+    Each multiply-add is one ``tl.fma`` rather than a multiply and an add (which the backend
+    contracts to the same FFMA: sm_90 SASS of the same instructions): Triton's coalescing pass
+    walks, for every load and store, the whole connected slice of the kernel's IR, at a cost
+    that grows faster than the square of its op count, and the fused op takes 343 ops out of
+    a 7-column tile's 1710 (that pass: 3.8 -> 2.7 s of the tile's compile on the dev CPU)."""
     for cc in tl.static_range(CG):
         for i in tl.static_range(STRIDE_H):
             for m in tl.static_range(LO, HI):
@@ -327,7 +333,7 @@ def _rows_fma(accs, cur, ws, w_row, k_ok, s_wt, LO: tl.constexpr, HI: tl.constex
                     for c in tl.static_range(COLS):
                         v = accs[m * COLS + c]
                         for s in tl.static_range(S):
-                            v = v + cur[(cc * STRIDE_H + i) * NJ + c * STRIDE_W + s * DIL_W].to(acc_t) * wrow[s]
+                            v = tl.fma(cur[(cc * STRIDE_H + i) * NJ + c * STRIDE_W + s * DIL_W].to(acc_t), wrow[s], v)
                         row = row + (v,)
                     accs = accs[: m * COLS] + row + accs[(m + 1) * COLS :]
     return accs
