@@ -61,9 +61,10 @@
 #              tools/tune_time.py on a ResNeXt and a ResNet layer -> s23-tests.log, s23-sweep768.log,
 #              s23-grouped.json, s23-launch-cost.log, s23-tune-time.log
 #   s24        the compile worker pool and the CUDA-graph fixes: tests/test_compile_pool.py,
-#              test_tune_cache.py and the two cudagraph-trees training tests, then tools/tune_time.py
-#              on a ResNet-50 and a ResNeXt layer, threads against 8 and 16 worker processes
-#              -> s24-tests.log, s24-tune-time.log
+#              test_tune_cache.py and the two cudagraph-trees training tests, tools/tune_time.py on
+#              a ResNet-50 layer (16 threads against 8 worker processes), then ConvNeXt's 7x7
+#              layers from empty caches -> s24-tests.log, s24-tune-time.log, s24-dw7.json,
+#              s24-tune-dw7.jsonl
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -272,14 +273,21 @@ for step in "$@"; do
             timeout 90 python3 tools/tune_time.py --shape $shp --workers 1 4 16 2>&1
         done | tee "$OUT/s23-tune-time.log" ;;
     s24)
-        timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 4 -p no:cacheprovider --tb=short -W ignore \
+        timeout "${TESTS_TIMEOUT:-120}" python3 -m pytest -q -n 4 -p no:cacheprovider --tb=short -W ignore \
             tests/test_compile_pool.py tests/test_tune_cache.py \
             "tests/test_autograd.py::test_first_tuning_inside_cuda_graph_warmup_keeps_no_pool_tensor" \
             "tests/test_autograd.py::test_torch_compile_cuda_graphs_training_matches_eager" > "$OUT/s24-tests.log" 2>&1
         echo "s24 tests: rc=$?"; grep -E "FAILED|Error|passed|failed" "$OUT/s24-tests.log" | tail -8
-        for shp in 64,256,14,14,256,3,3,1,1,1,1 64,1024,7,7,1024,3,3,1,1,1,32; do
-            timeout 120 python3 tools/tune_time.py --shape $shp --workers 16 --procs 8 16 2>&1 | grep -v Warning
-        done | tee "$OUT/s24-tune-time.log" ;;
+        timeout 60 python3 tools/tune_time.py --shape 64,256,14,14,256,3,3,1,1,1,1 --workers 16 --procs 8 2>&1 |
+            grep -v Warning | tee "$OUT/s24-tune-time.log"
+        # ConvNeXt's four 7x7 layers from empty caches (tuning and Triton's): first-call tuning with
+        # tl.fma in the rows kernels and the compile workers (ready from the second layer on)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/s24-tune-dw7.jsonl \
+            timeout 100 python3 -m convgemm bench --dtype bf16 --check --json "$OUT/s24-dw7.json" \
+            --shape 64,96,56,56,96,7,7,1,3,1,96 --shape 64,192,28,28,192,7,7,1,3,1,192 \
+            --shape 64,384,14,14,384,7,7,1,3,1,384 --shape 64,768,7,7,768,7,7,1,3,1,768 > "$OUT/s24-dw7.log" 2>&1
+        echo "s24 dw7: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s24-dw7.log" | tail -3
+        grep '"tune"' "$OUT/s24-tune-dw7.jsonl" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
