@@ -273,7 +273,7 @@ for step in "$@"; do
             timeout 90 python3 tools/tune_time.py --shape $shp --workers 1 4 16 2>&1
         done | tee "$OUT/s23-tune-time.log" ;;
     s24)
-        timeout "${TESTS_TIMEOUT:-120}" python3 -m pytest -q -n 4 -p no:cacheprovider --tb=short -W ignore \
+        timeout "${TESTS_TIMEOUT:-100}" python3 -m pytest -q -n 4 -p no:cacheprovider --tb=short -W ignore \
             tests/test_compile_pool.py tests/test_tune_cache.py \
             "tests/test_autograd.py::test_first_tuning_inside_cuda_graph_warmup_keeps_no_pool_tensor" \
             "tests/test_autograd.py::test_torch_compile_cuda_graphs_training_matches_eager" > "$OUT/s24-tests.log" 2>&1
