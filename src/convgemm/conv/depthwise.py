@@ -245,11 +245,8 @@ def depthwise_rows_kernel(
     accs = (zero,) * (M * COLS)  # slot m, column c at m * COLS + c
     ws = ()
     if PRELOAD:
-        if VEC == 1:  # fewer loads for the compiler's coalescing pass (see _load_filter_rows)
-            ws = _load_filter_rows(w_ptr, k, K, s_wt, CG * R, S, acc_t)
-        else:
-            for t in tl.static_range(CG * R * S):
-                ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
+        for t in tl.static_range(CG * R * S):
+            ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
     ih_base = p0 * STRIDE_H - pad_h
     nxt = ()  # the input rows of the next PREFETCH steps, oldest first, loaded ahead of their use
     for d in tl.static_range(PREFETCH):
@@ -284,57 +281,6 @@ def depthwise_rows_kernel(
                              COLS, PRELOAD, acc_t)  # fmt: skip
             _rows_store(accs, bias, y_cols, p0, ROWS + v - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
             accs = (zero,) * COLS + accs[: (M - 1) * COLS]
-
-
-@triton.constexpr_function
-def _pow2_at_least(n):
-    p = 1
-    while p < n:
-        p *= 2
-    return p
-
-
-@triton.constexpr_function
-def _bitrev(i, bits):
-    """``i`` with its low ``bits`` bits reversed: where tap ``i`` of a row lands after
-    ``_load_filter_rows`` halves the row ``bits`` times into (even, odd) entries."""
-    return int(format(i, f"0{bits}b")[::-1], 2) if bits > 0 else 0
-
-
-@triton.constexpr_function
-def _log2(n):
-    return n.bit_length() - 1
-
-
-@triton.jit
-def _load_filter_rows(w_ptr, k, K, s_wt, ROWS: tl.constexpr, S: tl.constexpr, acc_t: tl.constexpr):
-    """Every tap's [1, BLOCK_K] weights (row ``rr * S + s`` of the packed [ROWS * S, K] weight),
-    loaded one filter row at a time as a [BLOCK_K, S rounded up to a power of two] block and
-    split into taps in registers.
-
-    The same values as one load per tap, from a seventh of the loads on a 7x7 filter: Triton's
-    coalescing pass walks the kernel's whole IR once per load, so on the one-channel 7-column
-    tiles (``VEC`` 1: 49 weights per thread, the tuner's longest compiles) it took the pass from
-    2.7 to 0.75 s on the dev CPU, at equal or fewer registers. The layout change costs a few
-    shared-memory round trips before the strip's loop. With 2 channels per thread the split
-    spilled (a 7x7 2-column tile: 4 spill instructions), so those tiles keep one load per tap."""
-    SP: tl.constexpr = _pow2_at_least(S)
-    LG: tl.constexpr = _log2(SP)
-    t = tl.arange(0, SP)
-    ok = (k < K)[:, None] & (t < S)[None, :]
-    ws = ()
-    for rr in tl.static_range(ROWS):
-        blk = tl.load(w_ptr + k[:, None] + ((rr * S + t) * s_wt)[None, :], mask=ok, other=0.0).to(acc_t)
-        parts = (blk,)
-        for lvl in tl.static_range(LG):
-            nxt = ()
-            for pi in tl.static_range(1 << lvl):
-                a, b = tl.split(tl.reshape(parts[pi], (k.shape[0], SP >> (lvl + 1), 2)))
-                nxt = nxt + (a, b)
-            parts = nxt
-        for s in tl.static_range(S):
-            ws = ws + (tl.reshape(parts[_bitrev(s, LG)], (1, k.shape[0])),)
-    return ws
 
 
 @triton.jit
