@@ -49,7 +49,7 @@ def test_a_worker_compile_is_the_cache_entry_the_tuner_reads(tmp_path):
 def pool(monkeypatch, tmp_path):
     for k, v in _env(tmp_path).items():
         monkeypatch.setenv(k, v)
-    p = compile_pool.CompilePool(1)
+    p = compile_pool.CompilePool(1, "cuda,90,32")  # the warm-up sets up the sm_90 backend
     yield p
     p.close()
 
@@ -65,6 +65,17 @@ def test_worker_errors_come_back_as_messages(pool):
     assert pool.call(pickle.dumps(())).startswith("compile worker failed")
     assert pool.call(pickle.dumps(())) == "no compile worker is running"
     assert not pool.ready()
+
+
+def test_a_failed_warm_up_leaves_the_worker_serving(monkeypatch, tmp_path):
+    for k, v in _env(tmp_path).items():
+        monkeypatch.setenv(k, v)
+    p = compile_pool.CompilePool(1, "cuda,not-an-arch,32")
+    try:
+        assert p.workers[0].ready.wait(120) and p.ready()
+        assert p.call(pickle.dumps(("too", "few"))).startswith("TypeError")
+    finally:
+        p.close()
 
 
 @pytest.mark.parametrize(("value", "n"), [("0", 0), ("3", 3), (" 12 ", 12)])
@@ -116,7 +127,7 @@ def test_a_new_shape_tunes_on_the_workers(monkeypatch, tmp_path):
     monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path / "triton"))
     for f in [o for o in gc.get_objects() if isinstance(o, JITFunction)]:
         f.device_caches.clear()  # every candidate compiles anew (later tests reload theirs)
-    pool = compile_pool.CompilePool(2)
+    pool = compile_pool.CompilePool(2, compile_pool._current_target())
     monkeypatch.setattr(compile_pool, "_pool", pool)
     try:
         assert all(w.ready.wait(120) for w in pool.workers) and pool.ready()

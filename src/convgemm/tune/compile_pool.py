@@ -40,6 +40,9 @@ import sys
 import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
+import triton
+import triton.language as tl
+
 _ENV = "CONVGEMM_COMPILE_PROCS"
 
 
@@ -124,13 +127,54 @@ def compile_job(module: str, name: str, source: tuple, signature: dict, constant
     triton.compile(src, target=GPUTarget(*target), options=options)
 
 
-def serve() -> None:
+#: the modules holding convgemm's kernels (imported by a worker before it reports ready)
+KERNEL_MODULES = (
+    "convgemm.conv.fprop", "convgemm.conv.backward", "convgemm.conv.conv3d", "convgemm.conv.depthwise",
+    "convgemm.conv.depthwise_wgrad", "convgemm.conv.grouped_tma", "convgemm.conv.head", "convgemm.conv.fold",
+    "convgemm.conv.unfold", "convgemm.conv.wgrad_taps", "convgemm.conv.ws3d", "convgemm.conv.ws_wgrad",
+)  # fmt: skip
+
+
+@triton.jit
+def _warm_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    """A trivial kernel a worker compiles while starting (see ``_warm_up``)."""
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1.0, mask=i < n)
+
+
+def _warm_up(target: str) -> None:
+    """What a process pays on its first compile, paid before the worker reports ready: the
+    kernel modules' imports (the Gluon ones may be missing: their kernels then compile on
+    threads) and, for ``target`` ("backend,arch,warp_size"), one trivial kernel's compile, which
+    sets up Triton's backend, LLVM and ptxas (about 0.3 s of a first compile on the dev CPU)."""
+    for name in KERNEL_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    if target:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource, make_backend
+
+        backend, arch, warp = target.split(",")
+        gpu = GPUTarget(backend, int(arch), int(warp))
+        options = make_backend(gpu).parse_options({"num_warps": 1})
+        src = ASTSource(_warm_kernel, {"x_ptr": "*fp32", "n": "i32"}, {(2,): 32}, {})
+        triton.compile(src, target=gpu, options=options.__dict__)
+
+
+def serve(target: str = "") -> None:
     """A worker's loop: jobs in on stdin, ``None`` or an error message out on stdout."""
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # anything a compile prints must not corrupt the replies
     import triton  # noqa: F401 - the import cost is paid before the worker reports ready
 
     import convgemm  # noqa: F401
+
+    try:
+        _warm_up(target)
+    except Exception as e:  # noqa: BLE001 - a compile reports the same failure with its context
+        print(f"convgemm compile worker: warm-up failed ({type(e).__name__}: {e})", file=sys.stderr)
 
     out.write(b"R")
     out.flush()
@@ -151,14 +195,14 @@ def serve() -> None:
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, target: str = "") -> None:
         env = dict(os.environ)
         env.pop("TRITON_INTERPRET", None)
         # the parent's import path (a tool may have extended sys.path); each job names the
         # Triton cache directory to write
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from convgemm.tune.compile_pool import serve; serve()"],
+            [sys.executable, "-c", f"from convgemm.tune.compile_pool import serve; serve({target!r})"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -189,8 +233,10 @@ class _Worker:
 class CompilePool:
     """``n`` compile workers and one thread per worker to talk to it."""
 
-    def __init__(self, n: int) -> None:
-        self.workers = [_Worker() for _ in range(n)]
+    def __init__(self, n: int, target: str = "") -> None:
+        """``target``: the GPU the kernels are for, "backend,arch,warp_size" (e.g. "cuda,90,32"),
+        whose compiler backend the workers set up while starting; empty: on their first job."""
+        self.workers = [_Worker(target) for _ in range(n)]
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         for w in self.workers:
             self._idle.put(w)
@@ -234,6 +280,16 @@ _pool: CompilePool | None = None
 _pool_lock = threading.Lock()
 
 
+def _current_target() -> str:
+    try:
+        from triton.runtime import driver
+
+        t = driver.active.get_current_target()
+        return f"{t.backend},{t.arch},{t.warp_size}"
+    except Exception:  # noqa: BLE001 - no GPU driver: the workers set the backend up on their first job
+        return ""
+
+
 def get_pool(start: bool = True) -> CompilePool | None:
     """The process's compile pool, started on the first call (``None`` where ``pool_size()`` is 0)."""
     global _pool
@@ -241,7 +297,7 @@ def get_pool(start: bool = True) -> CompilePool | None:
         with _pool_lock:
             n = pool_size()
             if _pool is None and n > 0:
-                _pool = CompilePool(n)
+                _pool = CompilePool(n, _current_target())
     return _pool
 
 
