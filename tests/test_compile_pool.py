@@ -78,6 +78,16 @@ def test_a_failed_warm_up_leaves_the_worker_serving(monkeypatch, tmp_path):
         p.close()
 
 
+def test_workers_that_cannot_start_leave_threads_with_one_warning(monkeypatch):
+    monkeypatch.setenv("CONVGEMM_COMPILE_PROCS", "2")
+    monkeypatch.setattr(compile_pool, "_pool", None)
+    monkeypatch.setattr(compile_pool, "_start_failed", False)
+    monkeypatch.setattr(compile_pool.sys, "executable", "/nonexistent/python")
+    with pytest.warns(RuntimeWarning, match="compile worker processes"):
+        assert compile_pool.get_pool() is None
+    assert compile_pool.get_pool() is None  # no second attempt, no second warning
+
+
 @pytest.mark.parametrize(("value", "n"), [("0", 0), ("3", 3), (" 12 ", 12)])
 def test_pool_size_from_the_environment(monkeypatch, value, n):
     monkeypatch.setenv("CONVGEMM_COMPILE_PROCS", value)

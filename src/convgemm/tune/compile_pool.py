@@ -224,10 +224,17 @@ class _Worker:
         return _recv(self.proc.stdout)
 
     def close(self) -> None:
+        """End the worker: it exits when its input closes (after a compile under way)."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
 
 
 class CompilePool:
@@ -290,14 +297,30 @@ def _current_target() -> str:
         return ""
 
 
+_start_failed = False
+
+
 def get_pool(start: bool = True) -> CompilePool | None:
-    """The process's compile pool, started on the first call (``None`` where ``pool_size()`` is 0)."""
-    global _pool
-    if _pool is None and start:
+    """The process's compile pool, started on the first call (``None`` where ``pool_size()`` is 0,
+    or where the workers could not be started: one warning, then threads only)."""
+    global _pool, _start_failed
+    if _pool is None and start and not _start_failed:
         with _pool_lock:
             n = pool_size()
-            if _pool is None and n > 0:
-                _pool = CompilePool(n, _current_target())
+            if _pool is None and n > 0 and not _start_failed:
+                try:
+                    _pool = CompilePool(n, _current_target())
+                except OSError as e:
+                    _start_failed = True
+                    import warnings
+
+                    warnings.warn(
+                        f"convgemm: could not start compile worker processes with {sys.executable!r} "
+                        f"({type(e).__name__}: {e}); the tuner compiles on threads instead. Set "
+                        f"{_ENV}=0 to skip the attempt.",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
     return _pool
 
 
