@@ -88,6 +88,29 @@ def test_workers_that_cannot_start_leave_threads_with_one_warning(monkeypatch):
     assert compile_pool.get_pool() is None  # no second attempt, no second warning
 
 
+@pytest.mark.parametrize("tuning", [True, False])
+def test_prestart_starts_the_workers_only_where_tuning_is_on(monkeypatch, tuning):
+    import torch
+
+    from convgemm.tune import autotune
+
+    started = []
+
+    class FakePool:
+        def __init__(self, n, target=""):
+            started.append(n)
+
+    monkeypatch.setenv("CONVGEMM_COMPILE_PROCS", "3")
+    monkeypatch.setattr(compile_pool, "_pool", None)
+    monkeypatch.setattr(compile_pool, "_start_failed", False)
+    monkeypatch.setattr(compile_pool, "CompilePool", FakePool)
+    monkeypatch.setattr(compile_pool, "usable", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(autotune, "autotune_enabled", lambda: tuning)
+    compile_pool.prestart()
+    assert started == ([3] if tuning else [])
+
+
 @pytest.mark.parametrize(("value", "n"), [("0", 0), ("3", 3), (" 12 ", 12)])
 def test_pool_size_from_the_environment(monkeypatch, value, n):
     monkeypatch.setenv("CONVGEMM_COMPILE_PROCS", value)

@@ -167,6 +167,9 @@ def cmd_bench(args) -> int:
         return 2
     runner.ROUNDS = args.rounds
     runner.TIMER = args.timer
+    from .tune import compile_pool
+
+    compile_pool.prestart()  # the workers import while the first layers' inputs and baselines are set up
     if args.model is not None:
         return _bench_model(args, dtypes, console)
     try:
@@ -237,6 +240,9 @@ def cmd_tune(args) -> int:
     except ValueError as e:
         print(e)
         return 2
+    from .tune import compile_pool
+
+    compile_pool.prestart()
     import convgemm
 
     for d in args.dtype.split(","):

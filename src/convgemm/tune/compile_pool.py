@@ -412,3 +412,15 @@ def usable() -> bool:
     from triton import knobs
 
     return not knobs.compilation.always_compile and pool_size() > 0
+
+
+def prestart() -> None:
+    """Start the compile workers now, where tuning is on and they would be used: for commands that
+    tune many shapes (``convgemm bench``, ``convgemm tune``), so that they import while the
+    command sets up and the first shape tuned already has them."""
+    import torch
+
+    from .autotune import autotune_enabled
+
+    if autotune_enabled() and torch.cuda.is_available() and usable():
+        get_pool()
