@@ -120,7 +120,6 @@ def compile_job(module: str, name: str, source: tuple, signature: dict, constant
     ``ASTSource``, by module and name) of kernel ``module.name`` with these signature, constants
     and attributes, for ``target`` (backend, arch, warp size), into the Triton cache ``cache_dir``
     (the tuner's, read when the job was made)."""
-    import triton
     from triton.backends.compiler import GPUTarget
 
     triton.knobs.cache.dir = cache_dir
@@ -169,10 +168,6 @@ def serve(target: str = "") -> None:
     """A worker's loop: jobs in on stdin, ``None`` or an error message out on stdout."""
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # anything a compile prints must not corrupt the replies
-    import triton  # noqa: F401 - the import cost is paid before the worker reports ready
-
-    import convgemm  # noqa: F401
-
     try:
         _warm_up(target)
     except Exception as e:  # noqa: BLE001 - a compile reports the same failure with its context
@@ -275,10 +270,6 @@ class CompilePool:
             if not w.failed:
                 self._idle.put(w)
 
-    def compile(self, jobs: list[bytes]) -> list[str | None]:
-        """Compile pickled ``jobs`` on the workers at once; per job ``None`` or its error."""
-        return list(self.waiters.map(self.call, jobs))
-
     def close(self) -> None:
         for w in self.workers:
             w.close()
@@ -302,11 +293,11 @@ def _current_target() -> str:
 _start_failed = False
 
 
-def get_pool(start: bool = True) -> CompilePool | None:
+def get_pool() -> CompilePool | None:
     """The process's compile pool, started on the first call (``None`` where ``pool_size()`` is 0,
     or where the workers could not be started: one warning, then threads only)."""
     global _pool, _start_failed
-    if _pool is None and start and not _start_failed:
+    if _pool is None and not _start_failed:
         with _pool_lock:
             n = pool_size()
             if _pool is None and n > 0 and not _start_failed:
@@ -339,10 +330,10 @@ def _kernel_ref(fn):
     module, name = fn.fn.__module__, fn.fn.__qualname__
     if not module.startswith("convgemm."):
         return None
-    obj = sys.modules.get(module)
-    for part in name.split("."):
-        obj = getattr(obj, part, None)
-    return (module, name) if obj is fn else None
+    try:
+        return (module, name) if _lookup(module, name) is fn else None
+    except (ImportError, AttributeError):  # made at run time, not a module attribute
+        return None
 
 
 def _ref(v):
