@@ -6,12 +6,15 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 from conftest import DEVICE, interpreter_subset
 from reference import assert_close
 from torch import nn
 
 import convgemm
 from convgemm.conv import conv3d as k3
+from convgemm.conv.loaders3d import depth_taps
 from convgemm.problem3d import ConvProblem3d
 
 _CL3 = torch.channels_last_3d
@@ -335,6 +338,59 @@ def test_conv3d_tma_every_candidate_config(case, dtype):
     _forced(k3.TMA3D, case, dtype, interpreter_subset(cfgs, 3))
 
 
+# thin volumes, tiles one output depth deep: depth taps that read only padding are skipped
+# (loaders3d.depth_taps); N, C, D, H, W, K, T, R, S, stride, padding, dilation, groups
+THIN_CASES = [
+    (2, 32, 2, 5, 6, 48, 3, 3, 3, 1, 1, 1, 1),  # r3d-18's last layer in small: 2 of 3 taps per frame
+    (1, 32, 1, 4, 5, 32, 3, 3, 3, 1, 1, 1, 1),  # one frame: only the middle tap
+    (1, 32, 1, 4, 4, 32, 3, 1, 1, 1, (2, 0, 0), 1, 1),  # pad 2: each output depth has one tap
+    (1, 32, 3, 4, 4, 32, 3, 3, 1, 1, (2, 1, 0), (2, 1, 1), 1),  # dilation 2 in depth
+    (1, 32, 1, 4, 4, 32, 1, 3, 3, 1, (1, 1, 1), 1, 1),  # output depths 0 and 2: no tap at all (bias)
+    (1, 32, 3, 4, 6, 32, 3, 3, 3, 2, (2, 1, 1), 1, 1),  # strided (the phase loader): depths 0, 2 skip
+]
+
+
+@pytest.mark.parametrize("case", THIN_CASES, ids=str)
+def test_conv3d_tma_skips_depth_taps_of_padding(case):
+    """``conv3d_tma``'s tiles one output depth deep, with and without split-K (splits of the
+    shortened K range, some of them empty), against float64: what the skipped taps would have
+    added is zero, and nothing else is skipped."""
+    x, w, b, kw = _tensors(case, torch.float16, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    prob = replace(prob, **{**k3.input_flags(x, prob.stride), "tma_input_ok": True})
+    base = k3.TMA3D.default_config(prob)
+    tiles = [t for t in k3.spatial_tiles3(prob, base.block_n) if t[1] == 1]
+    _, td, th, tw = tiles[0]
+    cfgs = [replace(base, tile_n=td, tile_h=th, tile_w=tw, split_k=sk, persistent=0, stream_k=0) for sk in (1, 2, 5)]
+    _forced(k3.TMA3D, case, torch.float16, cfgs)
+
+
+@triton.jit
+def _depth_taps_kernel(a_ptr, e_ptr, d_ptr, dd_ptr, t_ptr, out_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    lo, hi = depth_taps(tl.load(a_ptr + i), tl.load(e_ptr + i), tl.load(d_ptr + i), tl.load(dd_ptr + i),
+                        tl.load(t_ptr + i))  # fmt: skip
+    tl.store(out_ptr + 2 * i, lo)
+    tl.store(out_ptr + 2 * i + 1, hi)
+
+
+def test_depth_taps_matches_brute_force():
+    """``loaders3d.depth_taps`` against enumeration, over negative and positive depths (floor
+    division in the interpreter, truncation on the GPU: both must give the same ranges)."""
+    rows = [(a, a + span, depth, dd, taps) for a in range(-7, 6) for span in (0, 1, 3) for depth in (1, 2, 5)
+            for dd in (1, 2, 3) for taps in (1, 3, 4)]  # fmt: skip
+    n = triton.next_power_of_2(len(rows))
+    rows += [rows[0]] * (n - len(rows))
+    cols = [torch.tensor(c, dtype=torch.int32, device=DEVICE) for c in zip(*rows, strict=True)]
+    out = torch.empty(2 * n, dtype=torch.int32, device=DEVICE)
+    _depth_taps_kernel[(1,)](*cols, out, N=n)
+    got = out.view(-1, 2).cpu().tolist()
+    for (a, e, depth, dd, taps), (lo, hi) in zip(rows, got, strict=True):
+        valid = [t for t in range(taps) if any(0 <= z + t * dd < depth for z in range(a, e + 1))]
+        want = (valid[0], valid[-1] + 1) if valid else None
+        assert (lo, hi) == want or (want is None and lo == hi), ((a, e, depth, dd, taps), (lo, hi), want)
+
+
 @pytest.mark.parametrize(
     "case,programs",
     [
@@ -390,6 +446,10 @@ WS_CASES = [
     ((1, 32, 5, 8, 8, 96, 3, 1, 1, 1, (1, 0, 0), 1, 1), torch.bfloat16),  # temporal 3x1x1
     ((1, 64, 4, 7, 10, 32, 3, 3, 3, 1, "same", (1, 2, 3), 1), torch.bfloat16),  # dilated, 'same'
     ((2, 128, 2, 7, 7, 256, 3, 3, 3, 1, 1, 1, 1), torch.bfloat16),  # 256-channel tiles, tiny volume
+    # thin volumes: one-depth tiles skip the depth taps that read only padding (some splits empty)
+    ((2, 64, 2, 7, 7, 128, 3, 3, 3, 1, 1, 1, 1), torch.bfloat16),
+    ((1, 64, 1, 6, 6, 64, 3, 3, 3, 1, (2, 1, 1), 1, 1), torch.bfloat16),  # pad 2: one tap per depth
+    ((1, 64, 1, 6, 6, 64, 1, 3, 3, 1, (1, 1, 1), 1, 1), torch.float16),  # depths 0 and 2: bias alone
     # strided, through the stride-phase view: stride 2 everywhere (an odd depth), H and W only
     ((2, 32, 5, 6, 8, 48, 3, 3, 3, 2, 1, 1, 1), torch.bfloat16),
     ((1, 64, 3, 8, 6, 32, 1, 3, 3, (1, 2, 2), (0, 1, 1), 1, 1), torch.float16),

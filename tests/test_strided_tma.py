@@ -156,7 +156,7 @@ def test_strided_dgrad_tma_matches_reference(case, dtype, monkeypatch):
 
 def test_strided_dgrad_tma_non_finite(monkeypatch):
     """NaN and Inf in grad_output reach exactly the dx elements torch's do: each phase multiplies
-    only its own taps' boxes (``tma_dgrad_k_tiles``), and the zero fill past dy's edges is never
+    only its own taps' boxes (``tma_dgrad_k_range``), and the zero fill past dy's edges is never
     multiplied by a non-finite value of its own."""
     calls = _spy_dgrad_tma(monkeypatch)
     n, c, h, w, k = 1, 16, 8, 8, 16

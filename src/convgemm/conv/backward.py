@@ -228,7 +228,7 @@ class DgradTma:
         num_m = c // cfg.block_m
         num_n = cdiv(prob.n, cfg.tile_n) * cdiv(hs, cfg.tile_h) * cdiv(ws, cfg.tile_w)
         fns = (cl.tma_dgrad_w_init, cl.tma_dgrad_w_load, cl.tma_dgrad_dy_init, cl.tma_dgrad_dy_load,
-               cl.tma_dgrad_dx_store, cl.tma_dgrad_k_tiles)  # fmt: skip
+               cl.tma_dgrad_dx_store, cl.tma_dgrad_k_range)  # fmt: skip
         _launch(launch, (num_m * num_n, sh * sw, 1), a, b, c_, None, dx, 0, num_m, num_n,
                 th_max * tw_max * k_per_tap, cfg, fns, True, prob)  # fmt: skip
 

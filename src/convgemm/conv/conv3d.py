@@ -508,7 +508,7 @@ def tma_x_args(prob: ConvProblem3d, c_tiles: int) -> tuple:
         sd, sh, sw = prob.stride
         return (prob.d, prob.od, prob.p, prob.q, prob.h // sh, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles,
                 sd, sh, sw, prob.c)  # fmt: skip
-    return (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles)
+    return (prob.od, prob.p, prob.q, pd, ph, pw, dd, dh, dw, prob.r, prob.s, c_tiles, prob.d)
 
 
 def spatial_tiles3(prob: ConvProblem3d, block_n: int) -> list[tuple[float, int, int, int]]:
@@ -706,10 +706,16 @@ class Tma3d(Algorithm):
         b = (x_desc, tma_x_args(prob, c_tiles))
         if strided3(prob):
             b_fns = (l3.tma_im2col3d_phase_init, l3.tma_im2col3d_phase_load)
+            k_range = l3.tma_im2col3d_phase_k_range
         else:
             b_fns = (l3.tma_im2col3d_init, l3.tma_im2col3d_load)
+            k_range = l3.tma_im2col3d_k_range
         c = (y_desc, (prob.od, prob.p, prob.q))
         fns = (mm.desc2d_init, mm.desc2d_a_load, *b_fns, l3.tma_output3d_store)
+        if not (cfg.persistent or cfg.stream_k):
+            # tiles skip the depth taps that read only padding (the persistent and Stream-K
+            # kernels give every tile the same K tiles)
+            fns = (*fns, k_range)
         k_tiles = prob.t * prob.r * prob.s * c_tiles
         split = None
         if cfg.split_k > 1:

@@ -183,7 +183,7 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             # a switch (the count is the grid's third axis): 2 the last split sums, 3 partials only
             SPLIT_K=(3 if cfg.reduce else 2) if cfg.split_k > 1 else 1,
             ACT=act,
-            K_TILES=fns[5] if len(fns) > 5 else None,
+            K_RANGE=fns[5] if len(fns) > 5 else None,
         )
 
     fn = gemm_kernel

@@ -512,18 +512,18 @@ def tma_dgrad_w_init(w_desc, args, pid_m, batch, BLOCK_M: tl.constexpr, BLOCK_K:
 
 
 @triton.jit
-def tma_dgrad_k_tiles(state, k_tiles):
-    """``gemm_kernel``'s K_TILES: this phase's own taps (nh x nw) times the channel tiles, so no
+def tma_dgrad_k_range(a_state, b_state, k_tiles):
+    """``gemm_kernel``'s K_RANGE: this phase's own taps (nh x nw) times the channel tiles, so no
     phase multiplies the zero boxes of taps it lacks (3x3 stride 2: 9 tap-steps over the four
     phases instead of 4 x 4)."""
-    nh, nw, k_per_tap = state[3], state[5], state[11]
-    return nh * nw * k_per_tap
+    nh, nw, k_per_tap = a_state[3], a_state[5], a_state[11]
+    return 0, nh * nw * k_per_tap
 
 
 @triton.jit
 def tma_dgrad_w_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     w_desc, m0, r0, nh, s0, nw, R, S, SH, SW, K, k_per_tap, TW = state
-    # taps are numbered over this phase's own nh x nw grid (tma_dgrad_k_tiles bounds the loop)
+    # taps are numbered over this phase's own nh x nw grid (tma_dgrad_k_range bounds the loop)
     jh, jw, cb = _phase_step(kt, k_per_tap, tl.maximum(nw, 1))
     r = r0 + jh * SH
     s = s0 + jw * SW

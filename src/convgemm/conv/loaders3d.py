@@ -274,17 +274,40 @@ def _tile3(pid, OD, P, Q, TD: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr):
 
 @triton.jit
 def tma_im2col3d_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    (OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles) = args
+    (OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D) = args
     TD: tl.constexpr = x_desc.block_shape[1]
     TH: tl.constexpr = x_desc.block_shape[2]
     TW: tl.constexpr = x_desc.block_shape[3]
     n, d0, h0, w0 = _tile3(pid_n, OD, P, Q, TD, TH, TW)
-    return (x_desc, n, d0 - pd, h0 - ph, w0 - pw, dd, dh, dw, R, S, c_tiles)
+    return (x_desc, n, d0 - pd, h0 - ph, w0 - pw, dd, dh, dw, R, S, c_tiles, D)
+
+
+@triton.jit
+def depth_taps(a, e, D, dd, T):
+    """The filter depth taps ``[t_lo, t_hi)`` (of ``T``, dilation ``dd``) through which a tile
+    whose output depths read input depths ``a .. e`` at tap 0 reads some depth ``0 .. D-1``; the
+    others read only zero padding. Exact under floor and truncating integer division alike (the
+    interpreter floors, compiled Triton truncates): every quotient of a negative is clamped."""
+    t_lo = tl.minimum(tl.maximum((dd - 1 - e) // dd, 0), T)
+    t_hi = tl.minimum(tl.maximum((D - 1 - a + dd) // dd, 0), T)
+    return t_lo, tl.maximum(t_hi, t_lo)
+
+
+@triton.jit
+def tma_im2col3d_k_range(a_state, b_state, k_tiles):
+    """``gemm_kernel``'s K_RANGE: only the depth taps whose boxes reach into the volume. A tile
+    one depth deep at the front or back of a thin volume skips the taps that read padding
+    alone (r3d-18's last layer, 2 frames and 3 depth taps: a third of its multiply-adds)."""
+    x_desc, n, id0, ih0, iw0, dd, dh, dw, R, S, c_tiles, D = b_state
+    TD: tl.constexpr = x_desc.block_shape[1]
+    per_t = R * S * c_tiles
+    t_lo, t_hi = depth_taps(id0, id0 + TD - 1, D, dd, k_tiles // per_t)
+    return t_lo * per_t, t_hi * per_t
 
 
 @triton.jit
 def tma_im2col3d_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    x_desc, n, id0, ih0, iw0, dd, dh, dw, R, S, c_tiles = state
+    x_desc, n, id0, ih0, iw0, dd, dh, dw, R, S, c_tiles, D = state
     t, r, s, cb = _tap3(kt, c_tiles, R, S)
     box = x_desc.load([n, id0 + t * dd, ih0 + r * dh, iw0 + s * dw, cb * BLOCK_K])
     return box.reshape(BLOCK_N, BLOCK_K).T
@@ -307,6 +330,16 @@ def tma_im2col3d_phase_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK
     TW: tl.constexpr = x_desc.block_shape[3]
     n, d0, h0, w0 = _tile3(pid_n, OD, P, Q, 1, TH, TW)
     return (x_desc, n * D, d0 * SD - pd, D, h0, w0, HS, ph, pw, dd, dh, dw, R, S, c_tiles, SH, SW, C)
+
+
+@triton.jit
+def tma_im2col3d_phase_k_range(a_state, b_state, k_tiles):
+    """``tma_im2col3d_k_range`` for the stride-phase loader (tiles one output depth deep)."""
+    id0, D, R, S, c_tiles = b_state[2], b_state[3], b_state[12], b_state[13], b_state[14]
+    dd = b_state[9]
+    per_t = R * S * c_tiles
+    t_lo, t_hi = depth_taps(id0, id0, D, dd, k_tiles // per_t)
+    return t_lo * per_t, t_hi * per_t
 
 
 @triton.jit
@@ -363,7 +396,7 @@ def tma_wgrad3d_dy_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr)
 @triton.jit
 def tma_wgrad3d_x_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """B = im2col(x) for the tap and channel block of N tile ``pid_n``, x NDHWC as 5-D boxes."""
-    (OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles) = args
+    (OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D) = args
     t, r, s, cb = _tap3(pid_n, c_tiles, R, S)
     return (x_desc, t * dd - pd, r * dh - ph, s * dw - pw, cb * BLOCK_N, OD, P, Q)
 

@@ -89,7 +89,7 @@ def wgrad_taps_kernel(
     x1 = (x_desc, dh, dw0 + dil_w, g, c0, P, Q)
     x2 = (x_desc, dh, dw0 + 2 * dil_w, g, c0, P, Q)
     x3 = (x_desc, dh, dw0 + 3 * dil_w, g, c0, P, Q)
-    kt_start, kt_end = split_range(k_tiles, SPLIT_K)
+    kt_start, kt_end = split_range(0, k_tiles, SPLIT_K)
     acc0 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)

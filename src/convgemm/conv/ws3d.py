@@ -69,15 +69,36 @@ def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW
 
 
 @gluon.jit
-def _unit(u, k_steps, SPLIT: gl.constexpr):
-    """Work unit -> (output tile, first K step, end K step): SPLIT units per tile, in K order."""
-    if SPLIT == 1:
-        return u, 0, k_steps
-    else:
+def _unit(u, geo, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, SPLIT: gl.constexpr):
+    """Work unit -> (channel block, image, first output depth, row, column, first K step, end K
+    step): SPLIT units per tile, in K order, over the K steps of the depth taps that reach into
+    the volume (``_depth_steps``). A unit's range may be empty (its partial is then zero)."""
+    (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
+    tile = u
+    if SPLIT > 1:
         tile = u // SPLIT
-        per = gl.cdiv(k_steps, SPLIT)
-        k0 = (u - tile * SPLIT) * per
-        return tile, k0, gl.minimum(k0 + per, k_steps)
+    pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+    lo, hi = _depth_steps(d0 * SD - pd, (d0 + TD - 1) * SD - pd, D, dd, R * S * c_tiles, k_steps)
+    if SPLIT > 1:
+        per = gl.cdiv(hi - lo, SPLIT)
+        k0 = lo + (u - tile * SPLIT) * per
+        return pid_n, n, d0, h0, w0, k0, gl.minimum(k0 + per, hi)
+    else:
+        return pid_n, n, d0, h0, w0, lo, hi
+
+
+@gluon.jit
+def _depth_steps(a, e, D, dd, per_t, k_steps):
+    """The K steps ``[lo, hi)`` of the filter depth taps through which a tile whose output depths
+    read input depths ``a .. e`` at tap 0 reads some depth ``0 .. D-1`` (``per_t`` steps per
+    depth tap); the other taps' boxes are all zero padding, and skipping them takes a third of
+    the multiply-adds from r3d-18's last layer (2 frames, 3 depth taps, tiles one frame deep).
+    ``loaders3d.depth_taps`` in Gluon: every quotient of a negative is clamped, so truncating
+    division gives the floor's answer."""
+    T = k_steps // per_t
+    t_lo = gl.minimum(gl.maximum((dd - 1 - e) // dd, 0), T)
+    t_hi = gl.maximum(gl.minimum(gl.maximum((D - 1 - a + dd) // dd, 0), T), t_lo)
+    return t_lo * per_t, t_hi * per_t
 
 
 @gluon.jit
@@ -111,8 +132,7 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
     nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
     it = 0
     for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        tile, k0, k1 = _unit(u, k_steps, SPLIT)
-        pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW, SPLIT)
         for kt in range(k0, k1):
             slot = it % STAGES
             # a slot's first fill waits on the barrier's initial (completed) phase
@@ -145,8 +165,7 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
     c_2d = c_smem.reshape([BP, BN])
     it = 0
     for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        tile, k0, k1 = _unit(u, k_steps, SPLIT)
-        pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW, SPLIT)
         acc = gl.zeros([BP, BN], gl.float32, acc_layout)
         for kt in range(k0, k1):
             slot = it % STAGES
@@ -159,7 +178,8 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kt > k0)
             it += 1
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+        # the last slot read goes back; a unit with no K steps (all its taps padding) read none
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=k1 > k0)
         if SPLIT > 1:
             # this unit's fp32 partial, for ws_split_finish_kernel (tile-major, then split)
             rows = gl.arange(0, BP, layout=gl.SliceLayout(1, acc_layout))

@@ -19,11 +19,13 @@ come from *loaders* and whose result goes to a *store*, all passed in as ``tl.co
     Writes the fp32 tile ``acc`` (bias already added) to its destination, casting to the output
     dtype and masking or clipping what lies outside.
 
-``K_TILES(a_state, k_tiles) -> int`` (optional; ``gemm_kernel`` only)
-    This program's own K tile count, when it depends on the batch entry (strided dgrad's phases
-    each have their own taps); without it every program runs ``k_tiles``.
+``K_RANGE(a_state, b_state, k_tiles) -> (kt_lo, kt_hi)`` (optional; ``gemm_kernel`` only)
+    This program's own K tiles ``kt_lo <= kt < kt_hi``, when they depend on the tile or the batch
+    entry: strided dgrad's phases each have their own taps, and a 3-D tile whose depth taps read
+    only zero padding skips them. Split-K splits this range. Without it every program runs
+    ``0 <= kt < k_tiles``.
 
-Assumptions: accumulation is fp32; without ``K_TILES``, ``k_tiles`` is the same for every tile of
+Assumptions: accumulation is fp32; without ``K_RANGE``, ``k_tiles`` is the same for every tile of
 a launch.
 """
 
@@ -158,16 +160,17 @@ def activation_epilogue(acc, ACT: tl.constexpr):
 
 
 @triton.jit
-def split_range(k_tiles, SPLIT_K: tl.constexpr):
-    """This program's K tiles ``[start, end)``: all of them, or with ``SPLIT_K > 1`` its share
-    of an even split over grid axis 2. The split count is the grid's size there, not a
-    compile-time constant, so one compiled kernel serves every split count."""
-    kt_start = 0
-    kt_end = k_tiles
+def split_range(kt_lo, kt_hi, SPLIT_K: tl.constexpr):
+    """This program's K tiles ``[start, end)`` of ``[kt_lo, kt_hi)``: all of them, or with
+    ``SPLIT_K > 1`` its share of an even split over grid axis 2 (possibly empty: its partial is
+    then zero). The split count is the grid's size there, not a compile-time constant, so one
+    compiled kernel serves every split count."""
+    kt_start = kt_lo
+    kt_end = kt_hi
     if SPLIT_K > 1:
-        per_split = tl.cdiv(k_tiles, tl.num_programs(2))
-        kt_start = tl.program_id(2) * per_split
-        kt_end = tl.minimum(kt_start + per_split, k_tiles)
+        per_split = tl.cdiv(kt_hi - kt_lo, tl.num_programs(2))
+        kt_start = kt_lo + tl.program_id(2) * per_split
+        kt_end = tl.minimum(kt_start + per_split, kt_hi)
     return kt_start, kt_end
 
 
@@ -278,7 +281,7 @@ def gemm_kernel(
     # split_k_finish_kernel sums them
     SPLIT_K: tl.constexpr = 1,
     ACT: tl.constexpr = "",  # activation_epilogue after the bias: "" or one of ACTIVATIONS
-    K_TILES: tl.constexpr = None,  # optional fn(a_state, k_tiles) -> this program's own K tile count
+    K_RANGE: tl.constexpr = None,  # optional fn(a_state, b_state, k_tiles) -> this program's (kt_lo, kt_hi)
 ):
     """One output tile (or one of its K ranges) per program:
     grid = (num_pid_m * num_pid_n, batch, number of K splits).
@@ -291,11 +294,14 @@ def gemm_kernel(
     batch = tl.program_id(1)
     a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
     b_state = B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K)
-    if K_TILES is not None:
-        # a reduction whose length depends on the batch entry (strided dgrad: each stride phase of
-        # dx has its own number of filter taps) runs only its own K tiles, not the longest one's
-        k_tiles = K_TILES(a_state, k_tiles)
-    kt_start, kt_end = split_range(k_tiles, SPLIT_K)
+    kt_lo = 0
+    kt_hi = k_tiles
+    if K_RANGE is not None:
+        # a reduction whose taps depend on the tile or the batch entry (strided dgrad: each stride
+        # phase of dx has its own filter taps; a 3-D tile near the volume's front or back: depth
+        # taps that read only padding) runs only its own K tiles, not the whole filter's
+        kt_lo, kt_hi = K_RANGE(a_state, b_state, k_tiles)
+    kt_start, kt_end = split_range(kt_lo, kt_hi, SPLIT_K)
     if F64:
         acc = k_loop_f64(a_state, b_state, kt_start, kt_end, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K)
     else:
@@ -351,7 +357,7 @@ def persistent_gemm_kernel(
     F64: tl.constexpr,
     SPLIT_K: tl.constexpr = 1,
     ACT: tl.constexpr = "",
-    K_TILES: tl.constexpr = None,  # gemm_kernel's signature; must be None here (one batch entry)
+    K_RANGE: tl.constexpr = None,  # gemm_kernel's signature; must be None here (every tile runs k_tiles)
 ):
     """``gemm_kernel``'s work with a fixed number of programs (grid = (programs,)), each walking
     the output tiles ``pid, pid + programs, ...`` of batch entry 0.
@@ -461,7 +467,7 @@ def stream_k_gemm_kernel(
     F64: tl.constexpr,  # gemm_kernel's signature; must be False here
     SPLIT_K: tl.constexpr = 1,  # gemm_kernel's signature; unused
     ACT: tl.constexpr = "",
-    K_TILES: tl.constexpr = None,  # gemm_kernel's signature; must be None here (one batch entry)
+    K_RANGE: tl.constexpr = None,  # gemm_kernel's signature; must be None here (every tile runs k_tiles)
 ):
     """``gemm_kernel``'s work split evenly by K iteration ("stream-K"): grid = (programs,), and
     program ``p`` runs iterations ``[p * T // programs, (p + 1) * T // programs)`` of the
