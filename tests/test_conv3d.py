@@ -453,6 +453,11 @@ WS_CASES = [
     # strided, through the stride-phase view: stride 2 everywhere (an odd depth), H and W only
     ((2, 32, 5, 6, 8, 48, 3, 3, 3, 2, 1, 1, 1), torch.bfloat16),
     ((1, 64, 3, 8, 6, 32, 1, 3, 3, (1, 2, 2), (0, 1, 1), 1, 1), torch.float16),
+    # strided with the depth a multiple of the depth stride: the phase-grid view, tiles many depths
+    # deep (padded depths and rows out of bounds on their own axes); mixed strides; a dilated depth
+    ((2, 32, 6, 6, 8, 48, 3, 3, 3, 2, 1, 1, 1), torch.bfloat16),
+    ((1, 64, 4, 8, 8, 32, 3, 3, 3, (2, 1, 2), (1, 1, 0), 1, 1), torch.float16),
+    ((1, 32, 8, 6, 6, 64, 3, 3, 3, 2, (2, 1, 1), (2, 1, 1), 1), torch.bfloat16),
 ]
 
 
@@ -473,6 +478,22 @@ def test_conv3d_ws_every_candidate_config(case, dtype):
         k3.WS3D.run(prob, x, w, None, y, cfg)
         k3.WS3D.run(prob, x, w, None, y, cfg)
         assert_close(y, want, dtype, f"conv3d_ws [{cfg.describe()}] no bias {case}")
+
+
+def test_conv3d_ws_phase_grid_tiles():
+    """Which strided layers ``conv3d_ws`` reads through the phase-grid view, and that their tiles
+    may then be many depths deep: r3d-18's strided layer (28 x 28 outputs per depth) gets whole
+    8 x 4 x 4 tiles instead of the phase view's 1 x 4 x 32 (87.5% covered)."""
+    assert k3.phase_grid((2, 2, 2), (3, 3, 3), (1, 1, 1), 16)
+    assert not k3.phase_grid((2, 2, 2), (3, 3, 3), (1, 1, 1), 5)  # odd depth: the phase view
+    assert not k3.phase_grid((1, 2, 2), (1, 3, 3), (0, 1, 1), 8)  # depth_free (2-D layers): the phase view
+    assert not k3.phase_grid((1, 1, 1), (3, 3, 3), (1, 1, 1), 8)  # unstrided
+    prob = ConvProblem3d(8, 64, 16, 56, 56, 128, 3, 3, 3, (2, 2, 2), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1,
+                         torch.bfloat16, tma_input_ok=True, input_phases_ok=True)  # fmt: skip
+    tiles = {(c.tile_n, c.tile_h, c.tile_w) for c in k3.WS3D.candidates(prob, 132)}
+    assert (8, 4, 4) in tiles, tiles
+    odd = replace(prob, d=15)
+    assert all(c.tile_n == 1 for c in k3.WS3D.candidates(odd, 132))
 
 
 def test_conv3d_ws_supports_and_candidates():
@@ -505,8 +526,9 @@ def test_conv3d_ws_supports_and_candidates():
     # K steps (27 taps x 8 channel steps = 216)
     l4 = k3.WS3D.candidates(prob(8, 512, 2, 7, 7, 512), 132)
     assert l4 and all(c.split_k > 1 and (c.split_k - 1) * -(-216 // c.split_k) < 216 for c in l4)
-    # strided: tiles one output depth deep (the stride-phase view)
-    s2 = prob(8, 64, 16, 56, 56, 128, stride=(2, 2, 2))
+    # strided, an odd depth: tiles one output depth deep (the stride-phase view; an even depth
+    # takes the phase-grid view, test_conv3d_ws_phase_grid_tiles)
+    s2 = prob(8, 64, 15, 56, 56, 128, stride=(2, 2, 2))
     assert all(c.tile_n == 1 for c in k3.WS3D.candidates(replace(s2, input_phases_ok=True), 132))
 
 

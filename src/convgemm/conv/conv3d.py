@@ -243,6 +243,14 @@ def depth_free(taps: tuple[int, int, int], pad: tuple[int, int, int], stride: tu
     return taps[0] == 1 and pad[0] == 0 and stride[0] == 1
 
 
+def phase_grid(stride: tuple[int, int, int], taps: tuple[int, int, int], pad: tuple[int, int, int], depth: int) -> bool:
+    """Whether ``ws_conv3d_kernel`` reads a strided input through the phase-grid view
+    (``ws3d.input_desc``): a 3-D layer whose depth stride or padding keeps the phase view's tiles one
+    depth deep (not ``depth_free``: 2-D layers keep their view), and ``depth`` a multiple of
+    the depth stride."""
+    return stride != (1, 1, 1) and not depth_free(taps, pad, stride) and depth % stride[0] == 0
+
+
 class Wgrad3dWs:
     """Hopper's warp-specialized wgrad in Gluon (``conv/ws_wgrad.py``): a producer warp issues the
     TMA boxes of dy and of x shifted by the tile's tap, consumer warpgroups run ``wgmma`` with dy^T
@@ -825,9 +833,12 @@ class Ws3d(Algorithm):
         kp = _small(prob.k)
         k_steps = prob.t * prob.r * prob.s * (prob.c // bk)
         out = []
+        taps = (prob.t, prob.r, prob.s)
+        deep = not strided3(prob) or depth_free(taps, prob.pad, prob.stride) or phase_grid(prob.stride, taps,
+                                                                                            prob.pad, prob.d)  # fmt: skip
         for bm, warps in ((128, 8), (64, 4)):
             tiles = spatial_tiles3(prob, bm)
-            if strided3(prob) and not depth_free((prob.t, prob.r, prob.s), prob.pad, prob.stride):
+            if not deep:
                 tiles = [t for t in tiles if t[1] == 1]  # the phase view: one output depth per tile
             _, td, th, tw = tiles[0]
             for bn in sorted({min(256, kp), min(128, kp)}, reverse=True):
@@ -848,7 +859,9 @@ class Ws3d(Algorithm):
         cands = self.candidates(prob, max(sm_count(), 2))
         if cands:
             return cands[0]
-        tiles = [t for t in spatial_tiles3(prob, 128) if t[1] == 1 or not strided3(prob)]
+        taps = (prob.t, prob.r, prob.s)
+        deep = not strided3(prob) or phase_grid(prob.stride, taps, prob.pad, prob.d)
+        tiles = [t for t in spatial_tiles3(prob, 128) if t[1] == 1 or deep]
         _, td, th, tw = tiles[0]
         bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
         return Config(128, min(128, _small(prob.k)), bk, 8, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1)

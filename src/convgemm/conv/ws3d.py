@@ -18,7 +18,9 @@ sums in a second launch). The GEMM is ``y[pixels, K] = im2col(x)[pixels, T*R*S*C
 T*R*S*C]^T``: output pixels on M (the input box is the A operand, K-major), output channels on N
 (the weight tile, read transposed). A strided layer reads the stride-phase view of
 ``conv3d.input_descriptor3d``, tiles one output depth deep unless the filter is one tap deep,
-unpadded and unstrided along depth (``conv3d.depth_free``: a 2-D layer, the batch as depth).
+unpadded and unstrided along depth (``conv3d.depth_free``: a 2-D layer, the batch as depth); a
+3-D layer whose depth is a multiple of its depth stride reads the phase-grid view instead
+(``input_desc``, ``phase_grid``), with tiles of any depth.
 
 Groups 1, 16-bit dtypes, C a multiple of BLOCK_K. Gluon does not run under ``TRITON_INTERPRET``:
 the kernel runs on compute capability 9.x GPUs only (wgmma), and only the GPU tests run it.
@@ -44,7 +46,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
-from .conv3d import depth_free
+from .conv3d import depth_free, phase_grid
 from .loaders3d import _tile3
 from .ws_replay import fast_ready, ws_conv3d_replay
 
@@ -108,9 +110,21 @@ def _x_coord(n, d0, h0, w0, t, r, s, c0, view, STRIDED: gl.constexpr):
     the NDHWC tensor. ``STRIDED``: the stride-phase view [N*D, H/SH, SH, W/SW, SW*C]
     (``conv3d.input_descriptor3d``), where tap offset o = a*stride + phase is view row a of phase
     `phase`; a depth in the padding moves the box wholly out of bounds (rows HS and on), as the
-    Triton loader does."""
+    Triton loader does. ``STRIDED == 2``: the phase-grid view (``input_desc``, ``grid=True``)."""
     (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C) = view
-    if STRIDED:
+    if STRIDED == 2:
+        # the phase-grid view [D/SD, H/SH, N*D*H, W/SW, SW*C] (``input_desc``, grid=True): depth
+        # and height phases pick the third axis's row, n*D*H + phase_d*H + phase_h, and a tap's
+        # depth and row offsets step the first two axes, so a box may be several depths deep and
+        # a padded depth or row is out of bounds there (zero-filled)
+        od = t * dd - pd
+        ad = (od + SD * pd) // SD - pd
+        oh = r * dh - ph
+        ah = (oh + SH * ph) // SH - ph
+        ow = s * dw - pw
+        aw = (ow + SW * pw) // SW - pw
+        return [d0 + ad, h0 + ah, (n * D + od - ad * SD) * (HS * SH) + oh - ah * SH, w0 + aw, (ow - aw * SW) * C + c0]
+    elif STRIDED:
         idp = d0 * SD - pd + t * dd
         oh = r * dh - ph
         ah = (oh + SH * ph) // SH - ph
@@ -264,13 +278,29 @@ def ws_split_finish_kernel(ws_ptr, y_ptr, bias_ptr, K, tiles_n, OD, P, Q, syn, s
     tl.store(ptrs, acc.to(y_ptr.dtype.element_ty), mask=inside[:, None] & (ch < K)[None, :])
 
 
-def input_desc(x: torch.Tensor, stride: tuple[int, int, int], tile: tuple[int, int, int], channels: int):
+def input_desc(x: torch.Tensor, stride: tuple[int, int, int], tile: tuple[int, int, int], channels: int,
+               grid: bool = False):  # fmt: skip
     """The TMA descriptor both Gluon kernels read the NDHWC input ``x`` [N, C, D, H, W] through,
     with boxes of ``tile`` output pixels x ``channels``: the tensor itself at stride 1, else its
     stride-phase view [N*D, H/SH, SH, W/SW, SW*C] (dense pixels, H and W multiples of the
-    stride; ``_x_coord`` gives the boxes' coordinates)."""
+    stride; ``_x_coord`` gives the boxes' coordinates).
+
+    ``grid`` (strided; D a multiple of SD too): the phase-grid view [D/SD, H/SH, N*D*H, W/SW,
+    SW*C] instead, strides (SD*H*W*C, SH*W*C, W*C, SW*C, 1). Its third axis walks the input's
+    rows of every depth of every image, so (image, depth phase, row phase) is one coordinate
+    there, while depth and row steps of the stride are the first two axes: boxes
+    [TD, TH, 1, TW, BK] many output depths deep, with padding out of bounds along those axes.
+    The phase view's boxes are one depth deep (its first axis merges the batch into depth), so
+    28 x 28 outputs (r3d-18's strided layer) took 1 x 4 x 32 tiles, 87.5% covered; here
+    8 x 4 x 4 covers them whole."""
     n, c, d, h, wd = x.shape
     td, th, tw = tile
+    if grid:
+        sd, sh, sw = stride
+        xb = [td, th, 1, tw, channels]
+        return TensorDescriptor(x, [d // sd, h // sh, n * d * h, wd // sw, sw * c],
+                                [x.stride(2) * sd, x.stride(3) * sh, x.stride(3), c * sw, 1], xb,
+                                _layout(xb, x.dtype))  # fmt: skip
     if stride != (1, 1, 1):
         _, sh, sw = stride
         xb = [td, th, 1, tw, channels]
@@ -347,8 +377,11 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     td, th, tw = tile
     sd, sh, sw = stride
     strided = stride != (1, 1, 1)
-    assert td == 1 or not strided or depth_free(taps, pad, stride), "ws_conv3d: strided tiles are one depth deep"
-    x_desc = input_desc(x, stride, tile, block_k)
+    grid_view = phase_grid(stride, taps, pad, d)
+    assert td == 1 or not strided or grid_view or depth_free(taps, pad, stride), (
+        "ws_conv3d: tiles through the phase view are one depth deep"
+    )
+    x_desc = input_desc(x, stride, tile, block_k, grid=grid_view)
     wb = [block_n, block_k]
     w_desc = TensorDescriptor(wp, [k, wp.shape[1]], [wp.stride(0), 1], wb, _layout(wb, x.dtype))
     y_desc = ndhwc_desc(y, tile, block_n)
@@ -363,7 +396,8 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
             r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c)  # fmt: skip
     # registers are allocated for warps + 4 (the producer's warpgroup) warps at launch, then moved
     # from the producer (48 each) to the consumers
-    kw = dict(TD=td, TH=th, TW=tw, HAS_BIAS=bias is not None, ACT=act, STAGES=stages, SPLIT=split, STRIDED=strided,
+    kw = dict(TD=td, TH=th, TW=tw, HAS_BIAS=bias is not None, ACT=act, STAGES=stages, SPLIT=split,
+              STRIDED=2 if grid_view else int(strided),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
     if compile_only:
         return ws_conv3d_kernel, grid, args, kw
