@@ -180,6 +180,27 @@ def test_rows_gpu_configs(monkeypatch):
             assert programs >= 2 * 132 or cfg.block_k <= 8, cfg
 
 
+def test_rows_columns_on_long_rows(monkeypatch):
+    """The rows kernel's column count: on the causal conv1d suite's layers (8195 outputs, 0.7-2.9%
+    masked at 8 columns) 7 or 8 columns, the widest within 2% of the fewest masked lanes, not the 3
+    or 5 columns that mask a few lanes
+    fewer (1.2-1.6x slower on the H200); on image rows (ConvNeXt's and MobileNetV2's) the
+    fewest masked columns, as before."""
+    import convgemm.conv.fprop as fp
+    from convgemm.problem import ConvProblem
+
+    monkeypatch.setattr(fp, "interpreting", lambda: False)
+    monkeypatch.setattr(fp, "sm_count", lambda: 132)
+    algo = ALGORITHMS["depthwise_rows"]
+    for c, length in ((1024, 8192), (4096, 4096), (8192, 2048)):
+        x = torch.empty(8, c, 1, length).to(memory_format=torch.channels_last)
+        prob = ConvProblem.from_tensors(x, torch.empty(c, 1, 1, 4), padding=(0, 3), groups=c)
+        assert min(cfg.cols for cfg in algo.configs(prob)) >= 7, algo.configs(prob)
+    for q, bq, fit, want in ((56, 4, range(1, 9), 7), (28, 4, range(1, 9), 7), (112, 4, range(1, 9), 7),
+                             (8195, 8, range(1, 9), 8), (2051, 4, range(1, 9), 8), (7, 4, range(1, 3), 2)):  # fmt: skip
+        assert algo._widest_within(q, bq, list(fit)) == want, (q, bq, want)
+
+
 def test_gpu_configs_are_runnable(monkeypatch):
     """The GPU's candidate list (built here with the interpreter switch off): rows a power of two
     no larger than the output's rows rounded up, 1-8 warps, at most eight, the default among valid ones."""
