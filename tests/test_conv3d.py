@@ -318,6 +318,12 @@ TMA_CASES = [
     ((2, 32, 5, 6, 8, 24, 3, 3, 3, 2, 1, 1, 1), torch.float16),
     ((1, 64, 5, 3, 4, 16, 3, 1, 1, (2, 1, 1), (1, 0, 0), 1, 1), torch.float16),
     ((1, 16, 3, 8, 6, 32, 1, 3, 3, (1, 2, 2), (0, 2, 1), (1, 2, 1), 1), torch.float16),
+    # strided with the depth a multiple of the depth stride: the phase-grid view (tiles many
+    # depths deep; padded depths and rows out of bounds on their own axes); mixed strides; a
+    # dilated depth
+    ((2, 32, 6, 6, 8, 24, 3, 3, 3, 2, 1, 1, 1), torch.float16),
+    ((1, 32, 4, 8, 8, 16, 3, 3, 3, (2, 1, 2), (1, 1, 0), 1, 1), torch.float16),
+    ((1, 32, 8, 6, 6, 32, 3, 3, 3, 2, (2, 1, 1), (2, 1, 1), 1), torch.float16),
 ]
 
 
@@ -331,6 +337,8 @@ def test_conv3d_tma_every_candidate_config(case, dtype):
     if prob.stride != (1, 1, 1):
         assert prob.input_phases_ok
     cfgs = list(dict.fromkeys(k3.TMA3D.candidates(prob, 132) + k3.TMA3D.candidates(prob, 1)))
+    if k3.TMA3D.grid(prob):  # the phase-grid view: some tiles several depths deep
+        assert any(c.tile_n > 1 for c in cfgs), cfgs
     if case == TMA_CASES[0][0]:
         kinds = {(c.split_k > 1, c.persistent > 0) for c in cfgs}
         assert {(False, False), (True, False), (False, True)} <= kinds, kinds
@@ -347,6 +355,7 @@ THIN_CASES = [
     (1, 32, 3, 4, 4, 32, 3, 3, 1, 1, (2, 1, 0), (2, 1, 1), 1),  # dilation 2 in depth
     (1, 32, 1, 4, 4, 32, 1, 3, 3, 1, (1, 1, 1), 1, 1),  # output depths 0 and 2: no tap at all (bias)
     (1, 32, 3, 4, 6, 32, 3, 3, 3, 2, (2, 1, 1), 1, 1),  # strided (the phase loader): depths 0, 2 skip
+    (1, 32, 2, 4, 6, 32, 3, 3, 3, 2, (2, 1, 1), 1, 1),  # strided, even depth (the phase-grid loader)
 ]
 
 
@@ -494,6 +503,10 @@ def test_conv3d_ws_phase_grid_tiles():
     assert (8, 4, 4) in tiles, tiles
     odd = replace(prob, d=15)
     assert all(c.tile_n == 1 for c in k3.WS3D.candidates(odd, 132))
+    # conv3d_tma reads the same view (loaders3d.tma_im2col3d_grid_*: its CPU tests run the geometry)
+    assert k3.TMA3D.grid(prob) and not k3.TMA3D.grid(odd)
+    assert (8, 4, 4) in {(c.tile_n, c.tile_h, c.tile_w) for c in k3.TMA3D.candidates(prob, 132)}
+    assert all(c.tile_n == 1 for c in k3.TMA3D.candidates(odd, 132))
 
 
 def test_conv3d_ws_supports_and_candidates():

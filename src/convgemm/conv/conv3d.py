@@ -507,6 +507,23 @@ def input_descriptor3d(prob: ConvProblem3d, x: torch.Tensor, box: list[int]):
                       [x.stride(0), x.stride(2), x.stride(3), x.stride(4), 1], box)  # fmt: skip
 
 
+def grid_descriptor3d(prob: ConvProblem3d, x: torch.Tensor, box: list[int]):
+    """Dense NDHWC ``x`` through the phase-grid view ``[D/sd, H/sh, N*D*H, W/sw, sw*C]`` (strides
+    ``sd*H*W*C, sh*W*C, W*C, sw*C, 1``; ``phase_grid`` layers), boxes ``[TD, TH, 1, TW, BLOCK_K]``
+    from ``box`` = ``[1, TD, TH, TW, BLOCK_K]``: the conv3d_tma form of ``ws3d.input_desc``'s
+    ``grid`` view, read by ``loaders3d.tma_im2col3d_grid_*``."""
+    sd, sh, sw = prob.stride
+    return descriptor(x, [prob.d // sd, prob.h // sh, prob.n * prob.d * prob.h, prob.w // sw, sw * prob.c],
+                      [x.stride(2) * sd, x.stride(3) * sh, x.stride(3), prob.c * sw, 1],
+                      [box[1], box[2], 1, box[3], box[4]])  # fmt: skip
+
+
+def grid_x_args(prob: ConvProblem3d, c_tiles: int) -> tuple:
+    """``loaders3d.tma_im2col3d_grid_init``'s arguments."""
+    return (prob.od, prob.p, prob.q, *prob.pad, *prob.dilation, prob.r, prob.s, c_tiles, prob.d, prob.h,
+            *prob.stride, prob.c)  # fmt: skip
+
+
 def tma_x_args(prob: ConvProblem3d, c_tiles: int) -> tuple:
     """The x loader's arguments for ``input_descriptor3d``'s view, shared by the TMA forward
     (``tma_im2col3d_*``) and wgrad (``tma_wgrad3d_*``): the stride-phase loaders' when strided."""
@@ -584,10 +601,16 @@ class Tma3d(Algorithm):
                 return f"stride {prob.stride}: C = {prob.c} must be a multiple of 16 for the stride-phase TMA view"
         return None
 
+    @staticmethod
+    def grid(prob: ConvProblem3d) -> bool:
+        """Whether a strided layer is read through the phase-grid view (``grid_descriptor3d``)."""
+        return phase_grid(prob.stride, (prob.t, prob.r, prob.s), prob.pad, prob.d)
+
     def _spatial(self, prob: ConvProblem3d, block_n: int) -> list[tuple[float, int, int, int]]:
-        """``spatial_tiles3``; a strided layer's tiles are one output depth deep (the phase view)."""
+        """``spatial_tiles3``; a strided layer's tiles are one output depth deep through the phase
+        view, of any depth through the phase-grid view."""
         tiles = spatial_tiles3(prob, block_n)
-        return [t for t in tiles if t[1] == 1] if strided3(prob) else tiles
+        return [t for t in tiles if t[1] == 1] if strided3(prob) and not self.grid(prob) else tiles
 
     def _tiles(self, prob: ConvProblem3d, bm: int, td: int, th: int, tw: int) -> int:
         return cdiv(prob.k, bm) * prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
@@ -702,7 +725,11 @@ class Tma3d(Algorithm):
         cp = cdiv(prob.c, cfg.block_k) * cfg.block_k
         wp = _packed_weight(w, cp)
         box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
-        x_desc = input_descriptor3d(prob, x, box + [cfg.block_k])
+        grid = strided3(prob) and self.grid(prob)
+        if grid:
+            x_desc = grid_descriptor3d(prob, x, box + [cfg.block_k])
+        else:
+            x_desc = input_descriptor3d(prob, x, box + [cfg.block_k])
         w_desc = descriptor(wp, [prob.k, wp.shape[1]], [wp.stride(0), 1], [cfg.block_m, cfg.block_k])
         yo = _ndhwc_out(y)
         y_desc = descriptor(yo, [prob.n, prob.od, prob.p, prob.q, prob.k],
@@ -711,8 +738,11 @@ class Tma3d(Algorithm):
         num_n = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         c_tiles = cp // cfg.block_k
         a = (w_desc, (prob.k,))
-        b = (x_desc, tma_x_args(prob, c_tiles))
-        if strided3(prob):
+        b = (x_desc, grid_x_args(prob, c_tiles) if grid else tma_x_args(prob, c_tiles))
+        if grid:
+            b_fns = (l3.tma_im2col3d_grid_init, l3.tma_im2col3d_grid_load)
+            k_range = l3.tma_im2col3d_grid_k_range
+        elif strided3(prob):
             b_fns = (l3.tma_im2col3d_phase_init, l3.tma_im2col3d_phase_load)
             k_range = l3.tma_im2col3d_phase_k_range
         else:

@@ -358,6 +358,59 @@ def tma_im2col3d_phase_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.conste
 
 
 @triton.jit
+def tma_im2col3d_grid_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """B = im2col(x)^T for a strided 3-D kernel through the phase-grid view ``[D/sd, H/sh, N*D*H,
+    W/sw, sw*C]`` of a dense NDHWC input (``conv3d.grid_descriptor3d``; the depth a multiple of
+    its stride), boxes ``[TD, TH, 1, TW, BLOCK_K]``: tiles of any depth. A tap's depth and row
+    offsets ``o = a*stride + phase`` step the first two axes by ``a`` (a padded depth or row falls
+    out of bounds there and is zero-filled) and its phases pick the third axis's row
+    ``(n*D + phase_d)*H + phase_h``; columns as in the phase view (``ws3d._x_coord`` is the same
+    walk in Gluon)."""
+    (OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D, H, SD, SH, SW, C) = args
+    TD: tl.constexpr = x_desc.block_shape[0]
+    TH: tl.constexpr = x_desc.block_shape[1]
+    TW: tl.constexpr = x_desc.block_shape[3]
+    n, d0, h0, w0 = _tile3(pid_n, OD, P, Q, TD, TH, TW)
+    return (x_desc, n, d0, h0, w0, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D, H, SD, SH, SW, C)
+
+
+@triton.jit
+def tma_im2col3d_grid_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, n, d0, h0, w0, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D, H, SD, SH, SW, C = state
+    t, r, s, cb = _tap3(kt, c_tiles, R, S)
+    # floor division of tap offsets that may be negative (o + stride*pad >= 0)
+    od = t * dd - pd
+    ad = (od + SD * pd) // SD - pd
+    oh = r * dh - ph
+    ah = (oh + SH * ph) // SH - ph
+    ow = s * dw - pw
+    aw = (ow + SW * pw) // SW - pw
+    box = x_desc.load([d0 + ad, h0 + ah, (n * D + od - ad * SD) * H + oh - ah * SH, w0 + aw,
+                       (ow - aw * SW) * C + cb * BLOCK_K])  # fmt: skip
+    return box.reshape(BLOCK_N, BLOCK_K).T
+
+
+@triton.jit
+def tma_im2col3d_grid_k_range(a_state, b_state, k_tiles):
+    """``tma_im2col3d_k_range`` for the phase-grid loader (tiles of any depth, stride SD)."""
+    x_desc = b_state[0]
+    d0, pd, dd, R, S, c_tiles, D, SD = (
+        b_state[2],
+        b_state[5],
+        b_state[8],
+        b_state[11],
+        b_state[12],
+        b_state[13],
+        b_state[14],
+        b_state[16],
+    )
+    TD: tl.constexpr = x_desc.block_shape[0]
+    per_t = R * S * c_tiles
+    t_lo, t_hi = depth_taps(d0 * SD - pd, (d0 + TD - 1) * SD - pd, D, dd, k_tiles // per_t)
+    return t_lo * per_t, t_hi * per_t
+
+
+@triton.jit
 def tma_output3d_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [channels, pixels] tile to NDHWC y; the copy engine clips the edges."""
     (OD, P, Q) = args
