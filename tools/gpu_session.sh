@@ -65,6 +65,10 @@
 #              a ResNet-50 layer (16 threads against 8 worker processes), then ConvNeXt's 7x7
 #              layers from empty caches -> s24-tests.log, s24-tune-time.log, s24-dw7.json,
 #              s24-tune-dw7.jsonl
+#   s25        session 25's open questions: tools/dgrad3d_host.py on r3d-18's strided l2 and its l1
+#              (is the eight-launch phase dgrad host-bound?), the conv3d dgrad suite with its tuner
+#              log, then test_nn.py's GPU tests -> s25-dgrad3d-host.log, s25-dgrad3d.json,
+#              s25-tune-dgrad3d.jsonl, s25-nn-tests.log
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -288,6 +292,16 @@ for step in "$@"; do
             --shape 64,384,14,14,384,7,7,1,3,1,384 --shape 64,768,7,7,768,7,7,1,3,1,768 > "$OUT/s24-dw7.log" 2>&1
         echo "s24 dw7: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s24-dw7.log" | tail -3
         grep '"tune"' "$OUT/s24-tune-dw7.jsonl" ;;
+    s25)
+        for shp in 8,64,16,56,56,128,3,3,3,2,1 8,64,16,56,56,64,3,3,3,1,1; do
+            timeout 120 python3 tools/dgrad3d_host.py --shape "$shp" 2>&1 | grep -v Warning
+        done | tee "$OUT/s25-dgrad3d-host.log"
+        CONVGEMM_TUNE_LOG=$OUT/s25-tune-dgrad3d.jsonl timeout 200 python3 -m convgemm bench --dtype bf16 --check \
+            --suite conv3d --direction dgrad --json "$OUT/s25-dgrad3d.json" > "$OUT/s25-dgrad3d.log" 2>&1
+        echo "s25 dgrad3d: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s25-dgrad3d.log" | tail -3
+        timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -q -n 8 -p no:cacheprovider --tb=short -W ignore \
+            tests/test_nn.py > "$OUT/s25-nn-tests.log" 2>&1
+        echo "s25 nn tests: rc=$?"; grep -E "FAILED|Error|passed|failed" "$OUT/s25-nn-tests.log" | tail -8 ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done

@@ -725,8 +725,8 @@ class Tma3d(Algorithm):
         cp = cdiv(prob.c, cfg.block_k) * cfg.block_k
         wp = _packed_weight(w, cp)
         box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
-        grid = strided3(prob) and self.grid(prob)
-        if grid:
+        grid_view = strided3(prob) and self.grid(prob)
+        if grid_view:
             x_desc = grid_descriptor3d(prob, x, box + [cfg.block_k])
         else:
             x_desc = input_descriptor3d(prob, x, box + [cfg.block_k])
@@ -738,8 +738,8 @@ class Tma3d(Algorithm):
         num_n = prob.n * cdiv(prob.od, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
         c_tiles = cp // cfg.block_k
         a = (w_desc, (prob.k,))
-        b = (x_desc, grid_x_args(prob, c_tiles) if grid else tma_x_args(prob, c_tiles))
-        if grid:
+        b = (x_desc, grid_x_args(prob, c_tiles) if grid_view else tma_x_args(prob, c_tiles))
+        if grid_view:
             b_fns = (l3.tma_im2col3d_grid_init, l3.tma_im2col3d_grid_load)
             k_range = l3.tma_im2col3d_grid_k_range
         elif strided3(prob):
