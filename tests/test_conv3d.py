@@ -14,7 +14,7 @@ from torch import nn
 
 import convgemm
 from convgemm.conv import conv3d as k3
-from convgemm.conv.loaders3d import depth_taps
+from convgemm.conv.loaders3d import depth_k_range
 from convgemm.problem3d import ConvProblem3d
 
 _CL3 = torch.channels_last_3d
@@ -347,7 +347,7 @@ def test_conv3d_tma_every_candidate_config(case, dtype):
 
 
 # thin volumes, tiles one output depth deep: depth taps that read only padding are skipped
-# (loaders3d.depth_taps); N, C, D, H, W, K, T, R, S, stride, padding, dilation, groups
+# (loaders3d.depth_k_range); N, C, D, H, W, K, T, R, S, stride, padding, dilation, groups
 THIN_CASES = [
     (2, 32, 2, 5, 6, 48, 3, 3, 3, 1, 1, 1, 1),  # r3d-18's last layer in small: 2 of 3 taps per frame
     (1, 32, 1, 4, 5, 32, 3, 3, 3, 1, 1, 1, 1),  # one frame: only the middle tap
@@ -375,16 +375,17 @@ def test_conv3d_tma_skips_depth_taps_of_padding(case):
 
 
 @triton.jit
-def _depth_taps_kernel(a_ptr, e_ptr, d_ptr, dd_ptr, t_ptr, out_ptr, N: tl.constexpr):
+def _depth_k_range_kernel(a_ptr, e_ptr, d_ptr, dd_ptr, t_ptr, out_ptr, N: tl.constexpr):
     i = tl.arange(0, N)
-    lo, hi = depth_taps(tl.load(a_ptr + i), tl.load(e_ptr + i), tl.load(d_ptr + i), tl.load(dd_ptr + i),
-                        tl.load(t_ptr + i))  # fmt: skip
+    # one K tile per depth tap: the K range is the tap range
+    lo, hi = depth_k_range(tl.load(a_ptr + i), tl.load(e_ptr + i), tl.load(d_ptr + i), tl.load(dd_ptr + i), 1,
+                           tl.load(t_ptr + i))  # fmt: skip
     tl.store(out_ptr + 2 * i, lo)
     tl.store(out_ptr + 2 * i + 1, hi)
 
 
-def test_depth_taps_matches_brute_force():
-    """``loaders3d.depth_taps`` against enumeration, over negative and positive depths (floor
+def test_depth_k_range_matches_brute_force():
+    """``loaders3d.depth_k_range`` against enumeration, over negative and positive depths (floor
     division in the interpreter, truncation on the GPU: both must give the same ranges)."""
     rows = [(a, a + span, depth, dd, taps) for a in range(-7, 6) for span in (0, 1, 3) for depth in (1, 2, 5)
             for dd in (1, 2, 3) for taps in (1, 3, 4)]  # fmt: skip
@@ -392,7 +393,7 @@ def test_depth_taps_matches_brute_force():
     rows += [rows[0]] * (n - len(rows))
     cols = [torch.tensor(c, dtype=torch.int32, device=DEVICE) for c in zip(*rows, strict=True)]
     out = torch.empty(2 * n, dtype=torch.int32, device=DEVICE)
-    _depth_taps_kernel[(1,)](*cols, out, N=n)
+    _depth_k_range_kernel[(1,)](*cols, out, N=n)
     got = out.view(-1, 2).cpu().tolist()
     for (a, e, depth, dd, taps), (lo, hi) in zip(rows, got, strict=True):
         valid = [t for t in range(taps) if any(0 <= z + t * dd < depth for z in range(a, e + 1))]

@@ -244,10 +244,10 @@ def depth_free(taps: tuple[int, int, int], pad: tuple[int, int, int], stride: tu
 
 
 def phase_grid(stride: tuple[int, int, int], taps: tuple[int, int, int], pad: tuple[int, int, int], depth: int) -> bool:
-    """Whether ``ws_conv3d_kernel`` reads a strided input through the phase-grid view
-    (``ws3d.input_desc``): a 3-D layer whose depth stride or padding keeps the phase view's tiles one
-    depth deep (not ``depth_free``: 2-D layers keep their view), and ``depth`` a multiple of
-    the depth stride."""
+    """Whether ``conv3d_tma`` and ``conv3d_ws`` read a strided input through the phase-grid view
+    (``grid_descriptor3d``, ``ws3d.input_desc``): a 3-D layer whose depth stride or padding keeps
+    the phase view's tiles one depth deep (not ``depth_free``: 2-D layers keep their view), and
+    ``depth`` a multiple of the depth stride."""
     return stride != (1, 1, 1) and not depth_free(taps, pad, stride) and depth % stride[0] == 0
 
 
@@ -725,7 +725,7 @@ class Tma3d(Algorithm):
         cp = cdiv(prob.c, cfg.block_k) * cfg.block_k
         wp = _packed_weight(w, cp)
         box = [1, cfg.tile_n, cfg.tile_h, cfg.tile_w]
-        grid_view = strided3(prob) and self.grid(prob)
+        grid_view = self.grid(prob)
         if grid_view:
             x_desc = grid_descriptor3d(prob, x, box + [cfg.block_k])
         else:
@@ -843,6 +843,14 @@ class Ws3d(Algorithm):
         return self.candidates(prob, sm_count())
 
     @staticmethod
+    def _deep(prob: ConvProblem3d) -> bool:
+        """Whether tiles may be several output depths deep: unstrided, a 2-D layer's phase view
+        (``depth_free``: the batch as depth), or the phase-grid view; else one depth deep."""
+        taps = (prob.t, prob.r, prob.s)
+        return not strided3(prob) or depth_free(taps, prob.pad, prob.stride) or phase_grid(prob.stride, taps,
+                                                                                             prob.pad, prob.d)  # fmt: skip
+
+    @staticmethod
     def _splits(n_tiles: int, k_steps: int, sms: int) -> list[int]:
         """K splits for a layer whose tiles leave SMs idle: every split with 8 or more K steps and
         no empty split, the one that fills the GPU's waves best (ties: fewer splits)."""
@@ -863,9 +871,7 @@ class Ws3d(Algorithm):
         kp = _small(prob.k)
         k_steps = prob.t * prob.r * prob.s * (prob.c // bk)
         out = []
-        taps = (prob.t, prob.r, prob.s)
-        deep = not strided3(prob) or depth_free(taps, prob.pad, prob.stride) or phase_grid(prob.stride, taps,
-                                                                                            prob.pad, prob.d)  # fmt: skip
+        deep = self._deep(prob)
         for bm, warps in ((128, 8), (64, 4)):
             tiles = spatial_tiles3(prob, bm)
             if not deep:
@@ -889,9 +895,7 @@ class Ws3d(Algorithm):
         cands = self.candidates(prob, max(sm_count(), 2))
         if cands:
             return cands[0]
-        taps = (prob.t, prob.r, prob.s)
-        deep = not strided3(prob) or phase_grid(prob.stride, taps, prob.pad, prob.d)
-        tiles = [t for t in spatial_tiles3(prob, 128) if t[1] == 1 or deep]
+        tiles = [t for t in spatial_tiles3(prob, 128) if t[1] == 1 or self._deep(prob)]
         _, td, th, tw = tiles[0]
         bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
         return Config(128, min(128, _small(prob.k)), bk, 8, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1)

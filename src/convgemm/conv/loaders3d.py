@@ -283,26 +283,26 @@ def tma_im2col3d_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl
 
 
 @triton.jit
-def depth_taps(a, e, D, dd, T):
-    """The filter depth taps ``[t_lo, t_hi)`` (of ``T``, dilation ``dd``) through which a tile
-    whose output depths read input depths ``a .. e`` at tap 0 reads some depth ``0 .. D-1``; the
-    others read only zero padding. Exact under floor and truncating integer division alike (the
-    interpreter floors, compiled Triton truncates): every quotient of a negative is clamped."""
+def depth_k_range(a, e, D, dd, per_t, k_tiles):
+    """The K tiles ``[lo, hi)`` (``per_t`` per filter depth tap, ``k_tiles`` in all, depth taps
+    outermost) of the depth taps, dilation ``dd``, through which a tile whose output depths read
+    input depths ``a .. e`` at tap 0 reads some depth ``0 .. D-1``: the others' boxes are zero
+    padding alone, skipped (r3d-18's last layer, 2 frames and 3 depth taps, tiles one frame
+    deep: a third of its multiply-adds). Exact under floor and truncating integer division alike
+    (the interpreter floors, compiled code truncates): every quotient of a negative is clamped.
+    The Triton loaders' ``*_k_range`` and the Gluon kernel (``ws3d._unit``) call it."""
+    T = k_tiles // per_t
     t_lo = tl.minimum(tl.maximum((dd - 1 - e) // dd, 0), T)
-    t_hi = tl.minimum(tl.maximum((D - 1 - a + dd) // dd, 0), T)
-    return t_lo, tl.maximum(t_hi, t_lo)
+    t_hi = tl.maximum(tl.minimum(tl.maximum((D - 1 - a + dd) // dd, 0), T), t_lo)
+    return t_lo * per_t, t_hi * per_t
 
 
 @triton.jit
 def tma_im2col3d_k_range(a_state, b_state, k_tiles):
-    """``gemm_kernel``'s K_RANGE: only the depth taps whose boxes reach into the volume. A tile
-    one depth deep at the front or back of a thin volume skips the taps that read padding
-    alone (r3d-18's last layer, 2 frames and 3 depth taps: a third of its multiply-adds)."""
+    """``gemm_kernel``'s K_RANGE: only the depth taps whose boxes reach into the volume."""
     x_desc, n, id0, ih0, iw0, dd, dh, dw, R, S, c_tiles, D = b_state
     TD: tl.constexpr = x_desc.block_shape[1]
-    per_t = R * S * c_tiles
-    t_lo, t_hi = depth_taps(id0, id0 + TD - 1, D, dd, k_tiles // per_t)
-    return t_lo * per_t, t_hi * per_t
+    return depth_k_range(id0, id0 + TD - 1, D, dd, R * S * c_tiles, k_tiles)
 
 
 @triton.jit
@@ -335,11 +335,8 @@ def tma_im2col3d_phase_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK
 @triton.jit
 def tma_im2col3d_phase_k_range(a_state, b_state, k_tiles):
     """``tma_im2col3d_k_range`` for the stride-phase loader (tiles one output depth deep)."""
-    id0, D, R, S, c_tiles = b_state[2], b_state[3], b_state[12], b_state[13], b_state[14]
-    dd = b_state[9]
-    per_t = R * S * c_tiles
-    t_lo, t_hi = depth_taps(id0, id0, D, dd, k_tiles // per_t)
-    return t_lo * per_t, t_hi * per_t
+    x_desc, row0, id0, D, oh0, ow0, HS, ph, pw, dd, dh, dw, R, S, c_tiles, SH, SW, C = b_state
+    return depth_k_range(id0, id0, D, dd, R * S * c_tiles, k_tiles)
 
 
 @triton.jit
@@ -375,9 +372,11 @@ def tma_im2col3d_grid_init(x_desc, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_
 
 
 @triton.jit
-def tma_im2col3d_grid_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    x_desc, n, d0, h0, w0, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D, H, SD, SH, SW, C = state
-    t, r, s, cb = _tap3(kt, c_tiles, R, S)
+def phase_grid_coord(n, d0, h0, w0, t, r, s, c0, pd, ph, pw, dd, dh, dw, D, H, SD, SH, SW, C):
+    """The phase-grid view's box coordinate for the pixel block at (n, d0, h0, w0) shifted by
+    filter tap (t, r, s), channels from ``c0``: tap offset ``o = a*stride + phase`` steps depth
+    and rows by ``a`` and picks the third axis's row by the phases; columns as the phase view's.
+    Shared by ``tma_im2col3d_grid_load`` and the Gluon kernel (``ws3d._x_coord``)."""
     # floor division of tap offsets that may be negative (o + stride*pad >= 0)
     od = t * dd - pd
     ad = (od + SD * pd) // SD - pd
@@ -385,29 +384,24 @@ def tma_im2col3d_grid_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constex
     ah = (oh + SH * ph) // SH - ph
     ow = s * dw - pw
     aw = (ow + SW * pw) // SW - pw
-    box = x_desc.load([d0 + ad, h0 + ah, (n * D + od - ad * SD) * H + oh - ah * SH, w0 + aw,
-                       (ow - aw * SW) * C + cb * BLOCK_K])  # fmt: skip
-    return box.reshape(BLOCK_N, BLOCK_K).T
+    return d0 + ad, h0 + ah, (n * D + od - ad * SD) * H + oh - ah * SH, w0 + aw, (ow - aw * SW) * C + c0
+
+
+@triton.jit
+def tma_im2col3d_grid_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    x_desc, n, d0, h0, w0, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D, H, SD, SH, SW, C = state
+    t, r, s, cb = _tap3(kt, c_tiles, R, S)
+    cd, ch, crow, cw, cc = phase_grid_coord(n, d0, h0, w0, t, r, s, cb * BLOCK_K, pd, ph, pw, dd, dh, dw, D, H, SD,
+                                            SH, SW, C)  # fmt: skip
+    return x_desc.load([cd, ch, crow, cw, cc]).reshape(BLOCK_N, BLOCK_K).T
 
 
 @triton.jit
 def tma_im2col3d_grid_k_range(a_state, b_state, k_tiles):
     """``tma_im2col3d_k_range`` for the phase-grid loader (tiles of any depth, stride SD)."""
-    x_desc = b_state[0]
-    d0, pd, dd, R, S, c_tiles, D, SD = (
-        b_state[2],
-        b_state[5],
-        b_state[8],
-        b_state[11],
-        b_state[12],
-        b_state[13],
-        b_state[14],
-        b_state[16],
-    )
+    x_desc, n, d0, h0, w0, pd, ph, pw, dd, dh, dw, R, S, c_tiles, D, H, SD, SH, SW, C = b_state
     TD: tl.constexpr = x_desc.block_shape[0]
-    per_t = R * S * c_tiles
-    t_lo, t_hi = depth_taps(d0 * SD - pd, (d0 + TD - 1) * SD - pd, D, dd, k_tiles // per_t)
-    return t_lo * per_t, t_hi * per_t
+    return depth_k_range(d0 * SD - pd, (d0 + TD - 1) * SD - pd, D, dd, R * S * c_tiles, k_tiles)
 
 
 @triton.jit

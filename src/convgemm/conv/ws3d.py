@@ -47,7 +47,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free, phase_grid
-from .loaders3d import _tile3
+from .loaders3d import _tile3, depth_k_range, phase_grid_coord
 from .ws_replay import fast_ready, ws_conv3d_replay
 
 
@@ -74,33 +74,19 @@ def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW
 def _unit(u, geo, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, SPLIT: gl.constexpr):
     """Work unit -> (channel block, image, first output depth, row, column, first K step, end K
     step): SPLIT units per tile, in K order, over the K steps of the depth taps that reach into
-    the volume (``_depth_steps``). A unit's range may be empty (its partial is then zero)."""
+    the volume (``loaders3d.depth_k_range``). A unit's range may be empty (its partial is then zero)."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     tile = u
     if SPLIT > 1:
         tile = u // SPLIT
     pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
-    lo, hi = _depth_steps(d0 * SD - pd, (d0 + TD - 1) * SD - pd, D, dd, R * S * c_tiles, k_steps)
+    lo, hi = depth_k_range(d0 * SD - pd, (d0 + TD - 1) * SD - pd, D, dd, R * S * c_tiles, k_steps)
     if SPLIT > 1:
         per = gl.cdiv(hi - lo, SPLIT)
         k0 = lo + (u - tile * SPLIT) * per
         return pid_n, n, d0, h0, w0, k0, gl.minimum(k0 + per, hi)
     else:
         return pid_n, n, d0, h0, w0, lo, hi
-
-
-@gluon.jit
-def _depth_steps(a, e, D, dd, per_t, k_steps):
-    """The K steps ``[lo, hi)`` of the filter depth taps through which a tile whose output depths
-    read input depths ``a .. e`` at tap 0 reads some depth ``0 .. D-1`` (``per_t`` steps per
-    depth tap); the other taps' boxes are all zero padding, and skipping them takes a third of
-    the multiply-adds from r3d-18's last layer (2 frames, 3 depth taps, tiles one frame deep).
-    ``loaders3d.depth_taps`` in Gluon: every quotient of a negative is clamped, so truncating
-    division gives the floor's answer."""
-    T = k_steps // per_t
-    t_lo = gl.minimum(gl.maximum((dd - 1 - e) // dd, 0), T)
-    t_hi = gl.maximum(gl.minimum(gl.maximum((D - 1 - a + dd) // dd, 0), T), t_lo)
-    return t_lo * per_t, t_hi * per_t
 
 
 @gluon.jit
@@ -114,16 +100,12 @@ def _x_coord(n, d0, h0, w0, t, r, s, c0, view, STRIDED: gl.constexpr):
     (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C) = view
     if STRIDED == 2:
         # the phase-grid view [D/SD, H/SH, N*D*H, W/SW, SW*C] (``input_desc``, grid=True): depth
-        # and height phases pick the third axis's row, n*D*H + phase_d*H + phase_h, and a tap's
-        # depth and row offsets step the first two axes, so a box may be several depths deep and
-        # a padded depth or row is out of bounds there (zero-filled)
-        od = t * dd - pd
-        ad = (od + SD * pd) // SD - pd
-        oh = r * dh - ph
-        ah = (oh + SH * ph) // SH - ph
-        ow = s * dw - pw
-        aw = (ow + SW * pw) // SW - pw
-        return [d0 + ad, h0 + ah, (n * D + od - ad * SD) * (HS * SH) + oh - ah * SH, w0 + aw, (ow - aw * SW) * C + c0]
+        # and height phases pick the third axis's row, and a tap's depth and row offsets step the
+        # first two axes, so a box may be several depths deep and a padded depth or row is out of
+        # bounds there (zero-filled)
+        cd, ch, crow, cw, cc = phase_grid_coord(n, d0, h0, w0, t, r, s, c0, pd, ph, pw, dd, dh, dw, D, HS * SH, SD,
+                                                SH, SW, C)  # fmt: skip
+        return [cd, ch, crow, cw, cc]
     elif STRIDED:
         idp = d0 * SD - pd + t * dd
         oh = r * dh - ph
