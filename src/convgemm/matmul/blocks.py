@@ -506,3 +506,65 @@ def stream_k_gemm_kernel(
             acc = activation_epilogue(acc, ACT)
             C_STORE(c_desc, c_args, acc, pid_m, pid_n, 0, BLOCK_M, BLOCK_N)
         it += kt1 - kt0
+
+
+@triton.jit
+def multi_gemm_kernel(
+    a_desc,
+    a_args,
+    b_desc,
+    b_args,
+    c_desc,
+    c_args,
+    bias_ptr,
+    bias_len,  # bias entries per batch entry (columns of C)
+    num_pid_m,
+    k_tiles,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    NB: tl.constexpr,  # batch entries per program, each with its own accumulator
+    A_INIT: tl.constexpr,
+    A_LOAD: tl.constexpr,
+    B_INIT: tl.constexpr,
+    B_LOAD: tl.constexpr,
+    C_STORE: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    UPCAST: tl.constexpr,
+    ACT: tl.constexpr = "",
+):
+    """``NB`` consecutive entries of a batched GEMM ``C[b] = A[b] @ B[b]`` per program, one
+    ``[BLOCK_M, BLOCK_N]`` tile of each: grid = (num_pid_m, batch / NB).
+
+    For batch entries too narrow to fill a tensor-core tile alone (a few channels of a grouped
+    convolution each: 16-wide K and N tiles) that share their M rows: one program keeps ``NB``
+    accumulators and, in each K step, issues every entry's loads and products, so that the
+    entries' operands are in flight together and their outputs are stored side by side. The
+    loaders and the store follow ``gemm_kernel``'s contract with ``batch`` = the entry; the B
+    tile's ``pid_n`` is 0 (one N tile per entry). 16-bit operands (the tensor cores' rate; no
+    ``PRECISION`` switch), fp32 accumulators, no split-K.
+    """
+    pid_m = tl.program_id(0)
+    b0 = tl.program_id(1) * NB
+    a_states = ()
+    b_states = ()
+    accs = ()
+    for b in tl.static_range(NB):
+        a_states = a_states + (A_INIT(a_desc, a_args, pid_m, b0 + b, BLOCK_M, BLOCK_K),)
+        b_states = b_states + (B_INIT(b_desc, b_args, 0, b0 + b, BLOCK_N, BLOCK_K),)
+        accs = accs + (tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32),)
+    for kt in range(k_tiles):
+        new = ()
+        for b in tl.static_range(NB):
+            a = A_LOAD(a_states[b], kt, BLOCK_M, BLOCK_K)
+            w = B_LOAD(b_states[b], kt, BLOCK_N, BLOCK_K)
+            if UPCAST:
+                a = a.to(tl.float32)
+                w = w.to(tl.float32)
+            new = new + (tl.dot(a, w, accs[b]),)
+        accs = new
+    for b in tl.static_range(NB):
+        offs = tl.arange(0, BLOCK_N)
+        acc = bias_epilogue(accs[b], bias_ptr, (b0 + b) * bias_len + offs, offs < bias_len, HAS_BIAS, False)
+        acc = activation_epilogue(acc, ACT)
+        C_STORE(c_desc, c_args, acc, pid_m, 0, b0 + b, BLOCK_M, BLOCK_N)
