@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""``grouped_blocks`` over a grid of configs the tuner does not all offer (pointer gathers or
-TMA boxes, pixel tile, blocks per program, warps, stages) on the grouped suite's ResNeXt layers, against cuDNN and
+"""``grouped_blocks`` over a grid of configs the tuner does not all offer (pixel tile, blocks
+per program, warps, stages) on the grouped suite's ResNeXt layers, against cuDNN and
 ``grouped_tma`` (its session-25 tuned configs), bf16, channels_last, no bias.
 
-    PYTHONPATH=src python3 tools/grouped_blocks_probe.py [--layers 0,2,...] [--tma]
+    PYTHONPATH=src python3 tools/grouped_blocks_probe.py [--layers 0,2,...] [--quick]
 
 Prints each form's median GPU time (L2 flushed before each run, as the tuner and the benchmark
 time), its speedup over cuDNN and its error against cuDNN's output. Question asked (session 26):
@@ -43,25 +43,21 @@ def _time(fn, flush) -> float:
     return t[len(t) // 2] * 1e3
 
 
-def _forms(algo, prob, tma: bool):
-    """The tuner's candidates, the pointer-gather form over tiles x warps x stages, and with
-    ``tma`` the TMA form's too."""
+def _forms(algo, prob, quick: bool):
     from convgemm.conv.fprop import spatial_tiles
 
     out = list(algo.configs(prob))
-    for bm, cols, warps in ((64, 128, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8)):
-        for stages in (1, 2, 3):
-            out.append(algo._config(prob, bm, cols, warps, stages, ptr=1))
-    if tma:
-        for bm, cols, warps in ((64, 64, 4), (64, 128, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8)):
-            for stages in (2, 3):
-                for which in range(min(2, len(spatial_tiles(prob, bm)))):
-                    out.append(algo._config(prob, bm, cols, warps, stages, which))
-    seen: set = set()
-    return [c for c in out if not (c in seen or seen.add(c))]
+    shapes = [(64, 64, 4), (64, 128, 4), (64, 256, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8), (256, 128, 8)]
+    for bm, cols, warps in shapes[:3] if quick else shapes:
+        for stages in (2, 3, 4):
+            for which in range(min(2, len(spatial_tiles(prob, bm)))):
+                cfg = algo._config(prob, bm, cols, warps, stages, which)
+                if cfg not in out:
+                    out.append(cfg)
+    return out
 
 
-def _layer(i, flush, tma: bool) -> None:
+def _layer(i, flush, quick: bool) -> None:
     from convgemm.conv.fprop import ALGORITHMS, Config
     from convgemm.functional import _prepare
 
@@ -96,7 +92,7 @@ def _layer(i, flush, tma: bool) -> None:
     if reason:
         print(f"{name:<12} grouped_blocks: {reason}")
         return
-    for cfg in _forms(algo, prob, tma):
+    for cfg in _forms(algo, prob, quick):
         out = torch.empty_like(y)
         try:
             us = _time(lambda cfg=cfg, out=out: algo.run(prob, xn, w, None, out, cfg), flush)
@@ -112,7 +108,7 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))), help="indices into LAYERS")
-    ap.add_argument("--tma", action="store_true", help="also the TMA form's tiles beyond the tuner's")
+    ap.add_argument("--quick", action="store_true", help="64-pixel tiles only")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("grouped_blocks_probe: needs a CUDA GPU", file=sys.stderr)
@@ -120,7 +116,7 @@ def main() -> int:
     print(f"{'layer':<12} {'form (* = a tuner candidate)':<52} {'us':>8} {'vs cuDNN':>7} {'rel err':>9}")
     flush = l2_flush(torch.device("cuda"))
     for i in (int(v) for v in a.layers.split(",")):
-        _layer(i, flush, a.tma)
+        _layer(i, flush, a.quick)
     return 0
 
 

@@ -67,7 +67,6 @@ class Config:
     vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)
     gt: int = 0  # > 0: grouped_tma takes this many groups as one
     nb: int = 0  # > 0: grouped_blocks computes this many blocks of groups per program
-    ptr: int = 0  # 1: grouped_blocks reads the input with pointer gathers (cp.async), not TMA boxes
     # 1: split-K partials are summed by a second kernel (matmul.blocks.split_k_finish_kernel,
     # many programs per tile) instead of by each tile's last split alone
     reduce: int = 0
@@ -92,8 +91,6 @@ class Config:
             s += f" gt{self.gt}"
         if self.nb:
             s += f" nb{self.nb}"
-        if self.ptr:
-            s += " ptr"
         if self.reduce and self.split_k > 1:
             s += " red"
         return s
@@ -969,18 +966,13 @@ class GroupedBlocks(Algorithm):
         return False  # tuned only until the H200 has timed it
 
     def accepts(self, cfg: Config) -> bool:
-        return cfg.nb >= 1 and (cfg.ptr == 1 or cfg.tile_h > 0)
+        return cfg.nb >= 1 and cfg.tile_h > 0
 
-    def _config(self, prob: ConvProblem, bm: int, per_program: int, warps: int, stages: int, which: int = 0,
-                ptr: int = 0):  # fmt: skip
-        """``bm`` pixels and about ``per_program`` output channels a program; ``which``: the
-        spatial tile's rank (TMA form); ``ptr``: the pointer-gather form (rows of raster order)."""
+    def _config(self, prob: ConvProblem, bm: int, per_program: int, warps: int, stages: int, which: int = 0):
         bwi, bwo, blocks = self.widths(prob)
         nb = max(1, min(blocks, per_program // bwo))
         while blocks % nb:
             nb //= 2
-        if ptr:
-            return Config(bm, bwo, bwi, warps, stages, nb=nb, ptr=1)
         tiles = spatial_tiles(prob, bm)
         _, tn, th, tw = tiles[min(which, len(tiles) - 1)]
         return Config(bm, bwo, bwi, warps, stages, tile_n=tn, tile_h=th, tile_w=tw, nb=nb)
@@ -1007,9 +999,6 @@ class GroupedBlocks(Algorithm):
         from ..functional import _derived_weight
 
         bwi, bwo, blocks = self.widths(prob)
-        if cfg.ptr:
-            self._run_gather(prob, x, w, bias, y, cfg, launch, bwi, bwo, blocks)
-            return
         groups = prob.groups
         gb = bwi // prob.cg
         wb = _derived_weight(w, ("blocks", bwi, groups), lambda v: block_weight(v, bwi, groups))
@@ -1059,44 +1048,6 @@ class GroupedBlocks(Algorithm):
                         {"num_warps": 4, "num_stages": 1})  # fmt: skip
         if yo is not y and not COMPILE_ONLY.get():
             y.copy_(yo)
-
-    def _run_gather(self, prob, x, w, bias, y, cfg, launch, bwi, bwo, blocks):
-        """The pointer-gather form: ``Grouped``'s loaders (the block's ``BWI`` channels as one
-        group, the block-diagonal weight read in place) and store, ``nb`` blocks a program."""
-        gb = bwi // prob.cg
-        M = prob.n * prob.p * prob.q
-        a = (x, x.stride(0), x.stride(2), x.stride(3), x.stride(1), prob.h, prob.w, prob.p, prob.q, M,
-             prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-             prob.r, prob.s, bwi)  # fmt: skip
-        b = (w, prob.kg, prob.cg, gb, w.stride(0), w.stride(1), w.stride(2), w.stride(3), prob.r, prob.s)
-        c = (y, y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.p, prob.q, M, bwo)
-        num_m = cdiv(M, cfg.block_m)
-        fix = Grouped.fix_list(x.device, num_m * blocks) if gb > 1 else None
-        store = cl.gather_output_store if fix is None else cl.blockdiag_output_store
-        bt = bias if bias is not None else y
-        args = (None, a, None, b, None, c if fix is None else (*c, fix, num_m, 1), bt, bwo, num_m, prob.r * prob.s)
-
-        def constexprs():
-            return dict(BLOCK_M=cfg.block_m, BLOCK_N=bwo, BLOCK_K=bwi, NB=cfg.nb, A_INIT=cl.gather_im2col_init,
-                        A_LOAD=cl.gather_im2col_load, B_INIT=cl.blockdiag_weight_init,
-                        B_LOAD=cl.blockdiag_weight_load, C_STORE=store, HAS_BIAS=bias is not None,
-                        UPCAST=interpreting() and prob.dtype == torch.bfloat16, ACT=prob.activation)  # fmt: skip
-
-        _run_kernel(launch, multi_gemm_kernel, (num_m, blocks // cfg.nb), args, constexprs,
-                    {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
-        if fix is None:
-            return
-
-        def fix_constexprs():
-            return dict(BLOCK_M=cfg.block_m, BLOCK_N=bwo, BLOCK_K=bwi, A_INIT=cl.gather_im2col_init,
-                        A_LOAD=cl.gather_im2col_load, B_INIT=cl.blockdiag_weight_init,
-                        B_LOAD=cl.blockdiag_weight_load, HAS_BIAS=bias is not None, PRECISION=_precision(prob),
-                        UPCAST=interpreting() and prob.dtype == torch.bfloat16, F64=False,
-                        ACT=prob.activation)  # fmt: skip
-
-        _run_kernel(aux_of(launch), cl.blockdiag_fixup_kernel, (min(num_m * blocks, sm_count()),),
-                    (a, b, c, bt, bwo, fix, num_m, 1, prob.r * prob.s), fix_constexprs,
-                    {"num_warps": max(4, cfg.block_m // 16), "num_stages": 1})  # fmt: skip
 
 
 class Gemm1x1(Algorithm):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..matmul.blocks import activation_epilogue, bias_epilogue, dot_acc
+from ..matmul.blocks import bias_epilogue, dot_acc
 
 
 @triton.jit
@@ -285,7 +285,6 @@ def blockdiag_fixup_kernel(
     PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
     F64: tl.constexpr,
-    ACT: tl.constexpr = "",  # activation_epilogue after the bias (grouped_blocks fuses it)
 ):
     """Recompute and overwrite the listed tiles of a block-diagonal grouped GEMM (the main
     launch's loaders and tiles; B's state is ``blockdiag_weight_init``'s): for each group of a
@@ -318,7 +317,6 @@ def blockdiag_fixup_kernel(
                 a_state, b_state, gi, k_tiles, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST, F64
             )
             acc = bias_epilogue(acc, bias_ptr, sg * bias_len + offs, offs < bias_len, HAS_BIAS, False)
-            acc = activation_epilogue(acc, ACT)
             gather_output_store_cols(c_args, acc, pid_m, pid_n, sg, group_n == gi, BLOCK_M, BLOCK_N)
     fix_list_release(fix_ptr)
 
