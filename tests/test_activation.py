@@ -30,7 +30,6 @@ CASES = {
     "width_unfold": (2, 3, 9, 8, 16, 3, 3, 2, 1, 1),
     "head_1x1": (2, 16, 6, 5, 3, 1, 1, 1, 0, 1),
     "grouped_tma": (2, 32, 6, 6, 32, 3, 3, 1, 1, 8),
-    "grouped_blocks": (2, 32, 6, 6, 32, 3, 3, 1, 1, 8),
     "narrow_fold": (2, 16, 6, 7, 3, 3, 3, 1, 1, 1),
 }
 #: the dtype each algorithm is tested in here: float32, but the width unfold runs on the TMA
@@ -38,7 +37,6 @@ CASES = {
 DTYPE = {
     "width_unfold": torch.float16,
     "grouped_tma": torch.float16,
-    "grouped_blocks": torch.float16,
     "implicit_gemm_ws": torch.bfloat16,
     "narrow_fold": torch.float16,
 }
@@ -88,7 +86,7 @@ def test_epilogue_applies_it(algorithm):
 def test_fusing_flags():
     assert {a for a, v in ALGORITHMS.items() if v.fuses_activation} == {
         "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold", "head_1x1", "grouped_tma",
-        "grouped_blocks", "implicit_gemm_tma_nchw", "narrow_tma", "implicit_gemm_ws", "narrow_fold",
+        "implicit_gemm_tma_nchw", "narrow_tma", "implicit_gemm_ws", "narrow_fold",
     }  # fmt: skip
 
 

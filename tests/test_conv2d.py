@@ -64,7 +64,6 @@ def test_matrix(case, m, layout, tf32_mode):
         "depthwise_rows",
         "grouped",
         "grouped_tma",
-        "grouped_blocks",
         "narrow_tma",
         "narrow_fold",
     ],
@@ -104,7 +103,6 @@ def test_tma_algorithms_are_exercised():
     assert counts["gemm_1x1"] >= 1 and counts["implicit_gemm_tma"] >= 4, counts
     assert counts["width_unfold"] >= 2, counts
     assert counts["head_1x1"] >= 1 and counts["grouped_tma"] >= 2, counts
-    assert counts["grouped_blocks"] >= 1, counts
     assert counts["narrow_tma"] >= 4, counts
     assert counts["narrow_fold"] >= 1, counts
 
@@ -225,73 +223,6 @@ def test_grouped_tma_refuses():
     assert "fp16, bf16 or fp32" in algo.supports(prob(32, 32, 8, dtype=torch.float64))
     assert "TMA" in algo.supports(replace(prob(32, 32, 8), tma_ok=False))
     assert "odd" in algo.supports(prob(9, 9, 3))
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        (2, 32, 8, 8, 32, 3, 3, 1, 1, 1, 8, True),  # 4 channels per group: 4 groups a block
-        (2, 32, 6, 10, 32, 3, 3, 1, 1, 1, 4, False),  # 8 per group: 2 groups a block
-        (1, 64, 6, 6, 64, 3, 3, 1, 1, 1, 4, True),  # 16 per group: one group a block
-        (1, 64, 5, 7, 64, 3, 3, 1, 1, 1, 2, True),  # 32 per group, ragged pixel tiles
-        (2, 32, 8, 8, 64, 3, 3, 1, 1, 1, 8, True),  # K/g = 8 from C/g = 4: 32-wide output blocks
-        (2, 32, 8, 12, 32, 3, 3, 2, 1, 1, 8, True),  # stride 2: the stride-phase view
-        (1, 32, 10, 8, 32, 3, 3, 1, 2, 2, 8, False),  # dilation 2
-        (2, 64, 9, 9, 64, 1, 1, 1, 0, 1, 16, True),  # a grouped 1x1
-    ],
-    ids=case_id,
-)
-@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-def test_grouped_blocks(case, layout):
-    """``grouped_blocks`` (blocks of groups, pixels on M, one accumulator per block) against the
-    float64 reference, forced, and with the fused ReLU."""
-    x, w, b, kw = make(case, torch.float16, layout == "channels_last")
-    ref = conv2d_ref(x, w, b, **kw)
-    assert_close(convgemm.conv2d(x, w, b, **kw, algorithm="grouped_blocks"), ref, torch.float16, case_id(case))
-    y = convgemm.conv2d(x, w, b, **kw, algorithm="grouped_blocks", activation="relu")
-    assert_close(y, torch.relu(ref), torch.float16, case_id(case) + " relu")
-
-
-def test_grouped_blocks_weight_and_refusals():
-    """The block weight holds each output channel's own group and zeros elsewhere; and what
-    grouped_blocks does not take, each with its reason."""
-    from dataclasses import replace
-
-    from convgemm.conv.grouped_tma import block_weight
-
-    k, cg, groups = 32, 4, 8
-    w = torch.randn(k, cg, 3, 3)
-    wb = block_weight(w, 16, groups)  # [16 outputs, 2 blocks, 9 taps x 16 inputs]
-    assert wb.shape == (16, 2, 9 * 16)
-    for j in range(2):
-        for o in range(16):
-            for t in range(9):
-                row = wb[o, j, t * 16 : (t + 1) * 16]
-                slot = o // 4  # the group within the block
-                want = torch.zeros(16)
-                want[slot * 4 : slot * 4 + 4] = w[j * 16 + o, :, t // 3, t % 3]
-                assert torch.equal(row, want), (o, j, t)
-
-    algo = convgemm.conv.fprop.ALGORITHMS["grouped_blocks"]
-
-    def prob(c, k, groups, dtype=torch.float16, h=12, **kw):
-        x, w = torch.empty(1, c, h, h, dtype=dtype), torch.empty(k, c // groups, 3, 3, dtype=dtype)
-        p = ConvProblem.from_tensors(x, w, None, groups=groups, **kw)
-        return replace(p, tma_ok=True, input_tma_rows_ok=True, input_phases_ok=True)
-
-    assert algo.supports(prob(128, 128, 32)) is None
-    assert algo.widths(prob(128, 128, 32)) == (16, 16, 8)
-    assert algo.widths(prob(256, 256, 32)) == (16, 16, 16)
-    assert algo.widths(prob(1024, 1024, 32)) == (32, 32, 32)
-    assert "groups = 1" in algo.supports(prob(16, 16, 1))
-    assert "depthwise" in algo.supports(prob(16, 16, 16))
-    assert "16-bit" in algo.supports(prob(32, 32, 8, dtype=torch.float32))
-    assert "power of two" in algo.supports(prob(48, 48, 4))  # 12 channels per group
-    assert "fill implicit_gemm_tma" in algo.supports(prob(256, 256, 2))
-    assert "TMA" in algo.supports(replace(prob(32, 32, 8), tma_ok=False))
-    assert "multiples of the stride" in algo.supports(prob(32, 32, 8, h=13, stride=2))
-    cfgs = algo.configs(prob(128, 128, 32))
-    assert cfgs and all(algo.accepts(c) and 8 % c.nb == 0 for c in cfgs)
 
 
 def test_untuned_rgb_stems_take_the_width_unfold(monkeypatch):

@@ -50,7 +50,6 @@ def test_the_guard_catches_kernel_launches():
                 "depthwise_rows",
                 "grouped",
                 "grouped_tma",
-                "grouped_blocks",
                 "width_unfold",
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",

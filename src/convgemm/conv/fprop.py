@@ -31,11 +31,11 @@ import torch
 
 from .._runtime import cdiv, empty, interpreting, may_cache, sm_count
 from ..matmul import loaders as mm
-from ..matmul.blocks import gemm_kernel, multi_gemm_kernel, persistent_gemm_kernel, stream_k_gemm_kernel
+from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel, stream_k_gemm_kernel
 from ..matmul.launch import Launch, aux_of, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
-from .grouped_tma import block_weight, blockdiag_weight, grouped_tma_fixup_kernel, tma_output_store_listed
+from .grouped_tma import blockdiag_weight, grouped_tma_fixup_kernel, tma_output_store_listed
 from .layout import channel_pad, krsc_in_place, krsc_weight, tma_aligned
 from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
 from .ws_replay import fast_ready, ws_conv3d_replay
@@ -66,7 +66,6 @@ class Config:
     cols: int = 0  # > 1: depthwise_rows with this many neighbouring output columns per thread
     vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)
     gt: int = 0  # > 0: grouped_tma takes this many groups as one
-    nb: int = 0  # > 0: grouped_blocks computes this many blocks of groups per program
     # 1: split-K partials are summed by a second kernel (matmul.blocks.split_k_finish_kernel,
     # many programs per tile) instead of by each tile's last split alone
     reduce: int = 0
@@ -89,8 +88,6 @@ class Config:
             s += f" v{self.vec}"
         if self.gt:
             s += f" gt{self.gt}"
-        if self.nb:
-            s += f" nb{self.nb}"
         if self.reduce and self.split_k > 1:
             s += " red"
         return s
@@ -902,152 +899,6 @@ class GroupedTma(Algorithm):
                         {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
         _TMA.run(rp, x, wx, bias, y, cfg, launch, fix=fix, fixup=fixup)
-
-
-class GroupedBlocks(Algorithm):
-    """Narrow groups with pixels on M: each program computes a block of output pixels for ``nb``
-    blocks of groups, each block its own 16-64-wide GEMM (``matmul.blocks.multi_gemm_kernel``).
-
-    A block takes ``gb = BWI / (C/g)`` neighbouring groups: ``BWI = max(16, C/g)`` input channels
-    (one 16-bit tensor-core K step at 4 or 8 channels per group) and ``BWO = gb * K/g`` output
-    channels. Per filter tap, block ``j``'s A tile is the TMA box of its ``BWI`` input channels
-    over the pixel block and its B tile the ``[BWI, BWO]`` block-diagonal weight
-    (``grouped_tma.block_weight``), so the tensor cores multiply ``gb`` times the useful products
-    (4x at ResNeXt's 4 channels per group, 1x at 16 or more), where ``grouped_tma``, whose M axis
-    is output channels in 64-row wgmma tiles, merges 4-16 groups into one 64-channel K tile and
-    multiplies 16x at 4 channels per group. Tiles holding a NaN or Inf are recomputed exactly as
-    in ``grouped_tma`` where a block holds several groups."""
-
-    name = "grouped_blocks"
-    fuses_activation = True
-    #: widest group (input channels) it takes: wider groups fill implicit_gemm_tma's tiles alone
-    MAX_CG = 64
-
-    @staticmethod
-    def widths(prob: ConvProblem) -> tuple[int, int, int] | None:
-        """``(BWI, BWO, blocks)``, or None where a block would not be a power-of-two tile."""
-        cg, kg = prob.cg, prob.kg
-        bwi = max(16, cg)
-        if cg & (cg - 1) or kg & (kg - 1) or prob.groups % (bwi // cg):
-            return None
-        bwo = bwi // cg * kg
-        if bwo < 16 or bwo > 256:
-            return None
-        return bwi, bwo, prob.groups // (bwi // cg)
-
-    def supports(self, prob: ConvProblem) -> str | None:
-        if prob.groups == 1:
-            return "not a grouped convolution (groups = 1)"
-        if prob.cg == 1:
-            return "one channel per group: that is the depthwise algorithms' problem"
-        if prob.dtype not in (torch.float16, torch.bfloat16):
-            return f"16-bit inputs only (tensor-core K steps of 16 channels), not {prob.dtype}"
-        if prob.cg > self.MAX_CG:
-            return f"C/groups = {prob.cg}: groups this wide fill implicit_gemm_tma's tiles alone"
-        if self.widths(prob) is None:
-            return (f"C/groups = {prob.cg}, K/groups = {prob.kg}: each must be a power of two, with 16-256 "
-                    "output channels per block of groups")  # fmt: skip
-        if not prob.tma_ok:
-            return "the device has no TMA (needs compute capability >= 9.0)"
-        if not prob.input_tma_rows_ok:
-            return "the NHWC input is not 16-byte aligned (base or pixel strides)"
-        if strided_taps(prob):
-            if not strided_tma_enabled():
-                return (f"stride {prob.stride} with a {prob.r}x{prob.s} kernel: CONVGEMM_STRIDED_TMA=0 turned the "
-                        "stride-phase TMA loader off; unset it, or use algorithm='auto'")  # fmt: skip
-            if not prob.input_phases_ok:
-                return (f"stride {prob.stride}: the stride-phase TMA view needs a dense NHWC input whose H and W "
-                        "are multiples of the stride; use grouped_tma or implicit_gemm")  # fmt: skip
-            if has_phase_tails(prob) or prob.h % prob.stride[0] or prob.w % prob.stride[1]:
-                return f"stride {prob.stride} on a {prob.h}x{prob.w} input (not multiples of the stride)"
-        return None
-
-    def heuristic_ok(self, prob: ConvProblem) -> bool:
-        return False  # tuned only until the H200 has timed it
-
-    def accepts(self, cfg: Config) -> bool:
-        return cfg.nb >= 1 and cfg.tile_h > 0
-
-    def _config(self, prob: ConvProblem, bm: int, per_program: int, warps: int, stages: int, which: int = 0):
-        bwi, bwo, blocks = self.widths(prob)
-        nb = max(1, min(blocks, per_program // bwo))
-        while blocks % nb:
-            nb //= 2
-        tiles = spatial_tiles(prob, bm)
-        _, tn, th, tw = tiles[min(which, len(tiles) - 1)]
-        return Config(bm, bwo, bwi, warps, stages, tile_n=tn, tile_h=th, tile_w=tw, nb=nb)
-
-    def configs(self, prob: ConvProblem) -> list[Config]:
-        if interpreting():
-            return [self.default_config(prob)]
-        out = []
-        # (pixels, output channels per program, warps, stages): the accumulators take at most 128
-        # registers a thread; 128 output channels a program read 256 bytes of each input pixel
-        for bm, cols, warps, stages in ((64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3), (128, 128, 8, 4),
-                                        (128, 256, 8, 3)):  # fmt: skip
-            cfg = self._config(prob, bm, cols, warps, stages)
-            if cfg not in out:
-                out.append(cfg)
-        return out
-
-    def default_config(self, prob: ConvProblem) -> Config:
-        if interpreting():
-            return self._config(prob, 32, 32, 4, 1)
-        return self._config(prob, 64, 128, 4, 4)
-
-    def run(self, prob, x, w, bias, y, cfg, launch=None):
-        from ..functional import _derived_weight
-
-        bwi, bwo, blocks = self.widths(prob)
-        groups = prob.groups
-        gb = bwi // prob.cg
-        wb = _derived_weight(w, ("blocks", bwi, groups), lambda v: block_weight(v, bwi, groups))
-        box = [cfg.tile_n, cfg.tile_h, cfg.tile_w, 1]
-        rp = replace(prob, groups=blocks)  # the block view: channels of a block as one group
-        x_desc = input_descriptor(rp, x, box + [bwi])
-        w_desc = descriptor(wb, [bwo, blocks, wb.shape[2]], [wb.stride(0), wb.stride(1), 1], [bwo, 1, bwi])
-        yo = _nhwc_out(y)
-        y_desc = descriptor(
-            yo, [prob.n, prob.p, prob.q, blocks, bwo], [yo.stride(0), yo.stride(2), yo.stride(3), bwo, 1],
-            box + [bwo],
-        )  # fmt: skip
-        num_m = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
-        a_args = (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, 1)
-        if strided_taps(prob):
-            a_args = (*a_args, prob.stride[0], prob.stride[1], bwi, prob.c)
-            a_fns = (cl.tma_im2col_phase_init, cl.tma_im2col_phase_a_load)
-        else:
-            a_fns = (cl.tma_im2col_init, cl.tma_im2col_a_load)
-        fix = Grouped.fix_list(x.device, num_m * blocks) if gb > 1 else None
-        if fix is None:
-            c_args, store = (prob.p, prob.q), cl.tma_pixel_store
-        else:
-            c_args, store = (prob.p, prob.q, fix, num_m), cl.tma_pixel_store_listed
-        args = (x_desc, a_args, w_desc, (), y_desc, c_args, bias if bias is not None else yo, bwo, num_m,
-                prob.r * prob.s)  # fmt: skip
-
-        def constexprs():
-            return dict(BLOCK_M=cfg.block_m, BLOCK_N=bwo, BLOCK_K=bwi, NB=cfg.nb, A_INIT=a_fns[0], A_LOAD=a_fns[1],
-                        B_INIT=mm.desc_init, B_LOAD=mm.desc_b_load, C_STORE=store, HAS_BIAS=bias is not None,
-                        UPCAST=interpreting() and prob.dtype == torch.bfloat16, ACT=prob.activation)  # fmt: skip
-
-        _run_kernel(launch, multi_gemm_kernel, (num_m, blocks // cfg.nb), args, constexprs,
-                    {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
-        if fix is not None:
-            tiles = num_m * blocks
-            fargs = (x, w, yo if bias is None else bias, yo, fix, 1, num_m, prob.h, prob.w, prob.p, prob.q, prob.n,
-                     prob.cg, prob.kg, bwo, x.stride(0), x.stride(2), x.stride(3),
-                     w.stride(0), w.stride(1), w.stride(2), w.stride(3), yo.stride(0), yo.stride(2), yo.stride(3),
-                     prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-                     prob.r, prob.s, bwo, cfg.tile_n, cfg.tile_h, cfg.tile_w)  # fmt: skip
-
-            def fix_constexprs():
-                return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)
-
-            _run_kernel(aux_of(launch), grouped_tma_fixup_kernel, (min(tiles, sm_count()),), fargs, fix_constexprs,
-                        {"num_warps": 4, "num_stages": 1})  # fmt: skip
-        if yo is not y and not COMPILE_ONLY.get():
-            y.copy_(yo)
 
 
 class Gemm1x1(Algorithm):
@@ -1968,7 +1819,6 @@ ALGORITHMS: dict[str, Algorithm] = {
         DepthwiseRows(),
         Grouped(),
         GroupedTma(),
-        GroupedBlocks(),
         SmallK(),
         WidthUnfold(),
         ImplicitGemm(),

@@ -43,23 +43,6 @@ def blockdiag_weight(w: torch.Tensor, gt: int, groups: int) -> torch.Tensor:
     return out.contiguous(memory_format=torch.channels_last)
 
 
-def block_weight(w: torch.Tensor, bwi: int, groups: int) -> torch.Tensor:
-    """``w [K, C/g, R, S]`` -> ``[BWO, blocks, R*S*BWI]`` (the last axis contiguous) for
-    ``grouped_blocks``: block ``j`` takes ``gb = BWI / (C/g)`` neighbouring groups, ``BWI`` input
-    and ``BWO = gb*K/g`` output channels, and entry ``[o, j, t*BWI + i]`` is the weight of output
-    channel ``j*BWO + o`` for input channel ``j*BWI + i`` at tap ``t`` (row-major ``(r, s)``),
-    zero where the two are in different groups (``gb > 1``)."""
-    k, cg, r, s = w.shape
-    kg = k // groups
-    gb = bwi // cg
-    nb = groups // gb
-    w6 = w.reshape(nb, gb, kg, cg, r * s)
-    out = w.new_zeros((gb, kg, nb, r * s, gb, cg))
-    for slot in range(gb):
-        out[slot, :, :, :, slot, :] = w6[:, slot].permute(1, 0, 3, 2)
-    return out.reshape(gb * kg, nb, r * s * bwi)
-
-
 @triton.jit
 def tma_output_store_listed(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """``loaders.tma_output_store``, and a tile holding a NaN or Inf is appended to the fix-up

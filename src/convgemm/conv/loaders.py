@@ -415,43 +415,6 @@ def tma_im2col_a_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def tma_im2col_phase_a_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """``tma_im2col_phase_load``'s box (a strided R x S kernel through the stride-phase view) as
-    the A operand (its state from ``tma_im2col_phase_init``)."""
-    x_desc, n, oh0, ow0, c0, pad_h, pad_w, dil_h, dil_w, S, c_tiles, SH, SW, C = state
-    r, s, cb = _tap_split(kt, c_tiles, S)
-    oh = r * dil_h - pad_h
-    ah = (oh + SH * pad_h) // SH - pad_h
-    ow = s * dil_w - pad_w
-    aw = (ow + SW * pad_w) // SW - pad_w
-    box = x_desc.load([n, oh0 + ah, oh - ah * SH, ow0 + aw, (ow - aw * SW) * C + c0 + cb * BLOCK_K])
-    return box.reshape(BLOCK_M, BLOCK_K)
-
-
-@triton.jit
-def tma_pixel_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Write the [pixels, channels] tile (pixels on M) to NHWC y viewed as ``[N, P, Q, groups,
-    K/groups]`` (box ``[TILE_N, TILE_H, TILE_W, 1, BLOCK_N]``); the copy engine clips what lies
-    past P, Q or K/groups."""
-    (P, Q) = args
-    TILE_N: tl.constexpr = y_desc.block_shape[0]
-    TILE_H: tl.constexpr = y_desc.block_shape[1]
-    TILE_W: tl.constexpr = y_desc.block_shape[2]
-    n, oh0, ow0 = _spatial_tile(pid_m, P, Q, TILE_N, TILE_H, TILE_W)
-    tile = acc.to(y_desc.dtype).reshape(TILE_N, TILE_H, TILE_W, 1, BLOCK_N)
-    y_desc.store([n, oh0, ow0, g, pid_n * BLOCK_N], tile)
-
-
-@triton.jit
-def tma_pixel_store_listed(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """``tma_pixel_store``, and a tile holding a NaN or Inf is appended to the fix-up list as
-    ``g * num_pid_m + pid_m`` (one N tile per group). ``args``: ``(P, Q, fix_ptr, num_pid_m)``."""
-    (P, Q, fix_ptr, num_pid_m) = args
-    tma_pixel_store(y_desc, (P, Q), acc, pid_m, pid_n, g, BLOCK_M, BLOCK_N)
-    fix_list_append_if_nonfinite(acc, fix_ptr, g * num_pid_m + pid_m)
-
-
-@triton.jit
 def tile_ptr_store(desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Write the [pixels, channels] tile of a TILE_N x TILE_H x TILE_W pixel block to y with any
     strides (NHWC or NCHW, any channel count: no 16-byte rule as for a TMA store)."""

@@ -28,7 +28,6 @@ _HEURISTIC_ORDER = (
     "gemm_1x1",
     "head_1x1",
     "grouped_tma",  # before implicit_gemm_tma: it won ResNeXt's 8- and 16-channel groups too
-    "grouped_blocks",  # tuned only (heuristic_ok is False)
     "implicit_gemm_tma",
     "implicit_gemm_ws",  # Hopper only, never the untuned choice (heuristic_ok is False)
     "narrow_tma",
