@@ -175,3 +175,70 @@ def test_a_new_shape_tunes_on_the_workers(monkeypatch, tmp_path):
     tuned = [r["tune"] for r in rows if "tune" in r]
     assert tuned and tuned[-1]["compiled_in_processes"] > 0
     assert tuned[-1]["ready"] >= 1
+
+
+class _StubDriver:
+    """Stands in for Triton's active driver: records each launcher built, and fails on request."""
+
+    def __init__(self, fail=False):
+        self.built, self.fail = [], fail
+
+    def launcher_cls(self, src, metadata):
+        if self.fail:
+            raise RuntimeError("no C compiler")
+        self.built.append((tuple(src.signature.items()), metadata.tensordesc_meta))
+
+
+class _Kernel:
+    def __init__(self, signature, meta=None):
+        self.src = type("Src", (), {"signature": signature})()
+        self.metadata = type("Meta", (), {"tensordesc_meta": meta})()
+
+
+def test_launchers_are_built_once_per_signature(monkeypatch):
+    from triton.runtime import driver
+
+    stub = _StubDriver()
+    monkeypatch.setattr(driver, "_active", stub)
+    monkeypatch.setattr(compile_pool, "_launchers", set())
+    a = {"x": "*bf16", "n": "i32", "BLOCK": "constexpr"}
+    assert compile_pool.prebuild_launcher(_Kernel(a))
+    assert not compile_pool.prebuild_launcher(_Kernel(dict(a)))  # same source: one build
+    assert compile_pool.prebuild_launcher(_Kernel({**a, "n": "i64"}))
+    assert compile_pool.prebuild_launcher(_Kernel(a, meta=[{"swizzle": 128}]))  # descriptors' metadata
+    assert len(stub.built) == 3
+    assert not compile_pool.prebuild_launcher(None)  # a compile hook's None: nothing to build
+    stub.fail = True
+    assert not compile_pool.prebuild_launcher(_Kernel({"y": "*fp16"}))  # errors wait for the launch
+
+
+def test_prebuilding_executor_finishes_a_compile_after_its_launcher(monkeypatch):
+    """The wrapped future completes with the compile's kernel once its launcher is built, or with
+    the compile's error; the inner executor gets the closure itself."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.runtime import driver
+
+    stub = _StubDriver()
+    monkeypatch.setattr(driver, "_active", stub)
+    monkeypatch.setattr(compile_pool, "_launchers", set())
+    seen = []
+
+    class Inner(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            seen.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    def compile_ok():
+        return _Kernel({"x": "*fp32"})
+
+    def compile_bad():
+        raise ValueError("bad kernel")
+
+    with Inner(2) as inner, compile_pool.Prebuilding(inner) as ex:
+        ok, bad = ex.submit(compile_ok), ex.submit(compile_bad)
+        kernel = ok.result(timeout=30)
+        with pytest.raises(ValueError, match="bad kernel"):
+            bad.result(timeout=30)
+    assert seen == [compile_ok, compile_bad]
+    assert isinstance(kernel, _Kernel) and stub.built == [((("x", "*fp32"),), None)]

@@ -228,8 +228,9 @@ def _compile_all(prob, pairs, x, w, bias, scratch) -> int:
     pool = compile_pool.get_pool() if compile_pool.usable() else None  # the first call starts it
     workers = max(1, min(len(pairs), os.cpu_count() or 1, 16))
     with ThreadPoolExecutor(max_workers=workers) as threads:
-        executor = compile_pool.Offloading(threads, pool) if pool is not None and pool.ready() else threads
-        with AsyncCompileMode(executor, ignore_errors=True):
+        inner = compile_pool.Offloading(threads, pool) if pool is not None and pool.ready() else threads
+        # each candidate's host launcher is built as its compile finishes, not in its first launch
+        with compile_pool.Prebuilding(inner) as executor, AsyncCompileMode(executor, ignore_errors=True):
             token = COMPILE_ONLY.set(True)
             try:
                 for algo, cfg in pairs:
@@ -239,7 +240,7 @@ def _compile_all(prob, pairs, x, w, bias, scratch) -> int:
                         continue
             finally:
                 COMPILE_ONLY.reset(token)
-    return getattr(executor, "sent", 0)
+    return getattr(inner, "sent", 0)
 
 
 def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[Algorithm, Config]]:

@@ -397,6 +397,74 @@ class Offloading(Executor):
         return fn()
 
 
+# --- the launchers: built beside the compiles, not in the first launches ----------------------
+
+_launchers: set = set()
+_launchers_lock = threading.Lock()
+
+
+def prebuild_launcher(kernel) -> bool:
+    """Build (or find in Triton's cache) the host launcher of a compiled kernel now; True if this
+    call built or loaded it, False if another did or it failed.
+
+    Triton 3.6 launches a kernel through a C extension generated from the kernel's signature and
+    compiled with the system's C compiler on the kernel's first launch (``CudaLauncher``,
+    ``compile_module_from_src``), then kept in the on-disk cache. From an empty cache a new
+    shape's candidates need several launchers; built one after another in the tuner's first
+    launches they took up to 3.2 s of a first call (session 26's ``load_s``, the whole suite from
+    empty caches). Built here, on the thread that finished the candidate's compile, they overlap
+    the other compiles (the C compiler runs in a subprocess, without the GIL). The launcher's
+    source depends only on the signature and the descriptors' metadata, so candidates that share
+    those share one build. Nothing here touches the GPU: the first launch still loads the module."""
+    if kernel is None:
+        return False
+    try:
+        from triton.runtime import driver
+
+        src, metadata = kernel.src, kernel.metadata
+        key = (
+            tuple((k, str(v)) for k, v in src.signature.items()),
+            repr(getattr(metadata, "tensordesc_meta", None)),
+        )
+        with _launchers_lock:
+            if key in _launchers:
+                return False
+            _launchers.add(key)
+        driver.active.launcher_cls(src, metadata)
+        return True
+    except Exception:  # noqa: BLE001 - the first launch builds it then, and reports any error
+        return False
+
+
+class Prebuilding(Executor):
+    """Wraps the executor of the tuner's ``AsyncCompileMode``: each compile's future completes
+    only after ``prebuild_launcher`` has run on its kernel, on threads of its own (a compile
+    that finishes at once, a cache hit, would otherwise build on the submitting thread). The
+    ``inner`` executor gets Triton's closures as they are (``Offloading`` reads them)."""
+
+    def __init__(self, inner: Executor, threads: int = 8) -> None:
+        self.inner = inner
+        self.builders = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="convgemm-launcher")
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        outer: Future = Future()
+
+        def finish(f: Future) -> None:
+            try:
+                kernel = f.result()
+            except BaseException as e:  # noqa: BLE001 - handed on to the compile's waiter
+                outer.set_exception(e)
+                return
+            prebuild_launcher(kernel)
+            outer.set_result(kernel)
+
+        self.inner.submit(fn, *args, **kwargs).add_done_callback(lambda f: self.builders.submit(finish, f))
+        return outer
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.builders.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
 def usable() -> bool:
     """Whether worker compiles can pay off here: Triton's on-disk cache in use (not
     ``TRITON_ALWAYS_COMPILE``), and a pool configured."""
