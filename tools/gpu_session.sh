@@ -69,6 +69,10 @@
 #              (is the eight-launch phase dgrad host-bound?), the conv3d dgrad suite with its tuner
 #              log, then test_nn.py's GPU tests -> s25-dgrad3d-host.log, s25-dgrad3d.json,
 #              s25-tune-dgrad3d.jsonl, s25-nn-tests.log
+#   s26        the tuner's launcher prebuild: the compile-pool and tune-cache GPU tests, then the
+#              small-channel and seed suites from empty caches with the prebuild off and on; the
+#              resnet50 suite tuned (split-K candidates) -> s26-tests.log, s26-prebuild-{off,on}.json,
+#              s26-tune-{off,on}.jsonl, s26-resnet50.json, s26-tune-resnet50.jsonl
 #   coldwarm   tools/cold_warm.py --all on $COLDWARM_SHAPES (default: the ten slowest forward layers
 #              against cuDNN in session 12): every candidate L2 warm and cold -> coldwarm.json, .log
 set -uo pipefail
@@ -302,6 +306,36 @@ for step in "$@"; do
         timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -q -n 8 -p no:cacheprovider --tb=short -W ignore \
             tests/test_nn.py > "$OUT/s25-nn-tests.log" 2>&1
         echo "s25 nn tests: rc=$?"; grep -E "FAILED|Error|passed|failed" "$OUT/s25-nn-tests.log" | tail -8 ;;
+    s26)
+        # session 26: the launcher prebuild (A/B from empty caches, the same process otherwise) and the
+        # split-K candidates for few-tile dense layers (the resnet50 suite, tuned)
+        timeout 150 python3 -m pytest -q -n 4 -p no:cacheprovider --tb=short -W ignore tests/test_compile_pool.py \
+            tests/test_tune_cache.py > "$OUT/s26-tests.log" 2>&1
+        echo "s26 tests: rc=$?"; grep -E "FAILED|passed|failed" "$OUT/s26-tests.log" | tail -4
+        for mode in off on; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/s26-tune-$mode.jsonl \
+                timeout 200 python3 -c "import sys; import convgemm.tune.compile_pool as cp
+if '$mode' == 'off': cp.prebuild_launcher = lambda k: False
+from convgemm.cli import main
+sys.argv = ['convgemm', 'bench', '--suite', 'small-channel,seed', '--dtype', 'bf16', '--check', '--json', '$OUT/s26-prebuild-$mode.json']
+sys.exit(main())" > "$OUT/s26-prebuild-$mode.log" 2>&1
+            echo "s26 prebuild $mode: rc=$?"
+        done
+        python3 - "$OUT" <<'PY'
+import json, math, sys
+for mode in ("off", "on"):
+    try:
+        rows = json.load(open(f"{sys.argv[1]}/s26-prebuild-{mode}.json"))["rows"]
+    except OSError:
+        continue
+    ts = [r.get("tune_s") or 0 for r in rows]
+    g = math.exp(sum(math.log(r["speedup"]) for r in rows) / len(rows))
+    print(f"prebuild {mode}: {len(rows)} shapes, tuning sum {sum(ts):.1f} s, max {max(ts):.2f}, over 3 s: "
+          f"{sum(t > 3 for t in ts)}, geomean {g:.3f}")
+PY
+        CONVGEMM_TUNE_LOG=$OUT/s26-tune-resnet50.jsonl timeout 200 python3 -m convgemm bench --dtype bf16 --check \
+            --suite resnet50 --json "$OUT/s26-resnet50.json" > "$OUT/s26-resnet50.log" 2>&1
+        echo "s26 resnet50: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s26-resnet50.log" | tail -3 ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
