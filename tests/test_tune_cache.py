@@ -367,9 +367,8 @@ def test_tma_configs_pruned_for_dense_layers(monkeypatch):
     dense = forms(_gpu_like((64, 256, 14, 14), (256, 256, 3, 3)))
     assert {(64, 256, 4, 4, True, False), (128, 256, 8, 3, True, False), (64, 256, 4, 2, False, False)} <= dense
     assert not any(f[2] == 8 and f[0] == 64 for f in dense)  # 64x256 on 8 warps
-    # 128x128 only split along K, where its 196 tiles would leave two waves of 132 SMs 74% full
-    assert {f for f in dense if f[:2] == (128, 128)} == {(128, 128, 8, 4, False, True)}
-    assert all(f[:2] in ((64, 128), (128, 128)) for f in dense if f[5])  # split-K on 64x128 and 128x128
+    assert not any(f[:2] == (128, 128) for f in dense)
+    assert all(f[:2] == (64, 128) for f in dense if f[5])  # split-K only on 64x128
     small = forms(_gpu_like((8, 512, 7, 7), (512, 512, 3, 3)))  # few tiles, long reduction
     assert any(f[5] for f in small)
     grouped = forms(_gpu_like((64, 512, 14, 14), (512, 128, 3, 3), groups=4))
@@ -378,25 +377,7 @@ def test_tma_configs_pruned_for_dense_layers(monkeypatch):
     gemm = fprop.ALGORITHMS["gemm_1x1"]
     one = _gpu_like((64, 1024, 14, 14), (256, 1024, 1, 1))
     one = __import__("dataclasses").replace(one, pad_h=(0, 0), pad_w=(0, 0))
-    cfgs = gemm.configs(one)  # ResNet-50's l3 1x1 reduce: 64-row tiles, and 128x128 split in two
-    assert {(c.block_m, c.split_k) for c in cfgs} == {(64, 1), (128, 2)}
-    wide = __import__("dataclasses").replace(_gpu_like((64, 256, 56, 56), (64, 256, 1, 1)), pad_h=(0, 0), pad_w=(0, 0))
-    assert {c.block_m for c in gemm.configs(wide)} == {64}  # 64 filters: no 128-row tile
-    many = __import__("dataclasses").replace(_gpu_like((64, 256, 56, 56), (512, 256, 1, 1)), pad_h=(0, 0), pad_w=(0, 0))
-    assert all(c.split_k == 1 for c in gemm.configs(many))  # 3136 tiles: the waves are full
-
-
-def test_wave_splits():
-    """Split-K counts offered where the last wave of output tiles runs part empty: the smallest
-    count that fills the waves best, at least 10 points over no split, four K tiles a split."""
-    from convgemm.conv.fprop import wave_fill, wave_splits
-
-    assert wave_fill(196, 132) == 196 / 264 and wave_fill(264, 132) == 1.0
-    assert wave_splits(196, 16, 132) == [2]  # 74% -> 99%
-    assert wave_splits(100, 32, 132) == [5]  # 76% -> 95% (500 programs in 4 waves)
-    assert wave_splits(100, 16, 132) == []  # 2-4 splits (four K tiles each) all fill 76%
-    assert wave_splits(392, 16, 132) == []  # 99% already
-    assert wave_splits(196, 7, 132) == []  # too short a reduction to split
+    assert {c.block_m for c in gemm.configs(one)} == {64}
 
 
 def test_untuned_tma_defaults(monkeypatch):

@@ -451,28 +451,6 @@ def _pow2_upto(v: int) -> list[int]:
     return out
 
 
-def wave_fill(units: int, sms: int) -> float:
-    """The fraction of the GPU's program slots that ``units`` equal programs keep busy over the
-    waves they need (one program per SM at a time)."""
-    return units / (cdiv(units, sms) * sms)
-
-
-def wave_splits(tiles: int, k_tiles: int, sms: int, most: int = 6) -> list[int]:
-    """Split-K counts worth a tuner candidate for a dense layer of ``tiles`` output tiles whose
-    last wave runs part empty: the smallest count that fills the waves best, if it fills them at
-    least 10 points better than no split (ResNet-50's l3 1x1 reduce 1024->256 @14: 196 tiles of
-    128x128 fill 74% of two waves on 132 SMs, split in two 99% of three; session 26's all suite
-    had it at 0.75x). Each split keeps at least four K tiles."""
-    base, best = wave_fill(tiles, sms), None
-    for sk in range(2, most + 1):
-        if k_tiles < 4 * sk:
-            break
-        fill = wave_fill(tiles * sk, sms)
-        if fill >= base + 0.1 and (best is None or fill > best[1] + 0.02):
-            best = (sk, fill)
-    return [best[0]] if best else []
-
-
 def spatial_tiles(
     prob: ConvProblem, block_n: int, dims: tuple[int, int, int] | None = None
 ) -> list[tuple[float, int, int, int]]:
@@ -691,11 +669,6 @@ class ImplicitGemmTma(Algorithm):
             # and 64x256 on 4 warps spill there)
             _, tn, th, tw = tiles[0]
             n_tiles = cdiv(prob.kg, bm) * cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw) * prob.groups
-            if dense and main and (bm, bn, warps, stages) == (128, 128, 8, 4):
-                # few tiles for the SMs (deep ResNet-50 layers): split K to fill the last wave.
-                # The 128x128 tile on two warpgroups keeps its partial sums in registers (64 a thread)
-                for sk in wave_splits(n_tiles, k_tiles, sms):
-                    out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw, split_k=sk))
             if (dense and (bm, bn) != (64, 128)) or not main:
                 continue
             if (bm * bn) // (32 * warps) <= 64 and n_tiles < 1.5 * sms:
@@ -947,13 +920,7 @@ class Gemm1x1(Algorithm):
             return [self.default_config(prob)]
         # 64-row tiles: the 128-row ones never won on the H200 (session 12's tuner log: 14
         # ResNet-50 and CRAFT 1x1 layers, 25-38% slower than the best in the median)
-        out = [Config(64, bn, bk, 4, 3 if bn == 256 else 4) for bn in (128, 256)]
-        # ... except split along K where the output's tiles leave the last wave part empty
-        # (deep 1x1 reductions: 1024->256 @14, 2048->512 @7)
-        if prob.kg > 64:
-            tiles = cdiv(prob.kg, 128) * cdiv(prob.n * prob.h * prob.w, 128) * prob.groups
-            out += [Config(128, 128, bk, 8, 4, split_k=sk) for sk in wave_splits(tiles, cdiv(prob.cg, bk), sm_count())]
-        return out
+        return [Config(64, bn, bk, 4, 3 if bn == 256 else 4) for bn in (128, 256)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         bk = _tma_bk(prob)
