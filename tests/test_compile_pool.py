@@ -242,3 +242,19 @@ def test_prebuilding_executor_finishes_a_compile_after_its_launcher(monkeypatch)
             bad.result(timeout=30)
     assert seen == [compile_ok, compile_bad]
     assert isinstance(kernel, _Kernel) and stub.built == [((("x", "*fp32"),), None)]
+
+
+def test_a_worker_whose_tuner_has_gone_exits_quietly(tmp_path):
+    """A short script that ends while its workers still start: the worker's ready byte meets a
+    closed pipe, and it exits without a traceback on the terminal."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from convgemm.tune.compile_pool import serve; serve('')"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path),
+    )
+    proc.stdout.close()  # the tuner's end of the pipe, gone before the worker is ready
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()[-2000:]

@@ -173,19 +173,24 @@ def serve(target: str = "") -> None:
     except Exception as e:  # noqa: BLE001 - a compile reports the same failure with its context
         print(f"convgemm compile worker: warm-up failed ({type(e).__name__}: {e})", file=sys.stderr)
 
-    out.write(b"R")
-    out.flush()
-    while True:
-        try:
-            job = _recv(inp)
-        except EOFError:
-            return
-        try:
-            compile_job(*pickle.loads(job))
-            reply = None
-        except Exception as e:  # noqa: BLE001 - sent back: the tuner's own launch reports it
-            reply = f"{type(e).__name__}: {e}"
-        _send(out, reply)
+    try:
+        out.write(b"R")
+        out.flush()
+        while True:
+            try:
+                job = _recv(inp)
+            except EOFError:
+                return
+            try:
+                compile_job(*pickle.loads(job))
+                reply = None
+            except Exception as e:  # noqa: BLE001 - sent back: the tuner's own launch reports it
+                reply = f"{type(e).__name__}: {e}"
+            _send(out, reply)
+    except BrokenPipeError:
+        # the tuner's process ended first (a short script that tuned one shape while the workers
+        # were still starting): nothing to report to, and no traceback on the terminal it left
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's own flush at exit
 
 
 # --- the tuner side ----------------------------------------------------------------------------
