@@ -1,6 +1,6 @@
 """Whether a 3-D dgrad call is host-bound (GPU).
 
-    PYTHONPATH=src python3 tools/dgrad3d_host.py [--shape 8,64,16,56,56,128,3,3,3,2,1]
+    PYTHONPATH=src python3 tools/dgrad3d_host.py [--shape 8,64,16,56,56,128,3,3,3,2,1] [--profile 200]
 
 r3d-18's strided l2 dgrad (``dgrad_by_phases``: eight phase convolutions, each its own launch
 and host-side work) took 145.0 us in session 25 against 113.0 us in session 19, on other hosts.
@@ -42,6 +42,8 @@ def gpu_us(fn, n: int = 50) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="8,64,16,56,56,128,3,3,3,2,1", help="N,C,D,H,W,K,T,R,S,stride,pad")
+    ap.add_argument("--profile", type=int, default=0, metavar="CALLS",
+                    help="also cProfile this many warm convgemm calls and print the top functions")  # fmt: skip
     a = ap.parse_args()
 
     import convgemm
@@ -65,6 +67,24 @@ def main() -> None:
         for _ in range(50):
             fn()
         print(f"  {name:8s} host {host_us(fn, 200):7.1f} us/call  gpu {gpu_us(fn):7.1f} us/call")
+    if a.profile:
+        # where the host time goes (session 26: the eight-phase strided dgrad took 965 us of host a
+        # call against cuDNN's 41): own and cumulative time per warm call
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(a.profile):
+            ours()
+        prof.disable()
+        torch.cuda.synchronize()
+        for key in ("tottime", "cumulative"):
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(25)
+            print(f"--- top 25 by {key}, {a.profile} calls ---")
+            print("\n".join(line for line in buf.getvalue().splitlines() if line.strip()))
 
 
 if __name__ == "__main__":
