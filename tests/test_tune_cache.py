@@ -236,8 +236,9 @@ def test_tuner_charges_the_nchw_transpose(monkeypatch, nchw):
     from convgemm.conv.fprop import ALGORITHMS
     from convgemm.problem import ConvProblem
 
-    x = torch.randn(2, 1, 1, 400, device=DEVICE, dtype=torch.bfloat16)
-    w = torch.randn(64, 1, 1, 10, device=DEVICE, dtype=torch.bfloat16)
+    # two input channels: with one, the tuner no longer times the unfold at all (its prune rule)
+    x = torch.randn(2, 2, 1, 400, device=DEVICE, dtype=torch.bfloat16)
+    w = torch.randn(64, 2, 1, 10, device=DEVICE, dtype=torch.bfloat16)
     prob = ConvProblem.from_tensors(x, w, stride=(1, 5))
     prob = replace(prob, tma_ok=True, input_tma_ok=True, channels_last_out=not nchw)
     cands = [ALGORITHMS["width_unfold"], ALGORITHMS["small_k"]]
@@ -333,6 +334,13 @@ def test_tuner_prunes_narrow_groups_and_stems():
     cands = [a for a in ALGORITHMS.values() if a.supports(stem) is None]
     names = [a.name for a, _ in autotune.tuning_pairs(stem, cands)]
     assert "width_unfold" in names and names.count("small_k") == 1 and names.count("implicit_gemm") == 1
+
+    # one input channel (gray 1->16 5x5): the unfold is not tuned, small_k is
+    gray = _gpu_like((64, 1, 64, 64), (16, 1, 5, 5))
+    cands = [a for a in ALGORITHMS.values() if a.supports(gray) is None]
+    assert "width_unfold" in {a.name for a in cands}
+    names = [a.name for a, _ in autotune.tuning_pairs(gray, cands)]
+    assert "width_unfold" not in names and "small_k" in names
 
 
 def test_gluon_kernel_pruned_for_narrow_layers(monkeypatch):

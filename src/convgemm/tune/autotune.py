@@ -89,6 +89,11 @@ _PRUNE = (
     # 2.8-3.4x faster than cuDNN (session 11)
     ("small_k", "default", _unfolds_stem),
     ("implicit_gemm", "default", _unfolds_stem),
+    # one input channel: the unfold lost every such layer the H200's tuner logs timed since the
+    # tuner charged an NCL result's transpose (sessions 12-26: gray 1->16 5x5 1.32-2.43x, mnist
+    # 1->32 3x3 1.58-2.17x, wav2vec2's conv0 1->512 k10 1.74-1.75x slower than small_k), and its
+    # eight candidates were half of those layers' first-call compiles
+    ("width_unfold", "drop", lambda p, n: p.c == 1),
 )
 
 
