@@ -69,6 +69,9 @@
 #              (is the eight-launch phase dgrad host-bound?), the conv3d dgrad suite with its tuner
 #              log, then test_nn.py's GPU tests -> s25-dgrad3d-host.log, s25-dgrad3d.json,
 #              s25-tune-dgrad3d.jsonl, s25-nn-tests.log
+#   s26next    the all suite from empty caches (first-call tuning with the launcher prebuild and the
+#              one-channel unfold prune), then tools/dgrad3d_host.py --profile 200 -> all.json,
+#              all-tune.jsonl, all.log, dgrad3d-profile.log
 #   s26        the tuner's launcher prebuild: the compile-pool and tune-cache GPU tests, then the
 #              small-channel and seed suites from empty caches with the prebuild off and on; the
 #              resnet50 suite tuned (split-K candidates) -> s26-tests.log, s26-prebuild-{off,on}.json,
@@ -336,6 +339,16 @@ PY
         CONVGEMM_TUNE_LOG=$OUT/s26-tune-resnet50.jsonl timeout 200 python3 -m convgemm bench --dtype bf16 --check \
             --suite resnet50 --json "$OUT/s26-resnet50.json" > "$OUT/s26-resnet50.log" 2>&1
         echo "s26 resnet50: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/s26-resnet50.log" | tail -3 ;;
+    s26next)
+        # after session 26: the whole all suite from empty caches with the launcher prebuild and
+        # the one-channel unfold prune (first-call tuning over 87 shapes), then where the strided
+        # 3-D dgrad's host time goes
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/all-tune.jsonl \
+            timeout 420 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
+            > "$OUT/all.log" 2>&1
+        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3
+        timeout 150 python3 tools/dgrad3d_host.py --profile 200 2>&1 | grep -v Warning > "$OUT/dgrad3d-profile.log"
+        echo "dgrad3d profile: rc=$?"; head -8 "$OUT/dgrad3d-profile.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done
