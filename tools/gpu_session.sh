@@ -70,8 +70,9 @@
 #              log, then test_nn.py's GPU tests -> s25-dgrad3d-host.log, s25-dgrad3d.json,
 #              s25-tune-dgrad3d.jsonl, s25-nn-tests.log
 #   s26next    the all suite from empty caches (first-call tuning with the launcher prebuild and the
-#              one-channel unfold prune), then tools/dgrad3d_host.py --profile 200 -> all.json,
-#              all-tune.jsonl, all.log, dgrad3d-profile.log
+#              one-channel unfold prune), then tools/dgrad3d_host.py --profile 200, then
+#              tools/config_probe.py on l3 1x1 reduce's 256-channel tile -> all.json, all-tune.jsonl,
+#              all.log, dgrad3d-profile.log, l3-reduce-probe.log
 #   s26        the tuner's launcher prebuild: the compile-pool and tune-cache GPU tests, then the
 #              small-channel and seed suites from empty caches with the prebuild off and on; the
 #              resnet50 suite tuned (split-K candidates) -> s26-tests.log, s26-prebuild-{off,on}.json,
@@ -348,7 +349,13 @@ PY
             > "$OUT/all.log" 2>&1
         echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3
         timeout 150 python3 tools/dgrad3d_host.py --profile 200 2>&1 | grep -v Warning > "$OUT/dgrad3d-profile.log"
-        echo "dgrad3d profile: rc=$?"; head -8 "$OUT/dgrad3d-profile.log" ;;
+        echo "dgrad3d profile: rc=$?"; head -8 "$OUT/dgrad3d-profile.log"
+        # a 256-channel M tile for ResNet-50's l3 1x1 reduce (the 128-row tiles read x twice)
+        timeout 120 python3 tools/config_probe.py --shape 64,1024,14,14,256,1,1,1,0,1,1,nobias \
+            --try "gemm_1x1:block_m=256,block_n=128,block_k=64,num_warps=8,num_stages=3" \
+            --try "gemm_1x1:block_m=256,block_n=128,block_k=64,num_warps=8,num_stages=4" \
+            --try "gemm_1x1:block_m=128,block_n=128,block_k=64,num_warps=8,num_stages=4" 2>&1 | grep -v Warning \
+            | tee "$OUT/l3-reduce-probe.log" ;;
     *) echo "gpu_session.sh: unknown step $step" ;;
     esac
 done

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Time forced (algorithm, config) pairs on one forward layer against cuDNN and the tuner's
+choice (GPU; bf16, channels_last), each output checked against cuDNN's.
+
+    PYTHONPATH=src python3 tools/config_probe.py --shape 64,1024,14,14,256,1,1,1,0,1,1,nobias \\
+        --try "gemm_1x1:block_m=256,block_n=128,block_k=64,num_warps=8,num_stages=3" \\
+        --try "implicit_gemm_tma:block_m=256,block_n=128,num_warps=8,num_stages=3,tile_n=8,tile_h=4,tile_w=4"
+
+Each ``--try`` is ``ALGORITHM:FIELD=VALUE,...``: the fields override the algorithm's default
+config for the layer (``Config``'s field names, integers). Times are medians of GPU time with the
+L2 cache flushed before each run and the host's launch path off the clock, as ``convgemm bench``
+and the tuner time layers (``_runtime.gpu_times``). For trying a tile the tuner does not offer
+before adding it to the candidates (session 26: a 256-channel M tile for ResNet-50's l3 1x1
+reduce, which the 128-row tiles read twice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+import torch
+
+
+def parse_try(text: str):
+    """``'ALGORITHM:k=v,...'`` -> (algorithm name, {field: int})."""
+    name, _, rest = text.partition(":")
+    fields = {}
+    for item in filter(None, rest.split(",")):
+        k, eq, v = item.partition("=")
+        if not eq:
+            raise ValueError(f"--try {text!r}: {item!r} is not FIELD=VALUE")
+        fields[k.strip()] = int(v)
+    return name.strip(), fields
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias] as bench takes it")
+    ap.add_argument("--try", dest="tries", action="append", default=[], metavar="ALGORITHM:FIELD=VALUE,...")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("config_probe: needs a CUDA GPU", file=sys.stderr)
+        return 2
+
+    import convgemm
+    from convgemm._runtime import gpu_times, l2_flush
+    from convgemm.bench.suites import parse_shape
+    from convgemm.conv.fprop import ALGORITHMS
+    from convgemm.functional import _prepare
+
+    shp = parse_shape(a.shape)
+    dev, fmt = torch.device("cuda"), torch.channels_last
+    x = torch.randn(shp.n, shp.c, shp.h, shp.w, device=dev).to(torch.bfloat16).contiguous(memory_format=fmt)
+    w = (torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device=dev) / (shp.c * shp.r * shp.s) ** 0.5).to(
+        torch.bfloat16
+    )
+    b = torch.randn(shp.k, device=dev).to(torch.bfloat16) if shp.bias else None
+    kw = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+    flush = l2_flush(dev)
+
+    def time_us(fn) -> float:
+        fn()
+        t = sorted(gpu_times(fn, 15.0, 10, 200, before=flush))
+        return t[len(t) // 2] * 1e3
+
+    ref = torch.nn.functional.conv2d(x, w, b, **kw).float()
+
+    def err(y) -> float:
+        return ((y.float() - ref).norm() / ref.norm()).item()
+
+    cudnn_us = time_us(lambda: torch.nn.functional.conv2d(x, w, b, **kw))
+    print(f"{'form':<64} {'us':>8} {'vs cuDNN':>8} {'rel err':>9}")
+    print(f"{'cudnn':<64} {cudnn_us:8.1f} {1.0:7.2f}x {0.0:9.2e}")
+    got = convgemm.conv2d(x, w, b, **kw)
+    pick = convgemm.explain(x, w, b, **kw)
+    us = time_us(lambda: convgemm.conv2d(x, w, b, **kw))
+    tuned = f"tuned {pick['algorithm']} {pick['config']}"
+    print(f"{tuned[:64]:<64} {us:8.1f} {cudnn_us / us:7.2f}x {err(got):9.2e}")
+    pads = shp.pad if isinstance(shp.pad, tuple) else (shp.pad, shp.pad)
+    stride = shp.stride if isinstance(shp.stride, tuple) else (shp.stride, shp.stride)
+    dil = shp.dil if isinstance(shp.dil, tuple) else (shp.dil, shp.dil)
+    prob, xn, y = _prepare(x, w, b, stride, pads, dil, shp.groups)
+    for text in a.tries:
+        name, fields = parse_try(text)
+        algo = ALGORITHMS.get(name)
+        if algo is None:
+            print(f"{text[:64]:<64} unknown algorithm; choose from {', '.join(ALGORITHMS)}")
+            continue
+        reason = algo.supports(prob)
+        if reason:
+            print(f"{text[:64]:<64} not supported: {reason}")
+            continue
+        try:
+            cfg = dataclasses.replace(algo.default_config(prob), **fields)
+            out = torch.empty_like(y)
+            us = time_us(lambda algo=algo, cfg=cfg, out=out: algo.run(prob, xn, w, b, out, cfg))
+        except Exception as e:  # noqa: BLE001 - report and go on to the next form
+            print(f"{text[:64]:<64} failed: {type(e).__name__}: {str(e)[:160]}")
+            continue
+        print(f"{(name + ' ' + cfg.describe())[:64]:<64} {us:8.1f} {cudnn_us / us:7.2f}x {err(out):9.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
