@@ -417,8 +417,10 @@ def prebuild_launcher(kernel) -> bool:
     ``compile_module_from_src``), then kept in the on-disk cache. From an empty cache a new
     shape's candidates need several launchers; built one after another in the tuner's first
     launches they took up to 3.2 s of a first call (session 26's ``load_s``, the whole suite from
-    empty caches). Built here, on the thread that finished the candidate's compile, they overlap
-    the other compiles (the C compiler runs in a subprocess, without the GIL). The launcher's
+    empty caches). Built here as each candidate's compile finishes (``Prebuilding``'s threads),
+    they overlap the other compiles (the C compiler runs in a subprocess, without the GIL); on
+    the H200, 26 small-channel and seed shapes from empty caches went from 76.2 to 51.9 s of
+    first-call tuning in all (session 26). The launcher's
     source depends only on the signature and the descriptors' metadata, so candidates that share
     those share one build. Nothing here touches the GPU: the first launch still loads the module."""
     if kernel is None:
