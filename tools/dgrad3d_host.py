@@ -71,8 +71,11 @@ def main() -> None:
         # where the host time goes (session 26: the eight-phase strided dgrad took 965 us of host a
         # call against cuDNN's 41): own and cumulative time per warm call
         import cProfile
-        import io
-        import pstats
+        import os
+        import sys
+
+        sys.path.insert(0, os.path.dirname(__file__))
+        from host_profile import print_top
 
         prof = cProfile.Profile()
         prof.enable()
@@ -80,11 +83,7 @@ def main() -> None:
             ours()
         prof.disable()
         torch.cuda.synchronize()
-        for key in ("tottime", "cumulative"):
-            buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(25)
-            print(f"--- top 25 by {key}, {a.profile} calls ---")
-            print("\n".join(line for line in buf.getvalue().splitlines() if line.strip()))
+        print_top(prof, 25, f"{a.profile} calls")
 
 
 if __name__ == "__main__":

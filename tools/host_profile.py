@@ -52,13 +52,19 @@ def main() -> None:
     prof.disable()
     torch.cuda.synchronize()
     print(f"host+GPU {(time.perf_counter() - t0) / a.iters * 1e3:.1f} ms/iter under cProfile")
+    print_top(prof, a.top, f"{a.iters} iterations")
+
+
+def print_top(prof: cProfile.Profile, top: int, what: str) -> None:
+    """The ``top`` functions of a profile by own time, then by cumulative time (``what``: what
+    the times are for, e.g. "200 calls")."""
     for key in ("tottime", "cumulative"):
         s = io.StringIO()
-        pstats.Stats(prof, stream=s).sort_stats(key).print_stats(a.top)
+        pstats.Stats(prof, stream=s).sort_stats(key).print_stats(top)
         lines = [ln for ln in s.getvalue().splitlines() if ln.strip()]
         start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
-        print(f"-- by {key} (times for {a.iters} iterations)")
-        print("\n".join(ln[:200] for ln in lines[start : start + a.top + 1]))
+        print(f"-- by {key} (times for {what})")
+        print("\n".join(ln[:200] for ln in lines[start : start + top + 1]))
 
 
 if __name__ == "__main__":
