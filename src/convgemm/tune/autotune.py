@@ -201,9 +201,13 @@ def choose(prob: ConvProblem, x, w, bias, y, algorithm: str = "auto") -> tuple[A
     return choice
 
 
-def _log(prob, algo, cfg, t_ms: float) -> None:
-    """Append one timing to ``$CONVGEMM_TUNE_LOG`` (JSON lines), when set: the raw data behind choices."""
-    _log_row({"problem": prob.describe(), "algorithm": algo.name, "config": cfg.describe(), "us": t_ms * 1e3})
+def _log(prob, algo, cfg, t_ms: float, load_s: float | None = None) -> None:
+    """Append one timing to ``$CONVGEMM_TUNE_LOG`` (JSON lines), when set: the raw data behind
+    choices, and the seconds the candidate's first launch took in the tuner's load phase."""
+    row = {"problem": prob.describe(), "algorithm": algo.name, "config": cfg.describe(), "us": t_ms * 1e3}
+    if load_s is not None:
+        row["load_s"] = round(load_s, 4)
+    _log_row(row)
 
 
 def _log_row(row: dict) -> None:
@@ -306,8 +310,10 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
     in_procs = _compile_all(prob, pairs, x, w, bias, scratch) if len(pairs) > 1 else 0
     t1 = time.perf_counter()
     ready = []
+    loads = []  # each candidate's first launch, in seconds (module load, launcher, compiles missed)
     for algo, cfg in pairs:
         launch = Launch()  # timed as conv2d will run it: without Triton's per-call dispatch
+        t_load = time.perf_counter()
         try:
             algo.run(prob, x, w, bias, out_for(algo), cfg, launch)  # loads the kernel; errors surface here
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run is not a candidate
@@ -323,6 +329,7 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
                 )
             continue
         ready.append((algo, cfg, launch))
+        loads.append(time.perf_counter() - t_load)
     torch.cuda.synchronize(x.device)
     t2 = time.perf_counter()
     if not ready:  # every config was over budget: fall back to the heuristic (not cached)
@@ -344,8 +351,8 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
             out = out_for(algo)
             t = _time_ms(lambda a=algo, c=cfg, h=launch, o=out: a.run(prob, x, w, bias, o, c, h), flush=flush)
             best_t[i] = min(best_t[i], t + (0.0 if out is scratch_nchw else transpose))
-    for (algo, cfg, _), t in zip(ready, best_t, strict=True):
-        _log(prob, algo, cfg, t)
+    for (algo, cfg, _), t, ls in zip(ready, best_t, loads, strict=True):
+        _log(prob, algo, cfg, t, ls)
     # where a first call's tuning time goes (issue 4 asks for 3 s): compiles, first launches
     # (module loads, descriptors, the compiles the parallel pass missed) and the timing runs
     _log_row(
