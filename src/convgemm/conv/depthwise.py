@@ -245,11 +245,8 @@ def depthwise_rows_kernel(
     accs = (zero,) * (M * COLS)  # slot m, column c at m * COLS + c
     ws = ()
     if PRELOAD:
-        if VEC == 1 and CG * R * S > 9:
-            ws = _preload_taps(w_ptr, k, K, s_wt, CG * R * S, BLOCK_K, acc_t)
-        else:  # (two channels a thread: the one load's layout change spilled a 7x7 tile, sm_90)
-            for t in tl.static_range(CG * R * S):
-                ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
+        for t in tl.static_range(CG * R * S):
+            ws = ws + (tl.load(w_row + t * s_wt, mask=k_ok, other=0.0).to(acc_t),)
     ih_base = p0 * STRIDE_H - pad_h
     nxt = ()  # the input rows of the next PREFETCH steps, oldest first, loaded ahead of their use
     for d in tl.static_range(PREFETCH):
@@ -284,44 +281,6 @@ def depthwise_rows_kernel(
                              COLS, PRELOAD, acc_t)  # fmt: skip
             _rows_store(accs, bias, y_cols, p0, ROWS + v - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
             accs = (zero,) * COLS + accs[: (M - 1) * COLS]
-
-
-@triton.constexpr_function
-def _bit_reversed(t, bits):
-    """``t``'s lowest ``bits`` bits in reverse order: where ``_preload_taps``'s split tree leaves tap t."""
-    return int(format(t, f"0{bits}b")[::-1], 2) if bits else 0
-
-
-@triton.constexpr_function
-def _pow2_at_least(n):
-    return 1 << max(0, n - 1).bit_length()
-
-
-@triton.jit
-def _preload_taps(w_ptr, k, K, s_wt, T: tl.constexpr, BLOCK_K: tl.constexpr, acc_t: tl.constexpr):
-    """Every tap's weights, T vectors of shape [1, BLOCK_K], from one [BLOCK_K, taps] load split
-    in registers: a thread keeps its channels' taps for the whole strip.
-
-    One load, not one per tap, because Triton 3.6's coalescing pass walks the whole kernel's IR
-    once per memory op (``mlir::getSlice``, at a cost that grows with the square of the op
-    count): a 7x7 tile's 49 weight loads were 1.0 of its 1.7 s in that pass on the dev CPU, of
-    about 4 s of compile that a first call waits for. The tree halves the tap axis per level
-    (``tl.split`` takes the lowest bit of the tap index), so tap t ends at ``_bit_reversed(t)``."""
-    TP: tl.constexpr = _pow2_at_least(T)
-    L: tl.constexpr = TP.bit_length() - 1
-    tt = tl.arange(0, TP)
-    mask = (k < K)[:, None] & (tt < T)[None, :]
-    parts = (tl.load(w_ptr + k[:, None] + tt[None, :] * s_wt, mask=mask, other=0.0).to(acc_t),)
-    for lvl in tl.static_range(L):
-        halves = ()
-        for i in tl.static_range(1 << lvl):
-            lo, hi = tl.split(tl.reshape(parts[i], (BLOCK_K, TP >> (lvl + 1), 2)))
-            halves = halves + (lo, hi)
-        parts = halves
-    ws = ()
-    for t in tl.static_range(T):
-        ws = ws + (tl.reshape(parts[_bit_reversed(t, L)], (1, BLOCK_K)),)
-    return ws
 
 
 @triton.jit
