@@ -219,6 +219,36 @@ def test_output_memory_format_of_sliced_channels_last_view():
     assert output_memory_format(nchw_crop, torch.randn(4, 8, 3, 3)) == NCHW
 
 
+def test_channels_last_rule_matches_torch():
+    """``_suggest_channels_last`` (written out to keep sympy off a first call) agrees with
+    PyTorch's own rule on permuted, sliced, expanded, size-1 and empty tensors."""
+    from torch._prims_common import suggest_memory_format
+
+    from convgemm.problem import _suggest_channels_last
+
+    gen = torch.Generator().manual_seed(0)
+    cases = []
+    for _ in range(400):
+        shape = [int(v) for v in torch.randint(0, 4, (4,), generator=gen)]
+        base = torch.empty(shape)
+        perm = [int(v) for v in torch.randperm(4, generator=gen)]
+        t = base.permute(perm).contiguous().permute([perm.index(i) for i in range(4)])
+        cases.append(t)
+        if min(shape) > 0:
+            cases.append(t[:, :, ::2, 1:])  # a strided crop
+            cases.append(t[:, :1].expand(shape))  # stride 0 along C
+    cases += [
+        torch.empty(3, 1, 1, 1),
+        torch.empty(1, 5, 1, 4).transpose(1, 3),
+        torch.empty(2, 8, 10, 10).contiguous(memory_format=CL)[:, :, 1:9, 2:8],
+        torch.empty(1, 1, 5, 5).contiguous(memory_format=CL),
+        torch.empty(2, 1, 4, 5).contiguous(memory_format=CL).expand(2, 3, 4, 5),  # stride 0 along C
+    ]
+    for t in cases:
+        want = suggest_memory_format(t) == CL
+        assert _suggest_channels_last(t) == want, (tuple(t.shape), t.stride())
+
+
 def test_precision_follows_cudnn_tf32_flag():
     x, wt = _tensors(1, 2, 5, 5, 2, 3, 3)
     old = torch.backends.cudnn.allow_tf32

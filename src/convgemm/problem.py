@@ -69,13 +69,27 @@ def _pair(value: IntOrPair, name: str) -> tuple[int, int]:
 
 
 def _suggest_channels_last(t: torch.Tensor) -> bool:
-    """True when PyTorch's ``suggest_memory_format`` would say channels_last for this 4-D tensor."""
-    try:
-        from torch._prims_common import suggest_memory_format
+    """True when ATen's ``Tensor.suggest_memory_format()`` says channels_last for this 4-D tensor
+    (c10's ``is_channels_last_strides_2d``: strides ordered C < W < H < N, each at least the
+    span of the ones inside it; ambiguous N111 cases fall back to NCHW).
 
-        return suggest_memory_format(t) == torch.channels_last
-    except ImportError:  # pragma: no cover - older torch
-        return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+    Written out rather than taken from ``torch._prims_common.suggest_memory_format``: that one
+    imports ``torch.fx.experimental.symbolic_shapes``, and with it sympy, on first use, which
+    was 3.0 of the 10.8 s of a process's first convolution on the H200 host (session 27,
+    ``tools/first_call.py``). ``tests/test_problem.py`` checks the two agree."""
+    if t.layout != torch.strided or t.dim() != 4:
+        return False
+    shape, strides = t.shape, t.stride()
+    if strides[1] == 0:
+        return False
+    lo = 0
+    for d in (1, 3, 2, 0):
+        if shape[d] == 0 or strides[d] < lo:
+            return False
+        if d == 0 and lo == strides[1]:
+            return False
+        lo = strides[d] * shape[d]
+    return True
 
 
 def output_memory_format(x: torch.Tensor, w: torch.Tensor) -> torch.memory_format:
