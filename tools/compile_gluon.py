@@ -106,7 +106,7 @@ def main() -> int:
     else:
         wp = torch.zeros(k, t * r * s * c, dtype=dt)
         fn, grid, args, kw = ws3d.ws_conv3d(x, wp, None, y, (t, r, s), pad, dil, tile, bn, a.block_k, a.stages,
-                                            a.warps, a.per_sm, "", a.split, stride, compile_only=True)  # fmt: skip
+                                            a.warps, a.per_sm, "", a.split, stride, compile_only=True)[0]  # fmt: skip
     summary = compile_sm90(fn, args, kw, a.out)
     print(f"grid={grid} " + "  ".join(f"{key}={v}" for key, v in summary.items()))
     return 0

@@ -66,13 +66,17 @@ def main() -> None:
     t = _stamp(f"first call {a.shape}", t)
     x2, w2, args2 = tensors(a.second)
     torch.cuda.synchronize()
+    prof2 = cProfile.Profile()
     t = time.perf_counter()
+    prof2.enable()
     convgemm.conv2d(x2, w2, None, **args2)
     torch.cuda.synchronize()
+    prof2.disable()
     _stamp(f"second shape's first call {a.second}", t)
     from host_profile import print_top
 
     print_top(prof, a.top, "the first call")
+    print_top(prof2, a.top, "the second shape's first call")
 
 
 if __name__ == "__main__":

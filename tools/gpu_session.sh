@@ -72,6 +72,8 @@
 #   s27        tools/first_call.py and the small-channel + seed suites from empty caches (per-candidate
 #              load times in the tuner log), then the tf32 forward over the all suite -> first-call.log,
 #              sc-seed.json/.log, tune-sc-seed.jsonl, tf32-all.json/.log, tune-tf32.jsonl
+#   s27b       tools/first_call.py (gray 1->16 second), tests/test_tune_load.py, the split-K and Gluon
+#              launch tests -> first-call.log, tune-load-test.log, tests.log
 #   tf32       the tf32 forward over the all suite -> tf32-all.json/.log, tune-tf32.jsonl
 #   s26next    the all suite from empty caches (first-call tuning with the launcher prebuild and the
 #              one-channel unfold prune), then tools/dgrad3d_host.py --profile 200, then
@@ -359,6 +361,19 @@ PY
         CONVGEMM_TUNE_LOG=$OUT/tune-tf32.jsonl timeout 400 python3 -m convgemm bench --dtype tf32 --check \
             --suite all --json "$OUT/tf32-all.json" > "$OUT/tf32-all.log" 2>&1
         echo "tf32 all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-all.log" | tail -3 ;;
+    s27b)
+        # the first call without sympy, the gray layer's first call profiled (its load phase),
+        # the compile pass against the first launches (tests/test_tune_load.py), and the tests
+        # of the Gluon forward's split-K (its finish kernel now compiled in the compile pass)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/first_call.py \
+            --second 8,1,64,64,16,5,5,1,2,1,1 --top 25 2>&1 | grep -v Warning > "$OUT/first-call.log"
+        echo "first_call: rc=$?"; head -9 "$OUT/first-call.log"
+        timeout 200 python3 -m pytest -v tests/test_tune_load.py -p no:cacheprovider --tb=short -W ignore \
+            > "$OUT/tune-load-test.log" 2>&1
+        echo "test_tune_load: rc=$?"; grep -E "passed|failed|closest|not compiled" "$OUT/tune-load-test.log" | tail -12
+        timeout 200 python3 -m pytest -q -n 14 tests/test_split_k.py tests/test_gluon_launch.py tests/test_tune_cache.py \
+            -p no:cacheprovider --tb=line -W ignore 2>&1 | grep -E "FAILED|ERROR|passed|failed" | tail -12 \
+            | tee "$OUT/tests.log" ;;
     tf32)
         # the tf32 forward over the all suite (issue 9: tf32 geomean >= 1.5x; last timed on the
         # seed suite in session 5)

@@ -348,7 +348,8 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     16 x ``warps`` pixels; ``block_n`` output channels per tile (at most 256); ``per_sm`` programs
     per SM (the register budget is split for that many: shared memory must allow it too);
     ``split`` K splits per tile (partials summed by ``ws_split_finish_kernel``; every split must
-    have K steps). ``compile_only`` returns (kernel, grid, args, options) without launching.
+    have K steps). ``compile_only`` returns the launches, each (kernel, grid, args, options), and
+    makes none.
     ``launch`` (a ``matmul.launch.Launch`` kept per call plan: same shapes, strides, config) is
     bound by this call; ``ws_run`` replays it on later calls (``ws_replay``).
     """
@@ -381,16 +382,19 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     kw = dict(TD=td, TH=th, TW=tw, HAS_BIAS=bias is not None, ACT=act, STAGES=stages, SPLIT=split,
               STRIDED=2 if grid_view else int(strided),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
-    if compile_only:
-        return ws_conv3d_kernel, grid, args, kw
-    gluon_launch(launch, ws_conv3d_kernel, grid, args, kw)
+    launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
         bp = td * th * tw
         sub = min(bp, 32)
-        gluon_launch(aux_of(launch), ws_split_finish_kernel, (num_tiles, bp // sub),
-                     (ws, y, b, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3), y.stride(4)),
-                     dict(SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None, ACT=act,
-                          num_warps=4))  # fmt: skip
+        launches.append((ws_split_finish_kernel, (num_tiles, bp // sub),
+                         (ws, y, b, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3), y.stride(4)),
+                         dict(SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None,
+                              ACT=act, num_warps=4)))  # fmt: skip
+    if compile_only:
+        return launches
+    gluon_launch(launch, *launches[0])
+    if split > 1:
+        gluon_launch(aux_of(launch), *launches[1])
     if launch is not None:
         launch.extra = ws.numel()
     return None
@@ -410,8 +414,10 @@ def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", laun
                 split=cfg.split_k, stride=stride)  # fmt: skip
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
     if COMPILE_ONLY.get():
-        fn, grid, args, kw = ws_conv3d(x, wp, bias, y, taps, pad, dilation, tile, cfg.block_n, compile_only=True,
-                                       **call)  # fmt: skip
-        fn.warmup(*args, grid=grid, **kw)
+        # the split-K finish kernel too: left to the first launch, its compile (0.15-0.6 s on the
+        # H200's host) fell in the tuner's load phase, one split candidate after another
+        for fn, grid, args, kw in ws_conv3d(x, wp, bias, y, taps, pad, dilation, tile, cfg.block_n,
+                                            compile_only=True, **call):  # fmt: skip
+            fn.warmup(*args, grid=grid, **kw)
         return
     ws_conv3d(x, wp, bias, y, taps, pad, dilation, tile, cfg.block_n, launch=launch, **call)
