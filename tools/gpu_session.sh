@@ -74,6 +74,8 @@
 #              sc-seed.json/.log, tune-sc-seed.jsonl, tf32-all.json/.log, tune-tf32.jsonl
 #   s27b       tools/first_call.py (gray 1->16 second), tests/test_tune_load.py, the split-K and Gluon
 #              launch tests -> first-call.log, tune-load-test.log, tests.log
+#   s27c       tests/test_tune_load.py and test_layout.py, then the small-channel and seed suites from
+#              empty caches -> tests.log, tune-sc-seed.jsonl, sc-seed.json/.log
 #   tf32       the tf32 forward over the all suite -> tf32-all.json/.log, tune-tf32.jsonl
 #   s26next    the all suite from empty caches (first-call tuning with the launcher prebuild and the
 #              one-channel unfold prune), then tools/dgrad3d_host.py --profile 200, then
@@ -374,6 +376,16 @@ PY
         timeout 200 python3 -m pytest -q -n 14 tests/test_split_k.py tests/test_gluon_launch.py tests/test_tune_cache.py \
             -p no:cacheprovider --tb=line -W ignore 2>&1 | grep -E "FAILED|ERROR|passed|failed" | tail -12 \
             | tee "$OUT/tests.log" ;;
+    s27c)
+        # the compile pass against the first launches again (the NCHW result's transpose now in
+        # the compile pass), then the small-channel and seed suites from empty caches: first calls
+        timeout 200 python3 -m pytest -v tests/test_tune_load.py tests/test_layout.py -p no:cacheprovider --tb=short \
+            -W ignore > "$OUT/tests.log" 2>&1
+        echo "tests: rc=$?"; grep -E "passed|failed|closest|not compiled" "$OUT/tests.log" | tail -8
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-sc-seed.jsonl \
+            timeout 200 python3 -m convgemm bench --dtype bf16 --check --suite small-channel,seed \
+            --json "$OUT/sc-seed.json" > "$OUT/sc-seed.log" 2>&1
+        echo "sc-seed: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/sc-seed.log" | tail -3 ;;
     tf32)
         # the tf32 forward over the all suite (issue 9: tf32 geomean >= 1.5x; last timed on the
         # seed suite in session 5)

@@ -217,7 +217,7 @@ def _log_row(row: dict) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def _compile_all(prob, pairs, x, w, bias, scratch) -> int:
+def _compile_all(prob, pairs, x, w, bias, scratch, transpose: bool = False) -> int:
     """Compile every candidate's kernel at once; returns how many compiled in worker processes.
 
     Once this process's compile workers have started (``compile_pool``, from the first tuning
@@ -247,6 +247,13 @@ def _compile_all(prob, pairs, x, w, bias, scratch) -> int:
                         algo.run(prob, x, w, bias, scratch, cfg, None)
                     except Exception:  # noqa: BLE001, S112 - reported by the launch that follows
                         continue
+                if transpose:  # an NCHW result: the NHWC candidates are timed with its transpose
+                    from ..conv.layout import warm_transpose
+
+                    try:
+                        warm_transpose(scratch, to_nhwc=False)
+                    except Exception:  # noqa: BLE001, S110 - its first launch compiles it then
+                        pass
             finally:
                 COMPILE_ONLY.reset(token)
     return getattr(inner, "sent", 0)
@@ -307,7 +314,8 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
         return scratch_nchw if nchw_out and algo.writes_nchw else scratch
 
     pairs = tuning_pairs(prob, candidates)
-    in_procs = _compile_all(prob, pairs, x, w, bias, scratch) if len(pairs) > 1 else 0
+    transposed = nchw_out and any(not a.writes_nchw for a, _ in pairs)
+    in_procs = _compile_all(prob, pairs, x, w, bias, scratch, transposed) if len(pairs) > 1 else 0
     t1 = time.perf_counter()
     ready = []
     loads = []  # each candidate's first launch, in seconds (module load, launcher, compiles missed)
