@@ -217,8 +217,14 @@ def _log_row(row: dict) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def _compile_all(prob, pairs, x, w, bias, scratch, transpose: bool = False) -> int:
+def _compile_all(prob, pairs, x, w, bias, out_for, transpose=None) -> int:
     """Compile every candidate's kernel at once; returns how many compiled in worker processes.
+
+    ``out_for(algo)``: the output each candidate is timed on (an NCHW result is written NCHW by
+    the algorithms that can, so their kernels specialise on its strides: compiled on the NHWC
+    scratch instead, they compiled again in their first launches, 0.3-0.7 s each in session 27's
+    tuner log of one-channel layers); ``transpose``: the NHWC result to be transposed to NCHW
+    for the other candidates' timing, whose transpose kernel compiles here too.
 
     Once this process's compile workers have started (``compile_pool``, from the first tuning
     on), convgemm's kernels compile there, into Triton's on-disk cache, which the candidates'
@@ -244,14 +250,14 @@ def _compile_all(prob, pairs, x, w, bias, scratch, transpose: bool = False) -> i
             try:
                 for algo, cfg in pairs:
                     try:
-                        algo.run(prob, x, w, bias, scratch, cfg, None)
+                        algo.run(prob, x, w, bias, out_for(algo), cfg, None)
                     except Exception:  # noqa: BLE001, S112 - reported by the launch that follows
                         continue
-                if transpose:  # an NCHW result: the NHWC candidates are timed with its transpose
+                if transpose is not None:  # an NCHW result: NHWC candidates are timed with its transpose
                     from ..conv.layout import warm_transpose
 
                     try:
-                        warm_transpose(scratch, to_nhwc=False)
+                        warm_transpose(transpose, to_nhwc=False)
                     except Exception:  # noqa: BLE001, S110 - its first launch compiles it then
                         pass
             finally:
@@ -314,8 +320,8 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
         return scratch_nchw if nchw_out and algo.writes_nchw else scratch
 
     pairs = tuning_pairs(prob, candidates)
-    transposed = nchw_out and any(not a.writes_nchw for a, _ in pairs)
-    in_procs = _compile_all(prob, pairs, x, w, bias, scratch, transposed) if len(pairs) > 1 else 0
+    transposed = scratch if nchw_out and any(not a.writes_nchw for a, _ in pairs) else None
+    in_procs = _compile_all(prob, pairs, x, w, bias, out_for, transposed) if len(pairs) > 1 else 0
     t1 = time.perf_counter()
     ready = []
     loads = []  # each candidate's first launch, in seconds (module load, launcher, compiles missed)
