@@ -76,6 +76,7 @@
 #              launch tests -> first-call.log, tune-load-test.log, tests.log
 #   s27c       tests/test_tune_load.py and test_layout.py, then the small-channel and seed suites from
 #              empty caches -> tests.log, tune-sc-seed.jsonl, sc-seed.json/.log
+#   s27d       the all suite from empty caches -> all.json, all.log, all-tune.jsonl
 #   tf32       the tf32 forward over the all suite -> tf32-all.json/.log, tune-tf32.jsonl
 #   s26next    the all suite from empty caches (first-call tuning with the launcher prebuild and the
 #              one-channel unfold prune), then tools/dgrad3d_host.py --profile 200, then
@@ -386,6 +387,12 @@ PY
             timeout 200 python3 -m convgemm bench --dtype bf16 --check --suite small-channel,seed \
             --json "$OUT/sc-seed.json" > "$OUT/sc-seed.log" 2>&1
         echo "sc-seed: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/sc-seed.log" | tail -3 ;;
+    s27d)
+        # the whole all suite from empty caches once more, after session 27's first-call changes
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/all-tune.jsonl \
+            timeout 290 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
+            > "$OUT/all.log" 2>&1
+        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
     tf32)
         # the tf32 forward over the all suite (issue 9: tf32 geomean >= 1.5x; last timed on the
         # seed suite in session 5)
