@@ -119,12 +119,16 @@ def test_tma_algorithms_are_exercised():
     ids=case_id,
 )
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-def test_width_unfold(case, layout):
+@pytest.mark.parametrize("m", ["fp16", "fp32", "tf32"])
+@pytest.mark.interpreter_share(3, vary=("m",))
+def test_width_unfold(case, layout, m, tf32_mode):
     """``width_unfold`` (first layers: each output column's S taps gathered into one wide pixel,
     then an R x 1 convolution on the TMA kernel) against the float64 reference, forced."""
-    x, w, b, kw = make(case, torch.float16, layout == "channels_last")
+    tf32_mode(m)
+    dtype = DTYPES[m]
+    x, w, b, kw = make(case, dtype, layout == "channels_last")
     y = convgemm.conv2d(x, w, b, **kw, algorithm="width_unfold")
-    assert_close(y, conv2d_ref(x, w, b, **kw), torch.float16, f"{case_id(case)} {layout}")
+    assert_close(y, conv2d_ref(x, w, b, **kw), dtype, f"{case_id(case)} {m} {layout}")
 
 
 # (N, C, H, W, K, stride, padding, input layout, output layout): the flat path (dense NHWC in and
@@ -255,7 +259,8 @@ def test_width_unfold_refuses():
     assert "groups" in algo.supports(prob(4, 16, 3, 3, groups=2))
     assert "one column" in algo.supports(prob(3, 16, 3, 1))
     assert "over 64" in algo.supports(prob(8, 16, 3, 9))
-    assert "fp16 or bf16" in algo.supports(prob(3, 16, 7, 7, dtype=torch.float32))
+    assert algo.supports(prob(3, 16, 7, 7, dtype=torch.float32)) is None
+    assert "fp16, bf16 or fp32" in algo.supports(prob(3, 16, 7, 7, dtype=torch.float64))
     assert "TMA" in algo.supports(replace(prob(3, 16, 7, 7), tma_ok=False))
     assert "16 bytes" in algo.supports(prob(3, 12, 7, 7))  # K = 12: the TMA output store
 

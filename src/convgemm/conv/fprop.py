@@ -775,8 +775,8 @@ class WidthUnfold(Algorithm):
             return "a filter one column wide has nothing to unfold"
         if prob.s * prob.c > MAX_UNFOLDED:
             return f"S*C = {prob.s * prob.c} is over {MAX_UNFOLDED}: the per-tap kernels read so wide an input directly"
-        if prob.dtype not in (torch.float16, torch.bfloat16):
-            return f"the width unfold runs on the TMA kernel in fp16 or bf16, not {prob.dtype}"
+        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"the width unfold runs on the TMA kernel in fp16, bf16 or fp32, not {prob.dtype}"
         if not prob.tma_ok:
             return "the device has no TMA (needs compute capability >= 9.0)"
         rp = self.reduced(prob)
@@ -785,7 +785,9 @@ class WidthUnfold(Algorithm):
         return _TMA.supports(rp)
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
-        return unfold_pays(prob.c, prob.k)
+        # timed in 16-bit types only: fp32 layers (offered to the tuner since session 27, where
+        # tf32's ResNet stem ran small_k at 0.65x cuDNN) keep small_k untuned
+        return prob.dtype.itemsize == 2 and unfold_pays(prob.c, prob.k)
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         return _TMA.configs(self.reduced(prob))
