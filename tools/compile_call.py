@@ -93,7 +93,7 @@ def main() -> None:
     from convgemm.conv import backward, fprop
     from convgemm.problem import ConvProblem
 
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
     captured = []
 
     def capture(launch, fn, grid, args, constexprs, options):
