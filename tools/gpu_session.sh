@@ -77,7 +77,7 @@
 #   s27c       tests/test_tune_load.py and test_layout.py, then the small-channel and seed suites from
 #              empty caches -> tests.log, tune-sc-seed.jsonl, sc-seed.json/.log
 #   s27d       the all suite from empty caches -> all.json, all.log, all-tune.jsonl
-#   s27next    width_unfold in fp32: GPU tests, the tf32 small-channel + seed suites; the grouped suite
+#   s27next    width_unfold in fp32: GPU tests, the tf32 small-channel + seed + resnet50 suites; the grouped suite
 #              from empty caches -> tests.log, tf32-sc-seed.json/.log, tune-tf32.jsonl, grouped.json/.log,
 #              tune-grouped.jsonl
 #   tf32       the tf32 forward over the all suite -> tf32-all.json/.log, tune-tf32.jsonl
@@ -397,15 +397,17 @@ PY
             > "$OUT/all.log" 2>&1
         echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
     s27next)
-        # after session 27: width_unfold in fp32 (GPU tests, then the tf32 small-channel and seed
-        # suites: RGB stems, against session 27's tf32 run where small_k took the ResNet stem at
-        # 0.65x), then the grouped suite from empty caches (first calls of the 7x7 layers)
+        # after session 27: width_unfold in fp32 (GPU tests, then the tf32 small-channel, seed and
+        # ResNet-50 suites: RGB stems, against session 27's tf32 run where small_k took the ResNet
+        # stem at 0.65x; the dense layers' new 128x128 fp32 tile, ResNet-50 0.85x there), then the
+        # grouped suite from empty caches (first calls of the 7x7 layers)
         timeout 200 python3 -m pytest -q -n 14 tests/test_conv2d.py -k "width_unfold or every_algorithm" \
             -p no:cacheprovider --tb=line -W ignore 2>&1 | grep -E "FAILED|ERROR|passed|failed" | tail -12 \
             | tee "$OUT/tests.log"
-        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-tf32.jsonl timeout 200 python3 -m convgemm bench \
-            --dtype tf32 --check --suite small-channel,seed --json "$OUT/tf32-sc-seed.json" > "$OUT/tf32-sc-seed.log" 2>&1
-        echo "tf32 sc-seed: rc=$?"; grep -E "geom|FAIL|Error|stem" "$OUT/tf32-sc-seed.log" | tail -6
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-tf32.jsonl timeout 300 python3 -m convgemm bench \
+            --dtype tf32 --check --suite small-channel,seed,resnet50 --json "$OUT/tf32-sc-seed.json" \
+            > "$OUT/tf32-sc-seed.log" 2>&1
+        echo "tf32 sc-seed-resnet50: rc=$?"; grep -E "geom|FAIL|Error|stem" "$OUT/tf32-sc-seed.log" | tail -6
         CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-grouped.jsonl \
             timeout 200 python3 -m convgemm bench --dtype bf16 --check --suite grouped --json "$OUT/grouped.json" \
             > "$OUT/grouped.log" 2>&1
