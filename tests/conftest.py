@@ -78,6 +78,20 @@ def device():
     return DEVICE
 
 
+@pytest.fixture
+def fresh_tuning(monkeypatch, tmp_path):
+    """A tuner with nothing remembered: an empty cache directory, no in-memory choices and the
+    cache's one-time warnings re-armed (``test_tune_cache.py``, ``test_tune_load.py``)."""
+    from convgemm.tune import autotune
+    from convgemm.tune import cache as tc
+
+    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tc, "_warned", set())
+    autotune.clear_memo()
+    yield
+    autotune.clear_memo()
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(1234)

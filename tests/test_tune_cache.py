@@ -19,12 +19,8 @@ CACHE_PY = tc.__file__
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch, tmp_path):
-    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(tc, "_warned", set())
-    autotune.clear_memo()
+def _fresh(fresh_tuning):
     yield
-    autotune.clear_memo()
 
 
 CFG = Config(64, 128, 64, 4, 3, tile_n=2, tile_h=4, tile_w=16)

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from convgemm.tune import autotune
-from convgemm.tune import cache as tc
 
 pytestmark = pytest.mark.gpu
 
@@ -31,12 +30,8 @@ SHAPES = {
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch, tmp_path):
-    monkeypatch.setenv("CONVGEMM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(tc, "_warned", set())
-    autotune.clear_memo()
+def _fresh(fresh_tuning):
     yield
-    autotune.clear_memo()
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

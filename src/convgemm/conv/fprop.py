@@ -651,8 +651,8 @@ class ImplicitGemmTma(Algorithm):
         # (sm_90 compile, tools/compile_call.py), over the SM's 227 KB, so session 27's tf32
         # suite ran its dense layers on one-warpgroup 64x256 tiles only (ResNet-50 0.85x);
         # 128x128 at 4 stages takes 192 KB (107 registers, no spills) and is offered instead
-        wide = (128, 256, 8, 3) if prob.dtype.itemsize == 2 else (128, 128, 8, 4)
-        persistent = ((64, 256, 4, 3), (64, 256, 4, 4), wide)
+        two_groups = (128, 256, 8, 3) if prob.dtype.itemsize == 2 else (128, 128, 8, 4)
+        persistent = ((64, 256, 4, 3), (64, 256, 4, 4), two_groups)
         for bm, bn, warps, stages in shapes:
             if bm == 128 and prob.kg <= 64:
                 continue
