@@ -83,7 +83,7 @@ def main() -> None:
     )
     ap.add_argument("--algorithm", default="wgrad_tma")
     ap.add_argument("--config", default="", help="comma-separated Config fields over the default, e.g. block_m=128")
-    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--dtype", default="bf16", help="bf16, fp16, fp32 (tf32 dots) or ieee (strict fp32: FMA dots)")
     ap.add_argument("--out", default="/tmp/compile_call")
     a = ap.parse_args()
 
@@ -93,7 +93,9 @@ def main() -> None:
     from convgemm.conv import backward, fprop
     from convgemm.problem import ConvProblem
 
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "ieee": torch.float32}[a.dtype]
+    # the problem's precision follows cuDNN's TF32 switch, as in convgemm.conv2d
+    torch.backends.cudnn.allow_tf32 = a.dtype != "ieee"
     captured = []
 
     def capture(launch, fn, grid, args, constexprs, options):

@@ -77,6 +77,9 @@
 #   s27c       tests/test_tune_load.py and test_layout.py, then the small-channel and seed suites from
 #              empty caches -> tests.log, tune-sc-seed.jsonl, sc-seed.json/.log
 #   s27d       the all suite from empty caches -> all.json, all.log, all-tune.jsonl
+#   s28a       every fp32 candidate config (strict and TF32) on the GPU, then tf32 and strict fp32 over
+#              resnet50 + craft; OLD_SRC=path/to/src adds strict fp32 on resnet50 with that tree
+#              -> tests.log, tf32.json/.log, fp32.json/.log, tune-*.jsonl, fp32-old.json/.log
 #   s27next    width_unfold in fp32: GPU tests, the tf32 small-channel + seed + resnet50 suites; the grouped suite
 #              from empty caches -> tests.log, tf32-sc-seed.json/.log, tune-tf32.jsonl, grouped.json/.log,
 #              tune-grouped.jsonl
@@ -396,6 +399,23 @@ PY
             timeout 290 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
             > "$OUT/all.log" 2>&1
         echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
+    s28a)
+        # session 28: the fp32 tiles (tests/test_fp32_tiles.py: every candidate config, strict and
+        # TF32), then tf32 and strict fp32 over resnet50 + craft from empty caches; strict fp32 on
+        # resnet50 once more with the tree before the change when $OLD_SRC names one
+        timeout 200 python3 -m pytest -q -n 14 tests/test_fp32_tiles.py tests/test_conv2d.py \
+            -k "fp32_every_config or (every_algorithm and fp32)" -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
+        for m in tf32 fp32; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-$m.jsonl timeout 200 python3 -m convgemm bench \
+                --dtype $m --check --suite resnet50,craft --json "$OUT/$m.json" > "$OUT/$m.log" 2>&1
+            echo "$m: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/$m.log" | tail -3
+        done
+        if [ -n "${OLD_SRC:-}" ]; then
+            PYTHONPATH=$OLD_SRC CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 150 python3 -m convgemm bench --dtype fp32 \
+                --check --suite resnet50 --json "$OUT/fp32-old.json" > "$OUT/fp32-old.log" 2>&1
+            echo "fp32 old: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/fp32-old.log" | tail -3
+        fi ;;
     s27next)
         # after session 27: width_unfold in fp32 (GPU tests, then the tf32 small-channel, seed and
         # ResNet-50 suites: RGB stems, against session 27's tf32 run where small_k took the ResNet

@@ -1,0 +1,79 @@
+"""fp32 forward tiles: every candidate config of the GEMM algorithms, forced, in strict fp32 (FMA
+dots) and TF32 (with the one-tile-per-program 128x256 on two warpgroups), against float64.
+
+The tuner times these configs on the first call; a wrong one would otherwise only show in
+``convgemm bench --check``.
+"""
+
+import pytest
+import torch
+from conftest import DEVICE
+from reference import assert_close, conv2d_ref, conv_inputs
+
+import convgemm
+from convgemm.conv.fprop import ALGORITHMS
+from convgemm.problem import ConvProblem
+
+# N, C, H, W, K, R, S, stride, padding
+CASES = [
+    (2, 64, 12, 10, 128, 3, 3, 1, 1),  # dense 3x3
+    (2, 32, 12, 16, 64, 3, 3, 2, 1),  # strided 3x3 (the stride-phase view)
+    (2, 64, 8, 8, 128, 1, 1, 1, 0),  # 1x1 (gemm_1x1)
+    (2, 3, 16, 16, 32, 3, 3, 2, 1),  # an RGB stem (small_k, width_unfold)
+]
+NAMES = ("implicit_gemm_tma", "gemm_1x1", "implicit_gemm", "small_k", "width_unfold")
+
+
+@pytest.fixture
+def strict(request):
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = request.param == "tf32"
+    yield request.param
+    torch.backends.cudnn.allow_tf32 = old
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("strict", ["ieee", "tf32"], indirect=True)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_gpu_fp32_every_config(case, strict):
+    n, c, h, w, k, r, s, st, pad = case
+    x, wt, b = conv_inputs(n, c, h, w, k, r, s, torch.float32, DEVICE)
+    ref = conv2d_ref(x, wt, b, stride=st, padding=pad)
+    ran = 0
+    for name in NAMES:
+        try:
+            prob = convgemm.explain(x, wt, b, stride=st, padding=pad, algorithm=name)["problem"]
+        except ValueError:
+            continue  # the algorithm does not take this case
+        assert prob.precision == strict
+        algo = ALGORITHMS[name]
+        for cfg in algo.configs(prob):
+            y = torch.full(ref.shape, float("nan"), device=DEVICE).contiguous(memory_format=torch.channels_last)
+            wp = algo.pack_weight(prob, wt) if hasattr(algo, "pack_weight") else wt
+            algo.run(prob, x, wp, b, y, cfg)
+            assert_close(y, ref, torch.float32, f"{name} {cfg.describe()} {strict}")
+            ran += 1
+    assert ran >= 3
+
+
+def test_tf32_offers_the_two_warpgroup_plain_tile(monkeypatch):
+    """TF32 dense layers get a one-tile-per-program 128x256 (147 KB of shared memory at 3 stages)
+    beside the persistent 128x128; 16-bit layers keep their own list (the H200's lists, not the
+    interpreter's single small tile)."""
+    from dataclasses import replace
+
+    import convgemm.conv.fprop as fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.zeros(8, 256, 28, 28, dtype=dtype).to(memory_format=torch.channels_last)
+        wt = torch.zeros(256, 256, 3, 3, dtype=dtype)
+        prob = ConvProblem.from_tensors(x, wt, None, stride=2, padding=1)
+        prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True)
+        tma = ALGORITHMS["implicit_gemm_tma"].configs(prob)
+        plain_wide = [c for c in tma if (c.block_m, c.block_n, c.num_warps) == (128, 256, 8) and not c.persistent]
+        assert bool(plain_wide) == (dtype == torch.float32), [c.describe() for c in tma]
+        # fp32's persistent two-warpgroup tile is 128x128: 128x256 needs 272 KB there
+        wide_p = {(c.block_m, c.block_n) for c in tma if c.persistent and c.num_warps == 8}
+        assert wide_p == ({(128, 128)} if dtype == torch.float32 else {(128, 256)}), wide_p
