@@ -107,8 +107,19 @@ def test_prestart_starts_the_workers_only_where_tuning_is_on(monkeypatch, tuning
     monkeypatch.setattr(compile_pool, "usable", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(autotune, "autotune_enabled", lambda: tuning)
+    from triton.runtime.cache import triton_key
+
+    triton_key.cache_clear()
     compile_pool.prestart()
     assert started == ([3] if tuning else [])
+    # with the workers, Triton's source hash is computed on a thread (it is 1 s of a first
+    # compile on the H200's host); without tuning, nothing is started
+    import threading
+
+    for t in threading.enumerate():
+        if t.name == "convgemm-triton-key":
+            t.join(timeout=60)
+    assert triton_key.cache_info().currsize == (1 if tuning else 0)
 
 
 @pytest.mark.parametrize(("value", "n"), [("0", 0), ("3", 3), (" 12 ", 12)])

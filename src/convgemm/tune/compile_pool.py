@@ -490,3 +490,18 @@ def prestart() -> None:
 
     if autotune_enabled() and torch.cuda.is_available() and usable():
         get_pool()
+        # The hash of Triton's own sources and libtriton (``triton_key``, in every kernel's cache
+        # key) is computed once a process, on its first compile: 1.0 s of the first shape's
+        # first call on the H200's host (tools/first_call.py, session 27). Computed here on a
+        # thread, it overlaps the command's setup; a first compile that comes sooner computes
+        # it again itself (lru_cache holds no lock), which costs what it did before.
+        threading.Thread(target=_warm_triton_key, daemon=True, name="convgemm-triton-key").start()
+
+
+def _warm_triton_key() -> None:
+    try:
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+    except Exception:  # noqa: BLE001, S110 - the first compile computes it and reports any failure
+        pass
