@@ -80,6 +80,9 @@
 #   s28a       every fp32 candidate config (strict and TF32) on the GPU, then tf32 and strict fp32 over
 #              resnet50 + craft; OLD_SRC=path/to/src adds strict fp32 on resnet50 with that tree
 #              -> tests.log, tf32.json/.log, fp32.json/.log, tune-*.jsonl, fp32-old.json/.log
+#   s28b       every fp32 candidate config (GPU test), the grouped suite from empty caches, fp16 over the
+#              all suite -> tests.log, grouped.json/.log, tune-grouped.jsonl, fp16-all.json/.log
+#   s28c       tf32 over the all suite -> tf32-all.json/.log
 #   s27next    width_unfold in fp32: GPU tests, the tf32 small-channel + seed + resnet50 suites; the grouped suite
 #              from empty caches -> tests.log, tf32-sc-seed.json/.log, tune-tf32.jsonl, grouped.json/.log,
 #              tune-grouped.jsonl
@@ -416,6 +419,24 @@ PY
                 --check --suite resnet50 --json "$OUT/fp32-old.json" > "$OUT/fp32-old.log" 2>&1
             echo "fp32 old: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/fp32-old.log" | tail -3
         fi ;;
+    s28b)
+        # session 28: every strict fp32 / TF32 candidate config (the reverted FMA tiles' test, on
+        # the tuner's own lists), the grouped suite from empty caches (the first shape with
+        # triton_key hashed during setup), then fp16 over the all suite (issue 9: "fp16 as bf16")
+        timeout 150 python3 -m pytest -q -n 14 tests/test_fp32_tiles.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-grouped.jsonl \
+            timeout 150 python3 -m convgemm bench --dtype bf16 --check --suite grouped --json "$OUT/grouped.json" \
+            > "$OUT/grouped.log" 2>&1
+        echo "grouped: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped.log" | tail -3
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 -m convgemm bench --dtype fp16 --check --suite all \
+            --json "$OUT/fp16-all.json" > "$OUT/fp16-all.log" 2>&1
+        echo "fp16 all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/fp16-all.log" | tail -3 ;;
+    s28c)
+        # tf32 over the all suite after session 28's fp32 stems and tiles (session 27: 1.13x)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 -m convgemm bench --dtype tf32 --check --suite all \
+            --json "$OUT/tf32-all.json" > "$OUT/tf32-all.log" 2>&1
+        echo "tf32 all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-all.log" | tail -3 ;;
     s27next)
         # after session 27: width_unfold in fp32 (GPU tests, then the tf32 small-channel, seed and
         # ResNet-50 suites: RGB stems, against session 27's tf32 run where small_k took the ResNet
