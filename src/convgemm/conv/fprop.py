@@ -647,17 +647,18 @@ class ImplicitGemmTma(Algorithm):
         # Grouped problems (grouped_tma's super-groups) keep every plain tile.
         dense = prob.groups == 1
         plain = ((64, 256, 4, 2), (64, 256, 4, 3))
-        if prob.dtype.itemsize == 4:
-            # fp32 (tf32): a one-tile-per-program 128x256 on two warpgroups fits at 3 stages
-            # (147 KB, 158 registers on sm_90: the epilogue's staging reuses the dead pipeline
-            # buffers, which the persistent kernel keeps live for the next tile). Session 28's
-            # tf32 ResNet-50: l3 3x3 (first) 96.0 -> 84.5 us on it; no other layer picked it.
+        # fp32 (tf32) tiles take twice the shared memory. The persistent 128x256 at 3 stages
+        # needs 272 KB (sm_90 compile, tools/compile_call.py), over the SM's 227 KB: it keeps
+        # its pipeline buffers live for the next tile while the epilogue stages the output.
+        # fp32 gets the persistent 128x128 at 4 stages instead (192 KB, 107 registers), and the
+        # one-tile-per-program 128x256, whose epilogue reuses the dead pipeline buffers (147 KB,
+        # 158 registers, no spills). On the H200 (session 28, tf32 ResNet-50 and CRAFT) the
+        # latter took only l3 3x3 (first): 96.0 -> 84.5 us.
+        if prob.dtype.itemsize == 2:
+            two_groups = (128, 256, 8, 3)
+        else:
+            two_groups = (128, 128, 8, 4)
             plain += ((128, 256, 8, 3),)
-        # fp32 (tf32) tiles take twice the shared memory: 128x256 at 3 stages needs 272 KB
-        # (sm_90 compile, tools/compile_call.py), over the SM's 227 KB, so session 27's tf32
-        # suite ran its dense layers on one-warpgroup 64x256 tiles only (ResNet-50 0.85x);
-        # 128x128 at 4 stages takes 192 KB (107 registers, no spills) and is offered instead
-        two_groups = (128, 256, 8, 3) if prob.dtype.itemsize == 2 else (128, 128, 8, 4)
         persistent = ((64, 256, 4, 3), (64, 256, 4, 4), two_groups)
         for bm, bn, warps, stages in shapes:
             if bm == 128 and prob.kg <= 64:
