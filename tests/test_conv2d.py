@@ -66,6 +66,7 @@ def test_matrix(case, m, layout, tf32_mode):
         "grouped_tma",
         "narrow_tma",
         "narrow_fold",
+        "flat_rows",
     ],
 )
 @pytest.mark.parametrize("m", ["fp32", "fp16"])
@@ -105,6 +106,7 @@ def test_tma_algorithms_are_exercised():
     assert counts["head_1x1"] >= 1 and counts["grouped_tma"] >= 2, counts
     assert counts["narrow_tma"] >= 4, counts
     assert counts["narrow_fold"] >= 1, counts
+    assert counts["flat_rows"] >= 4, counts
 
 
 @pytest.mark.parametrize(

@@ -77,6 +77,9 @@
 #   s27c       tests/test_tune_load.py and test_layout.py, then the small-channel and seed suites from
 #              empty caches -> tests.log, tune-sc-seed.jsonl, sc-seed.json/.log
 #   s27d       the all suite from empty caches -> all.json, all.log, all-tune.jsonl
+#   s29a       flat_rows (new): its GPU tests, then the small-channel and seed suites in bf16 and fp16 from
+#              empty caches (every candidate in tune-*.jsonl) -> tests.log, sc-{bf16,fp16}.json/.log,
+#              tune-{bf16,fp16}.jsonl
 #   s28a       every fp32 candidate config (strict and TF32) on the GPU, then tf32 and strict fp32 over
 #              resnet50 + craft; OLD_SRC=path/to/src adds strict fp32 on resnet50 with that tree
 #              -> tests.log, tf32.json/.log, fp32.json/.log, tune-*.jsonl, fp32-old.json/.log
@@ -402,6 +405,17 @@ PY
             timeout 290 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
             > "$OUT/all.log" 2>&1
         echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
+    s29a)
+        # session 29: flat_rows (each filter row one contiguous NHWC run, one dot per row): GPU
+        # tests in every dtype, then the small-channel and seed suites from empty caches
+        timeout 200 python3 -m pytest -q -n 14 tests/test_flat_rows.py tests/test_conv2d.py \
+            -k "flat_rows or exercised" -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
+        for m in bf16 fp16; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-$m.jsonl timeout 200 python3 -m convgemm bench \
+                --dtype $m --check --suite small-channel,seed --json "$OUT/sc-$m.json" > "$OUT/sc-$m.log" 2>&1
+            echo "$m: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/sc-$m.log" | tail -3
+        done ;;
     s28a)
         # session 28: the fp32 tiles (tests/test_fp32_tiles.py: every candidate config, strict and
         # TF32), then tf32 and strict fp32 over resnet50 + craft from empty caches; strict fp32 on

@@ -1639,6 +1639,94 @@ class NarrowFold(Algorithm):
                     {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 
+class FlatRows(Algorithm):
+    """Few input channels (S*C up to 128 per filter row, groups = 1; ``conv/flat_rows.py``): each
+    output pixel's filter row read as one contiguous NHWC run of S*C values and multiplied by the
+    weight's row on the tensor cores, R dots per tile and no K loop; any stride, padding,
+    dilation and output layout. First layers, narrow layers and heads, where the per-tap kernels'
+    K tiles are mostly padding and the TMA forms read 16-32-byte box rows.
+
+    Config fields in this algorithm's view: block_m = output pixels per program, block_n =
+    output channels per program, block_k = the row's first chunk (``row_chunks``)."""
+
+    name = "flat_rows"
+    fuses_activation = True
+    writes_nchw = True
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        from .flat_rows import MAX_ROW
+
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: flat_rows takes dense layers (groups = 1)"
+        if prob.s * prob.c > MAX_ROW:
+            return f"S*C = {prob.s * prob.c} values per filter row: over {MAX_ROW}, per-tap K tiles are dense already"
+        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"flat_rows runs on the tensor cores in fp16, bf16 or fp32, not {prob.dtype}"
+        if prob.input_nchw:
+            return "flat_rows reads an NHWC input"
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # tuned only until the H200 has timed it
+
+    @staticmethod
+    def _bn(prob: ConvProblem) -> int:
+        return min(128, _small(prob.k))
+
+    def _fits(self, prob: ConvProblem, bm: int, warps: int) -> bool:
+        """Every filter row's input tile in registers at once (the unrolled rows' loads are all
+        in flight): at most 64 32-bit registers of them per thread."""
+        from .flat_rows import row_chunks
+
+        ka, kb = row_chunks(prob.s * prob.c)
+        return prob.r * bm * (ka + kb) * prob.dtype.itemsize <= 64 * 4 * 32 * warps
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        from .flat_rows import row_chunks
+
+        ka = row_chunks(prob.s * prob.c)[0]
+        bn = self._bn(prob)
+        out = [Config(bm, bn, ka, warps, 1) for bm, warps in ((128, 4), (256, 8), (64, 4), (128, 8))
+               if self._fits(prob, bm, warps)]  # fmt: skip
+        return out or [Config(64, bn, ka, 8, 1)]
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        from .flat_rows import row_chunks
+
+        ka = row_chunks(prob.s * prob.c)[0]
+        if interpreting():
+            return Config(32, min(32, self._bn(prob)), ka, 4, 1)
+        return self.configs(prob)[0]
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from .flat_rows import flat_rows_kernel, row_chunks
+
+        if x.stride(3) != prob.c:  # a channel slice: the runs need C channels back to back
+            x = x.contiguous(memory_format=torch.channels_last)
+        if launch is not None and launch.fast_ready:
+            launch.fast((x, w, y if bias is None else bias, y))
+            return
+        m = prob.n * prob.p * prob.q
+        flat_y = (y.stride(1) == 1 and y.stride(3) == prob.k and y.stride(2) == prob.q * prob.k
+                  and (y.stride(0) == prob.p * prob.q * prob.k or prob.n == 1))  # fmt: skip
+        ka, kb = row_chunks(prob.s * prob.c)
+        args = (x, w, bias if bias is not None else y, y, m, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2),
+                w.stride(0), w.stride(1), w.stride(2), w.stride(3), y.stride(0), y.stride(1), y.stride(2),
+                y.stride(3))  # fmt: skip
+
+        def constexprs():
+            return dict(C=prob.c, K=prob.k, R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], STRIDE_W=prob.stride[1],
+                        PAD_H=prob.pad_h[0], PAD_W=prob.pad_w[0], DIL_H=prob.dilation[0], DIL_W=prob.dilation[1],
+                        KA=ka, KB=kb, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, FLAT_Y=flat_y,
+                        HAS_BIAS=bias is not None, ACT=prob.activation, PRECISION=_precision(prob),
+                        UPCAST=interpreting() and prob.dtype == torch.bfloat16)  # fmt: skip
+
+        _run_kernel(launch, flat_rows_kernel, (cdiv(m, cfg.block_m), cdiv(prob.k, cfg.block_n)), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
+
+
 _NARROW = NarrowTma()
 
 
@@ -1839,5 +1927,6 @@ ALGORITHMS: dict[str, Algorithm] = {
         ImplicitGemmTmaNchw(),
         _NARROW,
         NarrowFold(),
+        FlatRows(),
     )
 }

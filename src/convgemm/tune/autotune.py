@@ -32,6 +32,7 @@ _HEURISTIC_ORDER = (
     "implicit_gemm_ws",  # Hopper only, never the untuned choice (heuristic_ok is False)
     "narrow_tma",
     "narrow_fold",  # tuned only (heuristic_ok is False)
+    "flat_rows",  # tuned only (heuristic_ok is False)
     "depthwise",
     "depthwise_rows",
     "grouped",

@@ -1,0 +1,131 @@
+"""flat_rows: each filter row of an output pixel read as one contiguous NHWC run, one dot per row."""
+
+import pytest
+import torch
+from conftest import DEVICE, INTERPRET
+from reference import assert_close, conv2d_ref, conv_inputs
+
+import convgemm
+from convgemm.conv.flat_rows import MAX_ROW, row_chunks
+from convgemm.conv.fprop import ALGORITHMS
+from convgemm.problem import ConvProblem
+
+NAME = "flat_rows"
+# the interpreter computes tl.dot on bf16 operands wrongly (raw bits): bf16 runs on the GPU
+DTYPES = [torch.float32, torch.float16] if INTERPRET else [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.fixture(autouse=True)
+def _no_tuning(monkeypatch):
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+
+
+# (N, C, H, W, K, R, S, stride, padding, dilation, bias). Each exercises one piece of the run
+# arithmetic: narrow 8 -> 8 (24-value runs, one 32 chunk, W padding on both edges); an RGB stem
+# at stride 2 (9-value runs of 6-byte pixels); 16 channels unpadded (48 = 32 + 16: two chunks);
+# a 1x1 head into one channel; a 7x7 stride-2 stem (21 -> 32, rows above and below the image);
+# dilation on both axes (runs with gaps, the strided column form); one input channel at 5x5;
+# 32 channels (96 = 64 + 32) into 20 (a partial N tile); AlexNet's 11x11 stride 4 (33 = 32 + 16);
+# asymmetric stride and padding; K = 40 over more than one N tile under the interpreter
+CASES = [
+    (2, 8, 9, 10, 8, 3, 3, 1, 1, 1, True),
+    (2, 3, 15, 13, 32, 3, 3, 2, 1, 1, False),
+    (1, 16, 11, 12, 16, 3, 3, 1, 0, 1, True),
+    (2, 16, 8, 9, 1, 1, 1, 1, 0, 1, True),
+    (1, 3, 19, 21, 24, 7, 7, 2, 3, 1, False),
+    (1, 4, 9, 9, 40, 3, 3, 1, 2, 2, True),
+    (2, 1, 12, 12, 16, 5, 5, 1, 2, 1, True),
+    (1, 32, 7, 8, 20, 3, 3, 1, 1, 1, True),
+    (1, 3, 27, 27, 8, 11, 11, 4, 0, 1, True),
+    (1, 6, 10, 11, 12, 3, 5, (2, 1), (1, 2), (1, 2), False),
+]
+
+
+def _id(c):
+    return "x".join(map(str, c[:7])) + f"-s{c[7]}-p{c[8]}-d{c[9]}".replace(" ", "")
+
+
+@pytest.mark.interpreter_share(2, vary=("dtype", "out"))
+@pytest.mark.parametrize("case", CASES, ids=_id)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("out", ["channels_last", "nchw"])
+def test_forced_matches_reference(case, dtype, out):
+    n, c, h, w, k, r, s, stride, pad, dil, bias = case
+    x, wt, b = conv_inputs(n, c, h, w, k, r, s, dtype, DEVICE, bias, out == "channels_last")
+    y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, algorithm=NAME)
+    want = torch.channels_last if out == "channels_last" else torch.contiguous_format
+    # (one input channel: NCHW and channels_last are the same memory, and PyTorch's rule says NCHW)
+    assert c == 1 or y.is_contiguous(memory_format=want), "the output keeps the input's layout, written in place"
+    assert_close(y, conv2d_ref(x, wt, b, stride=stride, padding=pad, dilation=dil), dtype, f"{NAME} {case}")
+
+
+def test_relu_fused():
+    x, wt, b = conv_inputs(2, 8, 9, 10, 8, 3, 3, torch.float16, DEVICE, True, True)
+    y = convgemm.conv2d(x, wt, b, padding=1, activation="relu", algorithm=NAME)
+    assert_close(y, torch.relu(conv2d_ref(x, wt, b, padding=1)), torch.float16, "relu")
+
+
+def test_channel_slice_input():
+    # a channels_last slice: pixels 16 channels apart, 8 of them read; the runs need the C
+    # channels back to back, so the algorithm reads a dense copy
+    big = torch.randn(2, 16, 9, 10, device=DEVICE).to(torch.float16).contiguous(memory_format=torch.channels_last)
+    x = big[:, 4:12]
+    assert x.stride(1) == 1 and x.stride(3) == 16
+    wt = torch.randn(8, 8, 3, 3, device=DEVICE).to(torch.float16)
+    y = convgemm.conv2d(x, wt, padding=1, algorithm=NAME)
+    assert_close(y, conv2d_ref(x, wt, None, padding=1), torch.float16, "slice")
+
+
+def test_weight_changed_in_place_is_seen():
+    # the weight is read in place on every call (nothing packed, nothing cached)
+    x, wt, _ = conv_inputs(1, 8, 9, 10, 8, 3, 3, torch.float16, DEVICE, False, True)
+    y1 = convgemm.conv2d(x, wt, padding=1, algorithm=NAME)
+    wt.mul_(-2)
+    y2 = convgemm.conv2d(x, wt, padding=1, algorithm=NAME)
+    assert_close(y2, conv2d_ref(x, wt, None, padding=1), torch.float16, "after the in-place change")
+    assert not torch.allclose(y1, y2)
+
+
+@pytest.mark.parametrize(
+    "run, want",
+    [(1, (16, 0)), (9, (16, 0)), (16, (16, 0)), (21, (32, 0)), (24, (32, 0)), (33, (32, 16)), (48, (32, 16)),
+     (64, (64, 0)), (80, (64, 16)), (96, (64, 32)), (112, (128, 0)), (128, (128, 0))],
+)  # fmt: skip
+def test_row_chunks(run, want):
+    ka, kb = row_chunks(run)
+    assert (ka, kb) == want
+    assert ka + kb >= run, "the chunks cover the run"
+    assert ka >= 16 and kb in (0,) + tuple(1 << i for i in range(4, 8))
+
+
+def _prob(c, k, r, s, **kw):
+    return ConvProblem(n=1, c=c, h=16, w=16, k=k, r=r, s=s, dtype=kw.pop("dtype", torch.float16), **kw)
+
+
+def test_supports_and_reasons():
+    algo = ALGORITHMS[NAME]
+    assert algo.supports(_prob(3, 64, 7, 7)) is None
+    assert algo.supports(_prob(16, 16, 3, 3)) is None
+    assert algo.supports(_prob(8, 8, 3, 3, dtype=torch.bfloat16)) is None
+    assert "groups = 2" in algo.supports(_prob(8, 8, 3, 3, groups=2))
+    assert f"over {MAX_ROW}" in algo.supports(_prob(64, 16, 3, 3))
+    assert "float64" in algo.supports(_prob(8, 8, 3, 3, dtype=torch.float64))
+    assert "NHWC" in algo.supports(_prob(8, 8, 3, 3, input_nchw=True))
+
+
+def test_forcing_an_unsupported_problem_names_the_reason():
+    x = torch.randn(1, 64, 8, 8, device=DEVICE).to(torch.float16)
+    wt = torch.randn(16, 64, 3, 3, device=DEVICE).to(torch.float16)
+    with pytest.raises(ValueError, match="values per filter row"):
+        convgemm.conv2d(x, wt, padding=1, algorithm=NAME)
+
+
+def test_configs_fit_the_register_estimate():
+    # every candidate keeps the unrolled rows' input tiles within 64 registers per thread
+    algo = ALGORITHMS[NAME]
+    for prob in (_prob(3, 64, 7, 7), _prob(3, 96, 11, 11), _prob(16, 16, 3, 3), _prob(32, 32, 3, 3)):
+        for cfg in algo.configs(prob):
+            ka, kb = row_chunks(prob.s * prob.c)
+            assert cfg.block_k == ka
+            if not INTERPRET:
+                assert prob.r * cfg.block_m * (ka + kb) * 2 <= 64 * 4 * 32 * cfg.num_warps or cfg.block_m == 64
