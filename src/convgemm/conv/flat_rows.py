@@ -13,7 +13,7 @@ the R rows adds the bias and the activation (``matmul.blocks``' epilogue blocks)
 ``[BLOCK_M, K]`` tile with y's strides (NHWC or NCHW).
 
 The run is padded to a power of two in at most two chunks (``row_chunks``: 48 = 32 + 16,
-96 = 64 + 32, 24 -> 32, 9 -> 16), each its own dot. The GEMM view is the natural one (pixels on
+24 -> 32, 9 -> 16, 96 -> 128), each its own dot. The GEMM view is the natural one (pixels on
 M, output channels on N, K = R * (chunks)); the R rows are unrolled, so there is no K loop to
 pipeline: the loads of all rows are independent and in flight together.
 """
@@ -32,18 +32,17 @@ MAX_ROW = 128
 
 def row_chunks(run: int) -> tuple[int, int]:
     """``(ka, kb)``: a row of ``run`` values read as a power-of-two chunk of ``ka`` and, when it
-    saves columns, a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s smallest K)."""
+    saves columns, a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s smallest K).
+
+    Only a 32 + 16 split is made (48 = 16 channels x 3 taps, 33 = AlexNet's 11 taps x 3): on the
+    H200 a 64 + 32 split (96) at 128 pixels on 4 warps gave wrong sums, then illegal addresses
+    (session 29, Triton 3.6), so wider rows are one chunk."""
     full = 16
     while full < run:
         full *= 2
-    ka = max(16, full // 2)
-    rest = run - ka
-    if rest <= 0:
-        return full, 0
-    kb = 16
-    while kb < rest:
-        kb *= 2
-    return (ka, kb) if ka + kb < full else (full, 0)
+    if full == 64 and run <= 48:
+        return 32, 16
+    return full, 0
 
 
 @triton.jit

@@ -1673,13 +1673,17 @@ class FlatRows(Algorithm):
     def _bn(prob: ConvProblem) -> int:
         return min(128, _small(prob.k))
 
-    def _fits(self, prob: ConvProblem, bm: int, warps: int) -> bool:
-        """Every filter row's input tile in registers at once (the unrolled rows' loads are all
-        in flight): at most 64 32-bit registers of them per thread."""
+    def _fits(self, prob: ConvProblem, bm: int, bn: int, warps: int) -> bool:
+        """The register estimate: the fp32 accumulator plus every filter row's input tile at once
+        (Triton issues the unrolled rows' loads together), at most 128 32-bit registers per
+        thread. sm90-compile, bf16: the 7x7 RGB stem's 128 pixels on 4 warps (176 by this count)
+        took 255 registers and spilled, on 8 warps (88) 162 without spills; AlexNet's 11 rows
+        spilled in every 4-warp tile and at 128 pixels on 8 warps (196)."""
         from .flat_rows import row_chunks
 
         ka, kb = row_chunks(prob.s * prob.c)
-        return prob.r * bm * (ka + kb) * prob.dtype.itemsize <= 64 * 4 * 32 * warps
+        threads = 32 * warps
+        return bm * bn // threads + prob.r * bm * (ka + kb) * prob.dtype.itemsize // (4 * threads) <= 128
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
@@ -1689,7 +1693,7 @@ class FlatRows(Algorithm):
         ka = row_chunks(prob.s * prob.c)[0]
         bn = self._bn(prob)
         out = [Config(bm, bn, ka, warps, 1) for bm, warps in ((128, 4), (256, 8), (64, 4), (128, 8))
-               if self._fits(prob, bm, warps)]  # fmt: skip
+               if self._fits(prob, bm, bn, warps)]  # fmt: skip
         return out or [Config(64, bn, ka, 8, 1)]
 
     def default_config(self, prob: ConvProblem) -> Config:

@@ -95,6 +95,9 @@ _PRUNE = (
     # 1->32 3x3 1.58-2.17x, wav2vec2's conv0 1->512 k10 1.74-1.75x slower than small_k), and its
     # eight candidates were half of those layers' first-call compiles
     ("width_unfold", "drop", lambda p, n: p.c == 1),
+    # flat_rows from 64 input channels on: the per-tap K tiles of the GEMM kernels are dense there,
+    # and its candidates would only add compiles to a first call (not timed on such layers)
+    ("flat_rows", "drop", lambda p, n: p.c >= 64),
 )
 
 
