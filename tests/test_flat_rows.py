@@ -94,6 +94,7 @@ def test_weight_changed_in_place_is_seen():
 def test_row_chunks(run, want):
     ka, kb = row_chunks(run)
     assert (ka, kb) == want
+    assert row_chunks(run, 4) == (max(16, 1 << (run - 1).bit_length()), 0), "fp32 rows are one chunk"
     assert ka + kb >= run, "the chunks cover the run"
     assert ka >= 16 and kb in (0,) + tuple(1 << i for i in range(4, 8))
 
@@ -133,7 +134,7 @@ def test_configs_leave_out_the_tiles_that_spill():
     assert tiles(_prob(3, 96, 11, 11)) == {(64, 8)}
     assert tiles(_prob(16, 16, 3, 3)) == {(128, 4), (256, 8), (64, 4), (128, 8)}
     for prob in (_prob(3, 64, 7, 7), _prob(32, 32, 3, 3)):
-        assert all(c.block_k == row_chunks(prob.s * prob.c)[0] for c in algo.configs(prob))
+        assert all(c.block_k == row_chunks(prob.s * prob.c, 2)[0] for c in algo.configs(prob))
 
 
 # (C, K, R, S, stride, padding) of the suites' layers that flat_rows takes, at a small size: the

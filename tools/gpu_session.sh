@@ -80,6 +80,8 @@
 #   s29a       flat_rows (new): its GPU tests, then the small-channel and seed suites in bf16 and fp16 from
 #              empty caches (every candidate in tune-*.jsonl) -> tests.log, sc-{bf16,fp16}.json/.log,
 #              tune-{bf16,fp16}.jsonl
+#   s29b       flat_rows' GPU tests, then the all suite in bf16 and fp16 from empty caches -> tests.log,
+#              all.json/.log, tune-all.jsonl, fp16-all.json/.log
 #   s28a       every fp32 candidate config (strict and TF32) on the GPU, then tf32 and strict fp32 over
 #              resnet50 + craft; OLD_SRC=path/to/src adds strict fp32 on resnet50 with that tree
 #              -> tests.log, tf32.json/.log, fp32.json/.log, tune-*.jsonl, fp32-old.json/.log
@@ -416,6 +418,18 @@ PY
                 --dtype $m --check --suite small-channel,seed --json "$OUT/sc-$m.json" > "$OUT/sc-$m.log" 2>&1
             echo "$m: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/sc-$m.log" | tail -3
         done ;;
+    s29b)
+        # session 29: flat_rows' GPU tests (the fp32 rows as one chunk), then the all suite in bf16
+        # (first calls from empty caches) and fp16
+        timeout 120 python3 -m pytest -q -n 14 tests/test_flat_rows.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-all.jsonl \
+            timeout 260 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
+            > "$OUT/all.log" 2>&1
+        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 240 python3 -m convgemm bench --dtype fp16 --check --suite all \
+            --json "$OUT/fp16-all.json" > "$OUT/fp16-all.log" 2>&1
+        echo "fp16 all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/fp16-all.log" | tail -3 ;;
     s28a)
         # session 28: the fp32 tiles (tests/test_fp32_tiles.py: every candidate config, strict and
         # TF32), then tf32 and strict fp32 over resnet50 + craft from empty caches; strict fp32 on

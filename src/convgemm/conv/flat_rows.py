@@ -30,17 +30,19 @@ from ..matmul.blocks import activation_epilogue, bias_epilogue, dot_acc
 MAX_ROW = 128
 
 
-def row_chunks(run: int) -> tuple[int, int]:
-    """``(ka, kb)``: a row of ``run`` values read as a power-of-two chunk of ``ka`` and, when it
-    saves columns, a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s smallest K).
+def row_chunks(run: int, itemsize: int = 2) -> tuple[int, int]:
+    """``(ka, kb)``: a row of ``run`` values of ``itemsize`` bytes read as a power-of-two chunk of
+    ``ka`` and, when it saves columns, a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s
+    smallest K).
 
-    Only a 32 + 16 split is made (48 = 16 channels x 3 taps, 33 = AlexNet's 11 taps x 3): on the
-    H200 a 64 + 32 split (96) at 128 pixels on 4 warps gave wrong sums, then illegal addresses
-    (session 29, Triton 3.6), so wider rows are one chunk."""
+    Only a 32 + 16 split of 16-bit values is made (48 = 16 channels x 3 taps, 33 = AlexNet's 11
+    taps x 3). On the H200 (Triton 3.6) a first chunk of 128-byte rows followed by a second of
+    64-byte rows gave wrong sums: bf16 64 + 32 (96) at 128 pixels on 4 warps, then illegal
+    addresses; fp32 32 + 16 on AlexNet's 11x11 (session 29). Such rows are one chunk."""
     full = 16
     while full < run:
         full *= 2
-    if full == 64 and run <= 48:
+    if full == 64 and run <= 48 and itemsize == 2:
         return 32, 16
     return full, 0
 

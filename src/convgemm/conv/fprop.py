@@ -1681,7 +1681,7 @@ class FlatRows(Algorithm):
         spilled in every 4-warp tile and at 128 pixels on 8 warps (196)."""
         from .flat_rows import row_chunks
 
-        ka, kb = row_chunks(prob.s * prob.c)
+        ka, kb = row_chunks(prob.s * prob.c, prob.dtype.itemsize)
         threads = 32 * warps
         return bm * bn // threads + prob.r * bm * (ka + kb) * prob.dtype.itemsize // (4 * threads) <= 128
 
@@ -1690,7 +1690,7 @@ class FlatRows(Algorithm):
             return [self.default_config(prob)]
         from .flat_rows import row_chunks
 
-        ka = row_chunks(prob.s * prob.c)[0]
+        ka = row_chunks(prob.s * prob.c, prob.dtype.itemsize)[0]
         bn = self._bn(prob)
         out = [Config(bm, bn, ka, warps, 1) for bm, warps in ((128, 4), (256, 8), (64, 4), (128, 8))
                if self._fits(prob, bm, bn, warps)]  # fmt: skip
@@ -1699,7 +1699,7 @@ class FlatRows(Algorithm):
     def default_config(self, prob: ConvProblem) -> Config:
         from .flat_rows import row_chunks
 
-        ka = row_chunks(prob.s * prob.c)[0]
+        ka = row_chunks(prob.s * prob.c, prob.dtype.itemsize)[0]
         if interpreting():
             return Config(32, min(32, self._bn(prob)), ka, 4, 1)
         return self.configs(prob)[0]
@@ -1715,7 +1715,7 @@ class FlatRows(Algorithm):
         m = prob.n * prob.p * prob.q
         flat_y = (y.stride(1) == 1 and y.stride(3) == prob.k and y.stride(2) == prob.q * prob.k
                   and (y.stride(0) == prob.p * prob.q * prob.k or prob.n == 1))  # fmt: skip
-        ka, kb = row_chunks(prob.s * prob.c)
+        ka, kb = row_chunks(prob.s * prob.c, prob.dtype.itemsize)
         args = (x, w, bias if bias is not None else y, y, m, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2),
                 w.stride(0), w.stride(1), w.stride(2), w.stride(3), y.stride(0), y.stride(1), y.stride(2),
                 y.stride(3))  # fmt: skip

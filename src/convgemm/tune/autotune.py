@@ -98,6 +98,9 @@ _PRUNE = (
     # flat_rows from 64 input channels on: the per-tap K tiles of the GEMM kernels are dense there,
     # and its candidates would only add compiles to a first call (not timed on such layers)
     ("flat_rows", "drop", lambda p, n: p.c >= 64),
+    # RGB stems of 7 or more filter rows: width_unfold won all four the H200 timed (session 29:
+    # flat_rows 1.75-1.94x slower on the 7x7 and 11x11 stems; it won the 3x3 ones)
+    ("flat_rows", "drop", lambda p, n: "width_unfold" in n and p.r >= 7),
 )
 
 
