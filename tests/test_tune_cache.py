@@ -339,6 +339,28 @@ def test_tuner_prunes_narrow_groups_and_stems():
     assert "width_unfold" not in names and "small_k" in names
 
 
+def test_tuner_prunes_for_flat_rows():
+    """4-16 input channels under a filter wider than a column (16-bit): flat_rows and one
+    implicit_gemm fallback are tuned; RGB stems, one-channel layers, 1x1 heads and fp32 keep the
+    other kernels; from 64 channels flat_rows itself is left out, and on 7x7 stems the unfold
+    takes its place."""
+
+    def names(xs, ws, dtype=torch.float16, stride=1):
+        prob = _gpu_like(xs, ws, dtype=dtype, stride=stride)
+        cands = [a for a in ALGORITHMS.values() if a.supports(prob) is None]
+        return [a.name for a, _ in autotune.tuning_pairs(prob, cands)]
+
+    narrow = names((32, 8, 32, 32), (8, 8, 3, 3))
+    assert set(narrow) == {"flat_rows", "implicit_gemm"} and narrow.count("implicit_gemm") == 1
+    assert set(names((16, 16, 64, 64), (16, 16, 3, 3))) == {"flat_rows", "implicit_gemm"}
+    assert "narrow_tma" in names((16, 16, 64, 64), (16, 16, 3, 3), dtype=torch.float32)
+    assert "width_unfold" in names((2, 3, 32, 32), (32, 3, 3, 3), stride=2)  # MobileNet's stem
+    assert "narrow_tma" in names((1, 16, 32, 32), (16, 16, 1, 1))  # a 1x1 head
+    assert "flat_rows" not in names((8, 64, 16, 16), (64, 64, 3, 3))
+    stem = names((2, 3, 32, 32), (64, 3, 7, 7), stride=2)
+    assert "width_unfold" in stem and "flat_rows" not in stem
+
+
 def test_gluon_kernel_pruned_for_narrow_layers(monkeypatch):
     """implicit_gemm_ws is not tuned on layers with at most 16 output or 32 input channels (it
     lost every such layer the H200 timed); wider layers keep it."""

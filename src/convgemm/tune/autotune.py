@@ -50,6 +50,10 @@ def _merges_groups(prob: ConvProblem, names: set[str]) -> bool:
     return "grouped_tma" in names
 
 
+def _flat_rows_narrow(prob: ConvProblem, names: set[str]) -> bool:
+    return "flat_rows" in names and 4 <= prob.c <= 16 and prob.s > 1 and prob.dtype.itemsize == 2
+
+
 def _unfolds_stem(prob: ConvProblem, names: set[str]) -> bool:
     return "width_unfold" in names and ALGORITHMS["width_unfold"].heuristic_ok(prob)
 
@@ -98,6 +102,15 @@ _PRUNE = (
     # flat_rows from 64 input channels on: the per-tap K tiles of the GEMM kernels are dense there,
     # and its candidates would only add compiles to a first call (not timed on such layers)
     ("flat_rows", "drop", lambda p, n: p.c >= 64),
+    # 4-16 input channels under a filter wider than one column, 16-bit: flat_rows won the three
+    # such layers of session 29's all suite (narrow 8->8, latent 4->64, seed 16->16), the next
+    # best 2.15-2.49x slower; the TMA kernels' 25-34 candidates made the seed layer's first call
+    # 5.7 s. implicit_gemm keeps one fallback config
+    *(
+        (a, "drop", _flat_rows_narrow)
+        for a in ("width_unfold", "narrow_tma", "narrow_fold", "implicit_gemm_tma", "implicit_gemm_ws", "small_k")
+    ),
+    ("implicit_gemm", "default", _flat_rows_narrow),
     # RGB stems of 7 or more filter rows: width_unfold won all four the H200 timed (session 29:
     # flat_rows 1.75-1.94x slower on the 7x7 and 11x11 stems; it won the 3x3 ones)
     ("flat_rows", "drop", lambda p, n: "width_unfold" in n and p.r >= 7),
