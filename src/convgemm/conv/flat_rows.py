@@ -16,6 +16,14 @@ The run is padded to a power of two in at most two chunks (``row_chunks``: 48 = 
 24 -> 32, 9 -> 16, 96 -> 128), each its own dot. The GEMM view is the natural one (pixels on
 M, output channels on N, K = R * (chunks)); the R rows are unrolled, so there is no K loop to
 pipeline: the loads of all rows are independent and in flight together.
+
+A config with ``persistent > 0`` runs the persistent form instead: ``persistent * SMs`` programs
+walk the tiles in one loop over (tile, filter row) steps, which Triton's pipeliner turns into
+asynchronous copies of the next steps' runs into shared memory (``cp.async``, when the runs are
+16-byte vectors: C * itemsize a multiple of 16) while the current step's dot runs, and the
+epilogue at each tile's last row. Every row is one chunk there (32 + 16 becomes 64). Not among
+the tuner's candidates until the H200 has timed it (``tools/config_probe.py --try
+"flat_rows:persistent=2,num_stages=3"``).
 """
 
 from __future__ import annotations
@@ -78,6 +86,39 @@ def _row_dot(acc, x_row, row_ok, iw0, w_ptr, offs_k, k_ok, s_wk, s_wc, s_ws, W,
 
 
 @triton.jit
+def _tile_pixels(pid_m, M, P, Q, s_xn, C: tl.constexpr, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
+                 PAD_H: tl.constexpr, PAD_W: tl.constexpr, BLOCK_M: tl.constexpr):  # fmt: skip
+    """Output pixels ``m`` of pixel tile ``pid_m``, their (n, oh, ow), the top-left input pixel
+    (ih0, iw0) of each one's window, and the offset of its image and first column in x."""
+    m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_ok = m < M
+    n = m // (P * Q)
+    pq = m - n * (P * Q)
+    oh = pq // Q
+    ow = pq - oh * Q
+    ih0 = oh * STRIDE_H - PAD_H
+    iw0 = ow * STRIDE_W - PAD_W
+    # int64: an image or a batch passes 2**31 elements on large inputs; iw0 * C keeps the
+    # run's start a multiple of C (16-byte aligned runs for 8 bf16 channels)
+    base = n.to(tl.int64) * s_xn + iw0.to(tl.int64) * C
+    return m, m_ok, n, oh, ow, ih0, iw0, base
+
+
+@triton.jit
+def _store_tile(acc, bias_ptr, y_ptr, m, m_ok, n, oh, ow, offs_k, k_ok, s_yn, s_yk, s_yp, s_yq, K: tl.constexpr,
+                FLAT_Y: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr):  # fmt: skip
+    """Bias, activation (``matmul.blocks``' epilogue blocks) and the store with y's strides."""
+    acc = bias_epilogue(acc, bias_ptr, offs_k, k_ok, HAS_BIAS, False)
+    acc = activation_epilogue(acc, ACT)
+    if FLAT_Y:
+        rows = m.to(tl.int64) * K
+    else:
+        rows = n.to(tl.int64) * s_yn + oh.to(tl.int64) * s_yp + ow.to(tl.int64) * s_yq
+    ptrs = y_ptr + rows[:, None] + (offs_k * s_yk)[None, :]
+    tl.store(ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & k_ok[None, :])
+
+
+@triton.jit
 def flat_rows_kernel(
     x_ptr,  # NHWC input, channel stride 1 and pixel stride C
     w_ptr,  # w[K, C, R, S], any strides
@@ -117,37 +158,51 @@ def flat_rows_kernel(
     ACT: tl.constexpr,
     PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
+    PERSISTENT: tl.constexpr = 0,  # > 0: a fixed grid of programs walks the tiles (see below)
 ):
-    """grid = (cdiv(M, BLOCK_M), cdiv(K, BLOCK_N)); see the module docstring."""
-    m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_ok = m < M
-    n = m // (P * Q)
-    pq = m - n * (P * Q)
-    oh = pq // Q
-    ow = pq - oh * Q
-    ih0 = oh * STRIDE_H - PAD_H
-    iw0 = ow * STRIDE_W - PAD_W
-    # int64: an image or a batch passes 2**31 elements on large inputs; iw0 * C keeps the
-    # run's start a multiple of C (16-byte aligned runs for 8 bf16 channels)
-    base = n.to(tl.int64) * s_xn + iw0.to(tl.int64) * C
-    offs_k = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    k_ok = offs_k < K
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for r in tl.static_range(R):
-        ih = ih0 + r * DIL_H
-        row_ok = m_ok & (ih >= 0) & (ih < H)
-        x_row = x_ptr + (base + ih.to(tl.int64) * s_xh)
-        w_row = w_ptr + r * s_wr
-        acc = _row_dot(acc, x_row, row_ok, iw0, w_row, offs_k, k_ok, s_wk, s_wc, s_ws, W,
-                       0, KA, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
-        if KB > 0:
-            acc = _row_dot(acc, x_row, row_ok, iw0, w_row, offs_k, k_ok, s_wk, s_wc, s_ws, W,
-                           KA, KB, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
-    acc = bias_epilogue(acc, bias_ptr, offs_k, k_ok, HAS_BIAS, False)
-    acc = activation_epilogue(acc, ACT)
-    if FLAT_Y:
-        rows = m.to(tl.int64) * K
+    """grid = (cdiv(M, BLOCK_M), cdiv(K, BLOCK_N)), or with ``PERSISTENT`` a fixed number of
+    programs that walk the tiles; see the module docstring."""
+    if PERSISTENT:
+        # one loop over (tile, filter row) steps, so that Triton's pipeliner keeps the next steps'
+        # runs in flight (copied to shared memory asynchronously) while this step's dot runs;
+        # the loop body needs one chunk shape (KB == 0)
+        tl.static_assert(KB == 0, "the persistent form reads each row as one chunk")
+        pid = tl.program_id(0)
+        nprog = tl.num_programs(0)
+        tiles_m = tl.cdiv(M, BLOCK_M)
+        my_tiles = tl.cdiv(tiles_m * tl.cdiv(K, BLOCK_N) - pid, nprog)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for it in range(0, my_tiles * R):
+            t = pid + (it // R) * nprog
+            r = it - (it // R) * R
+            pid_n = t // tiles_m
+            m, m_ok, n, oh, ow, ih0, iw0, base = _tile_pixels(t - pid_n * tiles_m, M, P, Q, s_xn, C, STRIDE_H,
+                                                              STRIDE_W, PAD_H, PAD_W, BLOCK_M)  # fmt: skip
+            offs_k = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            k_ok = offs_k < K
+            ih = ih0 + r * DIL_H
+            row_ok = m_ok & (ih >= 0) & (ih < H)
+            acc = _row_dot(acc, x_ptr + (base + ih.to(tl.int64) * s_xh), row_ok, iw0, w_ptr + r * s_wr, offs_k, k_ok,
+                           s_wk, s_wc, s_ws, W, 0, KA, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
+            if r == R - 1:
+                _store_tile(acc, bias_ptr, y_ptr, m, m_ok, n, oh, ow, offs_k, k_ok, s_yn, s_yk, s_yp, s_yq, K,
+                            FLAT_Y, HAS_BIAS, ACT)  # fmt: skip
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     else:
-        rows = n.to(tl.int64) * s_yn + oh.to(tl.int64) * s_yp + ow.to(tl.int64) * s_yq
-    ptrs = y_ptr + rows[:, None] + (offs_k * s_yk)[None, :]
-    tl.store(ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & k_ok[None, :])
+        m, m_ok, n, oh, ow, ih0, iw0, base = _tile_pixels(tl.program_id(0), M, P, Q, s_xn, C, STRIDE_H, STRIDE_W,
+                                                          PAD_H, PAD_W, BLOCK_M)  # fmt: skip
+        offs_k = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        k_ok = offs_k < K
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for r in tl.static_range(R):
+            ih = ih0 + r * DIL_H
+            row_ok = m_ok & (ih >= 0) & (ih < H)
+            x_row = x_ptr + (base + ih.to(tl.int64) * s_xh)
+            w_row = w_ptr + r * s_wr
+            acc = _row_dot(acc, x_row, row_ok, iw0, w_row, offs_k, k_ok, s_wk, s_wc, s_ws, W,
+                           0, KA, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
+            if KB > 0:
+                acc = _row_dot(acc, x_row, row_ok, iw0, w_row, offs_k, k_ok, s_wk, s_wc, s_ws, W,
+                               KA, KB, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
+        _store_tile(acc, bias_ptr, y_ptr, m, m_ok, n, oh, ow, offs_k, k_ok, s_yn, s_yk, s_yp, s_yq, K, FLAT_Y,
+                    HAS_BIAS, ACT)  # fmt: skip
