@@ -77,6 +77,10 @@
 #   s27c       tests/test_tune_load.py and test_layout.py, then the small-channel and seed suites from
 #              empty caches -> tests.log, tune-sc-seed.jsonl, sc-seed.json/.log
 #   s27d       the all suite from empty caches -> all.json, all.log, all-tune.jsonl
+#   s29next    after session 29: flat_rows' GPU tests (the persistent form's configs too), config_probe of the
+#              persistent form on narrow 8->8, the seed's 16->16 and CRAFT's 16->16 head, then the all suite in
+#              bf16 from empty caches (the first shape's pruned candidates) -> tests.log, probe.log, all.json/.log,
+#              tune-all.jsonl
 #   s29a       flat_rows (new): its GPU tests, then the small-channel and seed suites in bf16 and fp16 from
 #              empty caches (every candidate in tune-*.jsonl) -> tests.log, sc-{bf16,fp16}.json/.log,
 #              tune-{bf16,fp16}.jsonl
@@ -418,6 +422,19 @@ PY
                 --dtype $m --check --suite small-channel,seed --json "$OUT/sc-$m.json" > "$OUT/sc-$m.log" 2>&1
             echo "$m: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/sc-$m.log" | tail -3
         done ;;
+    s29next)
+        timeout 150 python3 -m pytest -q -n 14 tests/test_flat_rows.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
+        for shape in 32,8,128,128,8,3,3,1,1,1,1 16,16,512,512,16,3,3,1,0,1,1 1,16,384,384,16,1,1,1,0,1,1; do
+            timeout 90 python3 tools/config_probe.py --shape $shape \
+                --try "flat_rows:persistent=2,num_stages=3" --try "flat_rows:persistent=2,num_stages=4" \
+                --try "flat_rows:persistent=4,num_stages=3" \
+                --try "flat_rows:block_m=256,num_warps=8,persistent=1,num_stages=3" 2>&1 | grep -v Warning
+        done | tee "$OUT/probe.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-all.jsonl \
+            timeout 260 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
+            > "$OUT/all.log" 2>&1
+        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
     s29b)
         # session 29: flat_rows' GPU tests (the fp32 rows as one chunk), then the all suite in bf16
         # (first calls from empty caches) and fp16
