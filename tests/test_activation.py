@@ -31,6 +31,7 @@ CASES = {
     "head_1x1": (2, 16, 6, 5, 3, 1, 1, 1, 0, 1),
     "grouped_tma": (2, 32, 6, 6, 32, 3, 3, 1, 1, 8),
     "narrow_fold": (2, 16, 6, 7, 3, 3, 3, 1, 1, 1),
+    "flat_rows": (2, 8, 7, 9, 8, 3, 3, 1, 1, 1),
 }
 #: the dtype each algorithm is tested in here: float32, but the width unfold runs on the TMA
 #: kernel in fp16 and bf16 only
@@ -86,7 +87,7 @@ def test_epilogue_applies_it(algorithm):
 def test_fusing_flags():
     assert {a for a, v in ALGORITHMS.items() if v.fuses_activation} == {
         "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold", "head_1x1", "grouped_tma",
-        "implicit_gemm_tma_nchw", "narrow_tma", "implicit_gemm_ws", "narrow_fold",
+        "implicit_gemm_tma_nchw", "narrow_tma", "implicit_gemm_ws", "narrow_fold", "flat_rows",
     }  # fmt: skip
 
 
