@@ -2,7 +2,7 @@
 
 In NHWC memory the S taps of one filter row that an output pixel reads are S neighbouring pixels
 of one input row: with dilation 1 along W, one contiguous run of ``S*C`` values starting at
-``x[n, ih, iw0, 0]``. For first and narrow layers (C = 1-32) the per-tap GEMM's K tile of C
+``x[n, ih, iw0, 0]`` (dilated filters read the same taps with gaps). For first and narrow layers (C = 1-32) the per-tap GEMM's K tile of C
 channels is mostly padding, and the TMA forms read 16-32-byte box rows, R*S boxes per tile
 (session 28: 10-25% of copy bandwidth). Here a program takes ``BLOCK_M`` output pixels and, for
 each filter row r, loads every pixel's run as one row of a ``[BLOCK_M, S*C]`` tile (16-byte
@@ -59,9 +59,10 @@ def row_chunks(run: int, itemsize: int = 2) -> tuple[int, int]:
 def _row_dot(acc, x_row, row_ok, iw0, w_ptr, offs_k, k_ok, s_wk, s_wc, s_ws, W,
              J0: tl.constexpr, KC: tl.constexpr, C: tl.constexpr, S: tl.constexpr, DIL_W: tl.constexpr,
              PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
-    """``acc += x[pixels, run[J0 : J0 + KC]] @ w[run[J0 : J0 + KC], k]`` for one filter row
-    (``w_ptr`` at its first tap; ``x_row``: the pointers to each pixel's run, ``row_ok``: the pixel is real and its input row
-    inside the image)."""
+    """``acc += x[pixels, run[J0 : J0 + KC]] @ w[run[J0 : J0 + KC], k]`` for one filter row:
+    ``x_row`` points at each pixel's run, ``row_ok`` says the pixel is real and its input row
+    inside the image, ``w_ptr`` is at the row's first tap. With dilation along W the run has gaps
+    (tap s at ``s * DIL_W * C``) and is gathered value by value."""
     j = J0 + tl.arange(0, KC)
     s = j // C
     c = j - s * C
