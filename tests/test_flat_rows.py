@@ -194,3 +194,17 @@ def test_every_config(layer, dtype):
         out = torch.full_like(y, float("nan"))
         algo.run(prob, xn, wt, b, out, cfg)
         assert_close(out, ref, dtype, f"{NAME} {layer} {cfg.describe()}")
+
+
+@pytest.mark.parametrize(
+    "c, k, r, dtype, want",
+    [(8, 8, 3, torch.float16, True), (16, 16, 3, torch.bfloat16, True), (4, 64, 3, torch.float16, True),
+     (3, 32, 3, torch.float16, False), (8, 8, 3, torch.float32, False), (16, 16, 1, torch.float16, False),
+     (32, 16, 3, torch.float16, False), (4, 64, 7, torch.float16, False)],
+)  # fmt: skip
+def test_untuned_choice(c, k, r, dtype, want):
+    # with tuning off, the heuristic takes flat_rows where the H200 measured it 2x ahead (4-16
+    # channels under a 3x3 filter, 16-bit) and leaves the other layers (a 7x7: untimed) to the others
+    x, wt, _ = conv_inputs(2, c, 12, 12, k, r, r, dtype, DEVICE, False, True)
+    pick = convgemm.explain(x, wt, padding=r // 2)["algorithm"]
+    assert (pick == NAME) == want, pick

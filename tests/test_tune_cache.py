@@ -340,7 +340,7 @@ def test_tuner_prunes_narrow_groups_and_stems():
 
 
 def test_tuner_prunes_for_flat_rows():
-    """4-16 input channels under a filter wider than a column (16-bit): flat_rows and one
+    """4-16 input channels under a 3x3 filter (16-bit): flat_rows and one
     implicit_gemm fallback are tuned; RGB stems, one-channel layers, 1x1 heads and fp32 keep the
     other kernels; from 64 channels flat_rows itself is left out, and on 7x7 stems the unfold
     takes its place."""

@@ -16,7 +16,7 @@ import threading
 import torch
 
 from .._runtime import gpu_times, interpreting, l2_flush
-from ..conv.fprop import ALGORITHMS, COMPILE_ONLY, Algorithm, Config
+from ..conv.fprop import ALGORITHMS, COMPILE_ONLY, Algorithm, Config, flat_rows_narrow
 from ..problem import ConvProblem
 from .cache import TuneCache, cache_path
 
@@ -27,12 +27,12 @@ _HEURISTIC_ORDER = (
     "implicit_gemm_tma_nchw",  # only for an NCHW input kept as it is (ConvProblem.input_nchw)
     "gemm_1x1",
     "head_1x1",
+    "flat_rows",  # heuristic_ok: fprop.flat_rows_narrow (16-bit, 4-16 channels, 3x3); elsewhere tuned only
     "grouped_tma",  # before implicit_gemm_tma: it won ResNeXt's 8- and 16-channel groups too
     "implicit_gemm_tma",
     "implicit_gemm_ws",  # Hopper only, never the untuned choice (heuristic_ok is False)
     "narrow_tma",
     "narrow_fold",  # tuned only (heuristic_ok is False)
-    "flat_rows",  # tuned only (heuristic_ok is False)
     "depthwise",
     "depthwise_rows",
     "grouped",
@@ -51,7 +51,7 @@ def _merges_groups(prob: ConvProblem, names: set[str]) -> bool:
 
 
 def _flat_rows_narrow(prob: ConvProblem, names: set[str]) -> bool:
-    return "flat_rows" in names and 4 <= prob.c <= 16 and prob.s > 1 and prob.dtype.itemsize == 2
+    return "flat_rows" in names and flat_rows_narrow(prob)
 
 
 def _unfolds_stem(prob: ConvProblem, names: set[str]) -> bool:
@@ -102,7 +102,7 @@ _PRUNE = (
     # flat_rows from 64 input channels on: the per-tap K tiles of the GEMM kernels are dense there,
     # and its candidates would only add compiles to a first call (not timed on such layers)
     ("flat_rows", "drop", lambda p, n: p.c >= 64),
-    # 4-16 input channels under a filter wider than one column, 16-bit: flat_rows won the three
+    # 4-16 input channels under a 3x3 filter, 16-bit (fprop.flat_rows_narrow): flat_rows won the three
     # such layers of session 29's all suite (narrow 8->8, latent 4->64, seed 16->16), the next
     # best 2.15-2.49x slower; the TMA kernels' 25-34 candidates made the seed layer's first call
     # 5.7 s. implicit_gemm keeps one fallback config
