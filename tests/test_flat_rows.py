@@ -114,7 +114,9 @@ def test_persistent_form(case):
 def test_row_chunks(run, want):
     ka, kb = row_chunks(run)
     assert (ka, kb) == want
-    assert row_chunks(run, 4) == (max(16, 1 << (run - 1).bit_length()), 0), "fp32 rows are one chunk"
+    whole = (max(16, 1 << (run - 1).bit_length()), 0)
+    assert row_chunks(run, 4) == whole, "fp32 rows are one chunk"
+    assert row_chunks(run, 2, split=False) == whole, "the persistent form's rows are one chunk"
     assert ka + kb >= run, "the chunks cover the run"
     assert ka >= 16 and kb in (0,) + tuple(1 << i for i in range(4, 8))
 

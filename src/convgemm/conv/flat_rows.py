@@ -38,10 +38,10 @@ from ..matmul.blocks import activation_epilogue, bias_epilogue, dot_acc
 MAX_ROW = 128
 
 
-def row_chunks(run: int, itemsize: int = 2) -> tuple[int, int]:
+def row_chunks(run: int, itemsize: int = 2, split: bool = True) -> tuple[int, int]:
     """``(ka, kb)``: a row of ``run`` values of ``itemsize`` bytes read as a power-of-two chunk of
-    ``ka`` and, when it saves columns, a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s
-    smallest K).
+    ``ka`` and, when it saves columns and ``split`` allows it (the persistent form's loop body
+    has one chunk shape), a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s smallest K).
 
     Only a 32 + 16 split of 16-bit values is made (48 = 16 channels x 3 taps, 33 = AlexNet's 11
     taps x 3). On the H200 (Triton 3.6) a first chunk of 128-byte rows followed by a second of
@@ -50,7 +50,7 @@ def row_chunks(run: int, itemsize: int = 2) -> tuple[int, int]:
     full = 16
     while full < run:
         full *= 2
-    if full == 64 and run <= 48 and itemsize == 2:
+    if split and full == 64 and run <= 48 and itemsize == 2:
         return 32, 16
     return full, 0
 

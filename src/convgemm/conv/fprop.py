@@ -1725,9 +1725,7 @@ class FlatRows(Algorithm):
         m = prob.n * prob.p * prob.q
         flat_y = (y.stride(1) == 1 and y.stride(3) == prob.k and y.stride(2) == prob.q * prob.k
                   and (y.stride(0) == prob.p * prob.q * prob.k or prob.n == 1))  # fmt: skip
-        ka, kb = row_chunks(prob.s * prob.c, prob.dtype.itemsize)
-        if cfg.persistent and kb:  # the pipelined loop's body has one chunk shape: 32 + 16 -> 64
-            ka, kb = 2 * ka, 0
+        ka, kb = row_chunks(prob.s * prob.c, prob.dtype.itemsize, split=not cfg.persistent)
         args = (x, w, bias if bias is not None else y, y, m, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2),
                 w.stride(0), w.stride(1), w.stride(2), w.stride(3), y.stride(0), y.stride(1), y.stride(2),
                 y.stride(3))  # fmt: skip
