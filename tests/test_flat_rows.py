@@ -86,26 +86,6 @@ def test_weight_changed_in_place_is_seen():
     assert not torch.allclose(y1, y2)
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[3], CASES[5], CASES[9]], ids=_id)
-def test_persistent_form(case):
-    # a fixed grid of programs walking (tile, filter row) steps in one pipelined loop (every row
-    # one chunk: 32 + 16 becomes 64), with the epilogue at each tile's last row
-    from dataclasses import replace
-
-    n, c, h, w, k, r, s, stride, pad, dil, bias = case
-    dtype = DTYPES[-1]
-    x, wt, b = conv_inputs(n, c, h, w, k, r, s, dtype, DEVICE, bias, True)
-    prob = convgemm.explain(x, wt, b, stride=stride, padding=pad, dilation=dil, algorithm=NAME)["problem"]
-    algo = ALGORITHMS[NAME]
-    for programs in (1, 2):
-        cfg = replace(algo.default_config(prob), persistent=programs, num_stages=3)
-        y = torch.full(tuple(prob.output_shape), float("nan"), device=DEVICE, dtype=dtype)
-        y = y.contiguous(memory_format=torch.channels_last)
-        algo.run(prob, x, wt, b, y, cfg)
-        ref = conv2d_ref(x, wt, b, stride=stride, padding=pad, dilation=dil)
-        assert_close(y, ref, dtype, f"{NAME} persistent={programs} {case}")
-
-
 @pytest.mark.parametrize(
     "run, want",
     [(1, (16, 0)), (9, (16, 0)), (16, (16, 0)), (21, (32, 0)), (24, (32, 0)), (33, (32, 16)), (48, (32, 16)),
@@ -116,7 +96,6 @@ def test_row_chunks(run, want):
     assert (ka, kb) == want
     whole = (max(16, 1 << (run - 1).bit_length()), 0)
     assert row_chunks(run, 4) == whole, "fp32 rows are one chunk"
-    assert row_chunks(run, 2, split=False) == whole, "the persistent form's rows are one chunk"
     assert ka + kb >= run, "the chunks cover the run"
     assert ka >= 16 and kb in (0,) + tuple(1 << i for i in range(4, 8))
 
@@ -181,8 +160,6 @@ EVERY_CONFIG = [
 @pytest.mark.parametrize("layer", EVERY_CONFIG, ids=lambda v: "C{}K{}-{}x{}-s{}p{}".format(*v))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 def test_every_config(layer, dtype):
-    from dataclasses import replace
-
     from convgemm.functional import _prepare
 
     c, k, r, s, stride, pad = layer
@@ -190,9 +167,7 @@ def test_every_config(layer, dtype):
     prob, xn, y = _prepare(x, wt, b, (stride, stride), (pad, pad), (1, 1), 1)
     algo = ALGORITHMS[NAME]
     ref = conv2d_ref(x, wt, b, stride=stride, padding=pad)
-    # with the persistent form (untuned: tools/config_probe.py times it) at two pipeline depths
-    persistent = [replace(algo.default_config(prob), persistent=2, num_stages=st) for st in (3, 4)]
-    for cfg in algo.configs(prob) + persistent:
+    for cfg in algo.configs(prob):
         out = torch.full_like(y, float("nan"))
         algo.run(prob, xn, wt, b, out, cfg)
         assert_close(out, ref, dtype, f"{NAME} {layer} {cfg.describe()}")

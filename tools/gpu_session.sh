@@ -77,6 +77,9 @@
 #   s27c       tests/test_tune_load.py and test_layout.py, then the small-channel and seed suites from
 #              empty caches -> tests.log, tune-sc-seed.jsonl, sc-seed.json/.log
 #   s27d       the all suite from empty caches -> all.json, all.log, all-tune.jsonl
+#   s30a       flat_rows' GPU tests (the persistent form removed), then tools/dw_floor.py: MobileNetV2's depthwise
+#              3x3 layers against a copy of their bytes, cuDNN, the tuned choice and a plain direct kernel
+#              -> tests.log, dwfloor.log
 #   s29next    after session 29: flat_rows' GPU tests (the persistent form's configs too), config_probe of the
 #              persistent form on narrow 8->8, the seed's 16->16 and CRAFT's 16->16 head, then the all suite in
 #              bf16 from empty caches (the first shape's pruned candidates) -> tests.log, probe.log, all.json/.log,
@@ -422,6 +425,11 @@ PY
                 --dtype $m --check --suite small-channel,seed --json "$OUT/sc-$m.json" > "$OUT/sc-$m.log" 2>&1
             echo "$m: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/sc-$m.log" | tail -3
         done ;;
+    s30a)
+        timeout 150 python3 -m pytest -q -n 14 tests/test_flat_rows.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 tools/dw_floor.py 2>&1 | grep -v Warning \
+            | tee "$OUT/dwfloor.log" ;;
     s29next)
         timeout 150 python3 -m pytest -q -n 14 tests/test_flat_rows.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"

@@ -17,13 +17,9 @@ The run is padded to a power of two in at most two chunks (``row_chunks``: 48 = 
 M, output channels on N, K = R * (chunks)); the R rows are unrolled, so there is no K loop to
 pipeline: the loads of all rows are independent and in flight together.
 
-A config with ``persistent > 0`` runs the persistent form instead: ``persistent * SMs`` programs
-walk the tiles in one loop over (tile, filter row) steps, which Triton's pipeliner turns into
-asynchronous copies of the next steps' runs into shared memory (``cp.async``, when the runs are
-16-byte vectors: C * itemsize a multiple of 16) while the current step's dot runs, and the
-epilogue at each tile's last row. Every row is one chunk there (32 + 16 becomes 64). Not among
-the tuner's candidates until the H200 has timed it (``tools/config_probe.py --try
-"flat_rows:persistent=2,num_stages=3"``).
+A persistent form (a fixed grid walking (tile, filter row) steps, which Triton pipelines with
+``cp.async``) was timed on the H200 in session 30 and removed: 1.3-2.3x slower than this one on
+narrow 8->8, the seed's 16->16 and CRAFT's 16->16 head.
 """
 
 from __future__ import annotations
@@ -38,10 +34,10 @@ from ..matmul.blocks import activation_epilogue, bias_epilogue, dot_acc
 MAX_ROW = 128
 
 
-def row_chunks(run: int, itemsize: int = 2, split: bool = True) -> tuple[int, int]:
+def row_chunks(run: int, itemsize: int = 2) -> tuple[int, int]:
     """``(ka, kb)``: a row of ``run`` values of ``itemsize`` bytes read as a power-of-two chunk of
-    ``ka`` and, when it saves columns and ``split`` allows it (the persistent form's loop body
-    has one chunk shape), a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s smallest K).
+    ``ka`` and, when it saves columns, a second of ``kb`` (else 0); both at least 16 (``tl.dot``'s
+    smallest K).
 
     Only a 32 + 16 split of 16-bit values is made (48 = 16 channels x 3 taps, 33 = AlexNet's 11
     taps x 3). On the H200 (Triton 3.6) a first chunk of 128-byte rows followed by a second of
@@ -50,7 +46,7 @@ def row_chunks(run: int, itemsize: int = 2, split: bool = True) -> tuple[int, in
     full = 16
     while full < run:
         full *= 2
-    if split and full == 64 and run <= 48 and itemsize == 2:
+    if full == 64 and run <= 48 and itemsize == 2:
         return 32, 16
     return full, 0
 
@@ -159,51 +155,22 @@ def flat_rows_kernel(
     ACT: tl.constexpr,
     PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
-    PERSISTENT: tl.constexpr = 0,  # > 0: a fixed grid of programs walks the tiles (see below)
 ):
-    """grid = (cdiv(M, BLOCK_M), cdiv(K, BLOCK_N)), or with ``PERSISTENT`` a fixed number of
-    programs that walk the tiles; see the module docstring."""
-    if PERSISTENT:
-        # one loop over (tile, filter row) steps, so that Triton's pipeliner keeps the next steps'
-        # runs in flight (copied to shared memory asynchronously) while this step's dot runs;
-        # the loop body needs one chunk shape (KB == 0)
-        tl.static_assert(KB == 0, "the persistent form reads each row as one chunk")
-        pid = tl.program_id(0)
-        nprog = tl.num_programs(0)
-        tiles_m = tl.cdiv(M, BLOCK_M)
-        my_tiles = tl.cdiv(tiles_m * tl.cdiv(K, BLOCK_N) - pid, nprog)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for it in range(0, my_tiles * R):
-            t = pid + (it // R) * nprog
-            r = it - (it // R) * R
-            pid_n = t // tiles_m
-            m, m_ok, n, oh, ow, ih0, iw0, base = _tile_pixels(t - pid_n * tiles_m, M, P, Q, s_xn, C, STRIDE_H,
-                                                              STRIDE_W, PAD_H, PAD_W, BLOCK_M)  # fmt: skip
-            offs_k = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            k_ok = offs_k < K
-            ih = ih0 + r * DIL_H
-            row_ok = m_ok & (ih >= 0) & (ih < H)
-            acc = _row_dot(acc, x_ptr + (base + ih.to(tl.int64) * s_xh), row_ok, iw0, w_ptr + r * s_wr, offs_k, k_ok,
-                           s_wk, s_wc, s_ws, W, 0, KA, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
-            if r == R - 1:
-                _store_tile(acc, bias_ptr, y_ptr, m, m_ok, n, oh, ow, offs_k, k_ok, s_yn, s_yk, s_yp, s_yq, K,
-                            FLAT_Y, HAS_BIAS, ACT)  # fmt: skip
-                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    else:
-        m, m_ok, n, oh, ow, ih0, iw0, base = _tile_pixels(tl.program_id(0), M, P, Q, s_xn, C, STRIDE_H, STRIDE_W,
-                                                          PAD_H, PAD_W, BLOCK_M)  # fmt: skip
-        offs_k = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        k_ok = offs_k < K
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for r in tl.static_range(R):
-            ih = ih0 + r * DIL_H
-            row_ok = m_ok & (ih >= 0) & (ih < H)
-            x_row = x_ptr + (base + ih.to(tl.int64) * s_xh)
-            w_row = w_ptr + r * s_wr
+    """grid = (cdiv(M, BLOCK_M), cdiv(K, BLOCK_N)); see the module docstring."""
+    m, m_ok, n, oh, ow, ih0, iw0, base = _tile_pixels(tl.program_id(0), M, P, Q, s_xn, C, STRIDE_H, STRIDE_W,
+                                                      PAD_H, PAD_W, BLOCK_M)  # fmt: skip
+    offs_k = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_ok = offs_k < K
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for r in tl.static_range(R):
+        ih = ih0 + r * DIL_H
+        row_ok = m_ok & (ih >= 0) & (ih < H)
+        x_row = x_ptr + (base + ih.to(tl.int64) * s_xh)
+        w_row = w_ptr + r * s_wr
+        acc = _row_dot(acc, x_row, row_ok, iw0, w_row, offs_k, k_ok, s_wk, s_wc, s_ws, W,
+                       0, KA, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
+        if KB > 0:
             acc = _row_dot(acc, x_row, row_ok, iw0, w_row, offs_k, k_ok, s_wk, s_wc, s_ws, W,
-                           0, KA, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
-            if KB > 0:
-                acc = _row_dot(acc, x_row, row_ok, iw0, w_row, offs_k, k_ok, s_wk, s_wc, s_ws, W,
-                               KA, KB, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
-        _store_tile(acc, bias_ptr, y_ptr, m, m_ok, n, oh, ow, offs_k, k_ok, s_yn, s_yk, s_yp, s_yq, K, FLAT_Y,
-                    HAS_BIAS, ACT)  # fmt: skip
+                           KA, KB, C, S, DIL_W, PRECISION, UPCAST)  # fmt: skip
+    _store_tile(acc, bias_ptr, y_ptr, m, m_ok, n, oh, ow, offs_k, k_ok, s_yn, s_yk, s_yp, s_yq, K, FLAT_Y,
+                HAS_BIAS, ACT)  # fmt: skip

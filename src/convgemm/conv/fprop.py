@@ -1725,7 +1725,7 @@ class FlatRows(Algorithm):
         m = prob.n * prob.p * prob.q
         flat_y = (y.stride(1) == 1 and y.stride(3) == prob.k and y.stride(2) == prob.q * prob.k
                   and (y.stride(0) == prob.p * prob.q * prob.k or prob.n == 1))  # fmt: skip
-        ka, kb = row_chunks(prob.s * prob.c, prob.dtype.itemsize, split=not cfg.persistent)
+        ka, kb = row_chunks(prob.s * prob.c, prob.dtype.itemsize)
         args = (x, w, bias if bias is not None else y, y, m, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2),
                 w.stride(0), w.stride(1), w.stride(2), w.stride(3), y.stride(0), y.stride(1), y.stride(2),
                 y.stride(3))  # fmt: skip
@@ -1735,13 +1735,10 @@ class FlatRows(Algorithm):
                         PAD_H=prob.pad_h[0], PAD_W=prob.pad_w[0], DIL_H=prob.dilation[0], DIL_W=prob.dilation[1],
                         KA=ka, KB=kb, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, FLAT_Y=flat_y,
                         HAS_BIAS=bias is not None, ACT=prob.activation, PRECISION=_precision(prob),
-                        UPCAST=interpreting() and prob.dtype == torch.bfloat16, PERSISTENT=cfg.persistent)  # fmt: skip
+                        UPCAST=interpreting() and prob.dtype == torch.bfloat16)  # fmt: skip
 
         grid = (cdiv(m, cfg.block_m), cdiv(prob.k, cfg.block_n))
-        if cfg.persistent:
-            grid = (min(grid[0] * grid[1], cfg.persistent * sm_count()), 1)
-        _run_kernel(launch, flat_rows_kernel, grid, args, constexprs,
-                    {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages if cfg.persistent else 1})  # fmt: skip
+        _run_kernel(launch, flat_rows_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps, "num_stages": 1})
 
 
 _NARROW = NarrowTma()
