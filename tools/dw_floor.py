@@ -11,7 +11,11 @@ large layers cannot reach it at copy bandwidth. This measures the practical floo
 whether a kernel with no register reuse but full-width loads gets nearer to it than
 ``depthwise_rows``' 4-byte ones.
 
-    PYTHONPATH=src python3 tools/dw_floor.py [--layers 0,2]
+    PYTHONPATH=src python3 tools/dw_floor.py [--layers 0,2] [--heads]
+
+``--heads`` does the same for the tiny 1x1 heads of the suite (the segmentation head 16->1 over 8 x
+256 x 256, CRAFT's 16->2 over 384 x 384; issue 4 asks 2x cuDNN): cuDNN, the tuned choice, and a
+copy that moves as many bytes as the head reads and writes.
 """
 
 from __future__ import annotations
@@ -103,11 +107,43 @@ def probe(c: int, size: int, st: int, batch: int) -> str:
     )
 
 
+HEADS = [(8, 16, 256, 1), (1, 16, 384, 2)]
+
+
+def head_probe(n: int, c: int, size: int, k: int) -> str:
+    import torch.nn.functional as F
+
+    import convgemm
+    from convgemm.bench.runner import _gpu_bench
+
+    x = torch.randn(n, c, size, size, device="cuda", dtype=torch.bfloat16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c, 1, 1, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, device="cuda", dtype=torch.bfloat16)
+    half = (x.numel() + n * k * size * size) // 2  # a copy of this many values reads + writes the head's bytes
+    src = torch.randn(half, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    copy_us = _gpu_bench(lambda: dst.copy_(src))
+    cudnn_us = _gpu_bench(lambda: F.conv2d(x, wt, b))
+    convgemm.conv2d(x, wt, b)
+    ours_us = _gpu_bench(lambda: convgemm.conv2d(x, wt, b))
+    pick = convgemm.explain(x, wt, b)
+    name = f"head {c}->{k} @{size} N{n}"
+    return (f"{name:22s} {copy_us:7.1f} {cudnn_us:7.1f} {ours_us:9.1f}  {pick['algorithm']}  "
+            f"(2x cuDNN needs {cudnn_us / 2:.1f})")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))))
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--heads", action="store_true", help="the tiny 1x1 heads instead of the depthwise layers")
     args = ap.parse_args()
+    if args.heads:
+        print(f"{'layer':22s} {'copy':>7s} {'cuDNN':>7s} {'convgemm':>9s}  tuned choice")
+        for head in HEADS:
+            print(head_probe(*head), flush=True)
+        return 0
     print(f"{'layer':22s} {'copy':>7s} {'cuDNN':>7s} {'convgemm':>9s} {'direct':>7s}  best direct tile (TPxTQxBC wW)")
     for i in map(int, args.layers.split(",")):
         print(probe(*LAYERS[i], args.batch), flush=True)

@@ -80,6 +80,8 @@
 #   s30a       flat_rows' GPU tests (the persistent form removed), then tools/dw_floor.py: MobileNetV2's depthwise
 #              3x3 layers against a copy of their bytes, cuDNN, the tuned choice and a plain direct kernel
 #              -> tests.log, dwfloor.log
+#   s30b       the head and flat_rows GPU tests, then the all suite in bf16 from empty caches -> tests.log,
+#              all.json/.log, tune-all.jsonl
 #   s29next    after session 29: flat_rows' GPU tests (the persistent form's configs too), config_probe of the
 #              persistent form on narrow 8->8, the seed's 16->16 and CRAFT's 16->16 head, then the all suite in
 #              bf16 from empty caches (the first shape's pruned candidates) -> tests.log, probe.log, all.json/.log,
@@ -430,6 +432,14 @@ PY
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 tools/dw_floor.py 2>&1 | grep -v Warning \
             | tee "$OUT/dwfloor.log" ;;
+    s30b)
+        timeout 150 python3 -m pytest -q -n 14 tests/test_flat_rows.py tests/test_conv2d.py -k "flat_rows or head" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "FAILED|Error|passed|failed" | tail -12 \
+            | tee "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-all.jsonl \
+            timeout 300 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
+            > "$OUT/all.log" 2>&1
+        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
     s29next)
         timeout 150 python3 -m pytest -q -n 14 tests/test_flat_rows.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
