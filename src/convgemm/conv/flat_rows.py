@@ -18,7 +18,7 @@ M, output channels on N, K = R * (chunks)); the R rows are unrolled, so there is
 pipeline: the loads of all rows are independent and in flight together.
 
 A persistent form (a fixed grid walking (tile, filter row) steps, which Triton pipelines with
-``cp.async``) was timed on the H200 in session 30 and removed: 1.3-2.3x slower than this one on
+``cp.async``) was timed on the H200 in session 30 and removed: 1.2-2.4x slower than this one on
 narrow 8->8, the seed's 16->16 and CRAFT's 16->16 head.
 """
 
