@@ -80,6 +80,9 @@
 #   s30a       flat_rows' GPU tests (the persistent form removed), then tools/dw_floor.py: MobileNetV2's depthwise
 #              3x3 layers against a copy of their bytes, cuDNN, the tuned choice and a plain direct kernel
 #              -> tests.log, dwfloor.log
+#   ncu        Nsight Compute (SpeedOfLight, memory, scheduler, warp state, occupancy, launch) on
+#              tools/ncu_probe.py's launches: l3 1x1 reduce (cuBLAS, cuDNN, convgemm), depthwise 3x3 144 @56
+#              (copy, cuDNN, convgemm), narrow 8->8 (cuDNN, convgemm) -> ncu.log
 #   s30b       the head and flat_rows GPU tests, then the all suite in bf16 from empty caches -> tests.log,
 #              all.json/.log, tune-all.jsonl
 #   s29next    after session 29: flat_rows' GPU tests (the persistent form's configs too), config_probe of the
@@ -432,6 +435,14 @@ PY
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 tools/dw_floor.py 2>&1 | grep -v Warning \
             | tee "$OUT/dwfloor.log" ;;
+    ncu)
+        ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${NCU_TIMEOUT:-200}" "$ncu_bin" --clock-control none \
+            --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+            --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
+            python3 tools/ncu_probe.py ${NCU_ARGS:-} > "$OUT/ncu.log" 2>&1
+        echo "ncu: rc=$?"; grep -E "^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|Memory Throughput|profiled|: " \
+            "$OUT/ncu.log" | head -60 ;;
     s30b)
         timeout 150 python3 -m pytest -q -n 14 tests/test_flat_rows.py tests/test_conv2d.py -k "flat_rows or head" \
             -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "FAILED|Error|passed|failed" | tail -12 \
