@@ -31,7 +31,7 @@ import torch
 
 from .._runtime import cdiv, empty, interpreting, may_cache, sm_count
 from ..matmul import loaders as mm
-from ..matmul.blocks import gemm_kernel, persistent_gemm_kernel, stream_k_gemm_kernel
+from ..matmul.blocks import gemm_kernel, parts_gemm_kernel, persistent_gemm_kernel, stream_k_gemm_kernel
 from ..matmul.launch import Launch, aux_of, descriptor
 from ..problem import ConvProblem
 from . import loaders as cl
@@ -69,6 +69,9 @@ class Config:
     # 1: split-K partials are summed by a second kernel (matmul.blocks.split_k_finish_kernel,
     # many programs per tile) instead of by each tile's last split alone
     reduce: int = 0
+    # > 1: implicit_gemm_tma on matmul.blocks.parts_gemm_kernel, each program's tile this many
+    # pixel tiles of block_n under one block of output channels (e.g. 3 x 64 = 192 pixels)
+    parts: int = 0
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -90,6 +93,8 @@ class Config:
             s += f" gt{self.gt}"
         if self.reduce and self.split_k > 1:
             s += " red"
+        if self.parts > 1:
+            s += f" x{self.parts}"
         return s
 
 
@@ -162,6 +167,14 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
     """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints);
     ``ws`` the (workspace, counters) pair of a split-K config; ``act`` the fused activation."""
     ws, locks = ws if ws is not None else (y, y)
+    if cfg.parts > 1:
+        # N counts tiles of cfg.parts B tiles (the last may reach past the end: TMA zero-fills
+        # those loads and clips their stores)
+        assert len(fns) <= 5 and grid[1] == 1 and cfg.split_k == 1, "parts: groups == 1, no split-K"
+        if fns[2] not in (cl.tma_im2col_init, cl.tma_im2col_phase_init):
+            raise ValueError(f"config {cfg.describe()}: pixel-tile parts need the TMA im2col loader (implicit_gemm_tma), "
+                             "whose loads past the last tile read zeros; use a config without parts")  # fmt: skip
+        num_n = cdiv(num_n, cfg.parts)
     args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles, ws, locks)
 
     def constexprs():
@@ -184,10 +197,13 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             SPLIT_K=(3 if cfg.reduce else 2) if cfg.split_k > 1 else 1,
             ACT=act,
             K_RANGE=fns[5] if len(fns) > 5 else None,
+            **({"N_PARTS": cfg.parts} if cfg.parts > 1 else {}),
         )
 
     fn = gemm_kernel
-    if cfg.persistent:
+    if cfg.parts > 1:
+        fn, grid = parts_gemm_kernel, (min(num_m * num_n, max(1, cfg.persistent) * sm_count()), 1, 1)
+    elif cfg.persistent:
         assert len(fns) <= 5, "persistent: one K tile count for every tile"
         # one batch entry, no split: a fixed number of programs walks every tile
         assert grid[1] == 1 and cfg.split_k == 1, "persistent: groups == 1, no split-K"
@@ -719,6 +735,9 @@ class ImplicitGemmTma(Algorithm):
             if has_phase_tails(prob):
                 _phase_tail_fix(prob, x, w, bias, y)
             return
+        if cfg.parts > 1 and (fix is not None or prob.groups != 1):
+            raise ValueError(f"config {cfg.describe()}: pixel-tile parts take dense layers (groups = 1) with the "
+                             "plain store; use a config without parts")  # fmt: skip
         cp = channel_pad(prob.cg, cfg.block_k)
         wp = krsc_weight(w, cp).view(prob.k, -1)
         c_tiles = cp // cfg.block_k
