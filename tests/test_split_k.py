@@ -5,8 +5,9 @@ from dataclasses import replace
 import pytest
 import torch
 from conftest import DEVICE
-from reference import assert_close, conv2d_ref
+from reference import assert_close, conv2d_ref, conv_inputs
 
+import convgemm
 from convgemm._runtime import has_tma
 from convgemm.conv.fprop import ALGORITHMS, Config, spatial_tiles
 from convgemm.conv.layout import tma_aligned
@@ -97,8 +98,6 @@ def test_parts_match_reference(shape, parts):
     x = torch.randn(n, c, h, w_, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
     w = torch.randn(k, c, r, s, device=DEVICE).to(dtype).to(memory_format=torch.channels_last)
     b = torch.randn(k, device=DEVICE).to(dtype)
-    import convgemm
-
     # the problem as conv2d builds it (the strided case reads the stride-phase view)
     prob = convgemm.explain(x, w, b, stride=stride, padding=pad, algorithm="implicit_gemm_tma")["problem"]
     prob = replace(prob, activation="relu")
@@ -120,3 +119,33 @@ def test_parts_refused_off_the_tma_loader():
     y = torch.empty(2, 40, 4, 5, dtype=torch.float16, device=DEVICE).to(memory_format=torch.channels_last)
     with pytest.raises(ValueError, match="parts"):
         ALGORITHMS["gemm_1x1"].run(prob, x, w, None, y, Config(32, 32, 16, 4, 1, parts=3))
+
+
+# ResNet-50 layers whose pixel count at batch 64 (12,544 x 1 or 4) fills the H200's 132 SMs with
+# 192-pixel tiles (session 30's ncu: cuBLAS's tile), here at batch 4: every part count, 16-bit
+# and TF32 (fewer stages: fp32 boxes take twice the shared memory), dense and strided
+PARTS_GPU = [
+    (4, 1024, 14, 14, 256, 1, 1, 1, 0),
+    (4, 512, 28, 28, 256, 1, 1, 1, 0),
+    (4, 256, 28, 28, 256, 3, 3, 2, 1),
+    (4, 128, 56, 56, 128, 3, 3, 2, 1),
+    (4, 256, 14, 14, 256, 3, 3, 1, 1),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", PARTS_GPU, ids=lambda v: "C{1}K{4}@{2}-{5}x{6}s{7}".format(*v))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_parts_gpu(shape, dtype):
+    n, c, h, w_, k, r, s, stride, pad = shape
+    x, w, b = conv_inputs(n, c, h, w_, k, r, s, dtype, DEVICE, True, True)
+    prob = convgemm.explain(x, w, b, stride=stride, padding=pad, algorithm="implicit_gemm_tma")["problem"]
+    algo = ALGORITHMS["implicit_gemm_tma"]
+    ref = conv2d_ref(x, w, b, stride=stride, padding=pad)
+    bk = 64 if dtype.itemsize == 2 else 32
+    for parts, stages, per_sm in ((3, 4, 1), (3, 3, 2), (2, 4, 1)):
+        stages = min(stages, 3) if dtype.itemsize == 4 else stages
+        cfg = Config(128, 64, bk, 8, stages, tile_n=16, tile_h=2, tile_w=2, persistent=per_sm, parts=parts)
+        y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE).to(memory_format=torch.channels_last)
+        algo.run(prob, x, w, b, y, cfg)
+        assert_close(y, ref, dtype, f"parts {cfg.describe()} {shape}")

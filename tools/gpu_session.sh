@@ -80,6 +80,9 @@
 #   s30a       flat_rows' GPU tests (the persistent form removed), then tools/dw_floor.py: MobileNetV2's depthwise
 #              3x3 layers against a copy of their bytes, cuDNN, the tuned choice and a plain direct kernel
 #              -> tests.log, dwfloor.log
+#   parts      implicit_gemm_tma's pixel-tile parts (matmul.blocks.parts_gemm_kernel, session 30, untimed): their
+#              GPU tests, then tools/config_probe.py on the ResNet-50 layers whose batch-64 pixel counts fill 132 SMs
+#              with 192-pixel tiles -> tests.log, parts-probe.log
 #   ncu        Nsight Compute (SpeedOfLight, memory, scheduler, warp state, occupancy, launch) on
 #              tools/ncu_probe.py's launches: l3 1x1 reduce (cuBLAS, cuDNN, convgemm), depthwise 3x3 144 @56
 #              (copy, cuDNN, convgemm), narrow 8->8 (cuDNN, convgemm) -> ncu.log
@@ -435,6 +438,20 @@ PY
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 tools/dw_floor.py 2>&1 | grep -v Warning \
             | tee "$OUT/dwfloor.log" ;;
+    parts)
+        timeout 200 python3 -m pytest -q -n 14 tests/test_split_k.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
+        # (shape, pixel box of 64): 14x14 and 28x28 outputs take 16 images x 2 x 2
+        for shape in 64,1024,14,14,256,1,1,1,0,1,1,nobias 64,256,14,14,256,3,3,1,1,1,1,nobias \
+            64,256,28,28,256,3,3,2,1,1,1,nobias 64,1024,14,14,512,1,1,1,0,1,1,nobias \
+            64,512,28,28,256,1,1,1,0,1,1,nobias 64,128,56,56,128,3,3,2,1,1,1,nobias; do
+            t="block_m=128,block_n=64,block_k=64,num_warps=8,tile_n=16,tile_h=2,tile_w=2"
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 90 python3 tools/config_probe.py --shape $shape \
+                --try "implicit_gemm_tma:$t,num_stages=4,persistent=1,parts=3" \
+                --try "implicit_gemm_tma:$t,num_stages=5,persistent=1,parts=3" \
+                --try "implicit_gemm_tma:$t,num_stages=3,persistent=2,parts=3" \
+                --try "implicit_gemm_tma:$t,num_stages=4,persistent=1,parts=2" 2>&1 | grep -v Warning
+        done | tee "$OUT/parts-probe.log" ;;
     ncu)
         ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${NCU_TIMEOUT:-200}" "$ncu_bin" --clock-control none \
