@@ -303,3 +303,32 @@ def test_64_bit_offsets_path(algorithm, cfg, monkeypatch):
     monkeypatch.setenv("CONVGEMM_DEPTHWISE_TRIM", "1")
     monkeypatch.setattr(type(ALGORITHMS["depthwise"]), "image_span", staticmethod(lambda t: 2**31))
     _check_forced(algorithm, (1, 8, 13, 10, 1, 7, 7, 1, 3, 1), cfg, "nhwc", monkeypatch, seed=3)
+
+
+@pytest.mark.parametrize(
+    "c, size, stride, r, want",
+    [(144, 56, 1, 3, {28}), (32, 112, 1, 3, {14}), (384, 14, 1, 3, set()), (96, 56, 1, 7, set())],
+)
+def test_shorter_strip_candidates(monkeypatch, c, size, stride, r, want):
+    """3x3 candidates whose programs leave the SMs' resident slots empty come again with the
+    strip halved (session 30's ncu: 2.9 programs per SM where 4 fit on 144 @56); others, and
+    larger filters, do not."""
+    from convgemm.conv import fprop
+    from convgemm.problem import ConvProblem
+
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    algo = ALGORITHMS["depthwise_rows"]
+    prob = ConvProblem(n=64, c=c, h=size, w=size, k=c, r=r, s=r, stride=(stride, stride), pad_h=(r // 2,) * 2,
+                       pad_w=(r // 2,) * 2, groups=c, dtype=torch.bfloat16)  # fmt: skip
+    cands = algo.candidates(prob)[:4]
+    extra = algo.shorter_strip(prob, cands)
+    assert {cfg.block_k for cfg in extra} == want
+    for cfg in extra:  # the same tile, half the strip, more programs than before
+        twin = [
+            c0
+            for c0 in cands
+            if (c0.block_m, c0.block_n, c0.cols, c0.vec) == (cfg.block_m, cfg.block_n, cfg.cols, cfg.vec)
+        ]
+        assert twin and twin[0].block_k == 2 * cfg.block_k
+    assert algo.configs(prob)[: len(cands)] == cands and all(cfg in algo.configs(prob) for cfg in extra)

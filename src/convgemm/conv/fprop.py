@@ -1266,7 +1266,33 @@ class DepthwiseRows(Depthwise):
         if interpreting():
             return [self.default_config(prob), Config(4, 16, 3, 2, 1)]
         # four: every candidate costs first-call tuning time
-        return (self.candidates(prob)[:4] + self.one_channel(prob)) or [self.default_config(prob)]
+        cands = self.candidates(prob)[:4]
+        return (cands + self.shorter_strip(prob, cands) + self.one_channel(prob)) or [self.default_config(prob)]
+
+    #: programs of 4 warps an SM holds at the 3x3 tiles' ~128 registers (ncu, session 30)
+    RESIDENT = 4
+
+    def shorter_strip(self, prob: ConvProblem, cands: list[Config]) -> list[Config]:
+        """For 3x3 (and smaller) filters, each candidate again with its strip halved, where its
+        programs do not fill the SMs' resident slots.
+
+        ncu on the H200 (session 30, MobileNetV2's 144 @56, batch 64): the tuned tile ran 384
+        programs of 56-row strips, 2.9 per SM where 4 fit (25% theoretical occupancy, 17.8%
+        achieved), at 40% of DRAM bandwidth. Halving the strip doubles the programs for 2 more
+        input rows per strip (a 3x3 filter's halo). The strip height is a run-time argument, so
+        this is another timing of the same compiled kernel, not another compile. Untimed: the
+        tuner decides."""
+        if prob.r * prob.s > 9:
+            return []
+        out = []
+        for cfg in cands:
+            rows = cfg.block_k
+            programs = (
+                prob.n * cdiv(prob.p, rows) * cdiv(prob.q, cfg.block_m * max(1, cfg.cols)) * cdiv(prob.k, cfg.block_n)
+            )
+            if rows >= 16 and programs < self.RESIDENT * sm_count():
+                out.append(replace(cfg, block_k=cdiv(rows, 2)))
+        return out
 
     def one_channel(self, prob: ConvProblem) -> list[Config]:
         """For depthwise filters larger than 3x3, one or two more candidates: one channel per
