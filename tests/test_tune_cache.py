@@ -361,6 +361,22 @@ def test_tuner_prunes_for_flat_rows():
     assert "width_unfold" in stem and "flat_rows" not in stem
 
 
+def test_tuner_prunes_rows_kernel_on_one_channel_layers():
+    """One input channel without groups: the depthwise rows kernel (as a channel multiplier) is
+    not tuned (it lost every such layer timed since session 26); real depthwise layers keep it."""
+
+    def names(xs, ws, groups=1):
+        prob = _gpu_like(xs, ws, groups=groups)
+        cands = [a for a in ALGORITHMS.values() if a.supports(prob) is None]
+        assert "depthwise_rows" in {a.name for a in cands}, "the rows kernel supports the layer"
+        return {a.name for a, _ in autotune.tuning_pairs(prob, cands)}
+
+    gray = names((8, 1, 64, 64), (16, 1, 5, 5))
+    assert "depthwise_rows" not in gray and "small_k" in gray
+    assert "depthwise_rows" not in names((8, 1, 28, 28), (32, 1, 3, 3))
+    assert "depthwise_rows" in names((8, 16, 28, 28), (16, 1, 3, 3), groups=16)
+
+
 def test_gluon_kernel_pruned_for_narrow_layers(monkeypatch):
     """implicit_gemm_ws is not tuned on layers with at most 16 output or 32 input channels (it
     lost every such layer the H200 timed); wider layers keep it."""

@@ -99,6 +99,11 @@ _PRUNE = (
     # 1->32 3x3 1.58-2.17x, wav2vec2's conv0 1->512 k10 1.74-1.75x slower than small_k), and its
     # eight candidates were half of those layers' first-call compiles
     ("width_unfold", "drop", lambda p, n: p.c == 1),
+    # one input channel without groups (a channel multiplier of K on the rows kernel): it lost
+    # every such layer the H200's tuner logs timed since session 26 (mnist 1->32 3x3 1.47-1.92x,
+    # gray 1->16 5x5 1.66-2.39x slower than the winner, bf16, fp16 and fp32; wav2vec2's conv0
+    # 1->512 k10 3.1x in session 25), and its 1-3 candidates are compiles on the first call
+    ("depthwise_rows", "drop", lambda p, n: p.c == 1 and p.groups == 1),
     # flat_rows from 64 input channels on: the per-tap K tiles of the GEMM kernels are dense there,
     # and its candidates would only add compiles to a first call (not timed on such layers)
     ("flat_rows", "drop", lambda p, n: p.c >= 64),
