@@ -9,7 +9,7 @@ operand comes from registers or shared memory), TMA loads.
 The algorithm's own ``run`` builds the arguments on CPU tensors; the launch is intercepted and
 handed to Triton's binder (the same run-time specialisation as on the GPU: divisibility by 16,
 integers equal to 1) and compiled for ``cuda:90``. Unlike ``tools/sm90_check.py`` no signature
-has to be written by hand. Nothing runs.
+has to be written by hand. Nothing runs. The cubin, PTX, SASS, TTGIR and TTIR go to ``--out``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _compile(fn, grid, args, constexprs, options, out: str) -> dict:
     cubin = os.path.join(out, f"{name}.cubin")
     with open(cubin, "wb") as f:
         f.write(k.asm["cubin"])
-    for ext in ("ptx", "ttgir"):
+    for ext in ("ptx", "ttgir", "ttir"):
         with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
             f.write(k.asm[ext])
     bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
