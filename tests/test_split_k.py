@@ -149,3 +149,30 @@ def test_parts_gpu(shape, dtype):
         y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE).to(memory_format=torch.channels_last)
         algo.run(prob, x, w, b, y, cfg)
         assert_close(y, ref, dtype, f"parts {cfg.describe()} {shape}")
+
+
+def test_parts_configs_pick_the_wave_filling_tiles(monkeypatch):
+    """``parts_configs`` offers pixel-tile parts where they cut the widest SM's work by 10% or
+    more against the 128-channel power-of-two tiles (132 SMs): ResNet-50's 14x14 stage at batch
+    64 gets cuBLAS's 192 x 128 tile first; layers that those tiles already balance, grouped
+    layers, fp32 and narrow layers get none."""
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    algo = ALGORITHMS["implicit_gemm_tma"]
+
+    def cfgs(n, c, h, k, r, stride=1, dtype=torch.bfloat16, groups=1):
+        prob = ConvProblem(n=n, c=c, h=h, w=h, k=k, r=r, s=r, stride=(stride, stride), pad_h=(r // 2,) * 2,
+                           pad_w=(r // 2,) * 2, groups=groups, dtype=dtype)  # fmt: skip
+        return algo.parts_configs(replace(prob, tma_ok=True))
+
+    first = cfgs(64, 1024, 14, 256, 1)[0]
+    assert (first.block_m, first.block_n, first.parts, first.num_warps) == (128, 64, 3, 8)
+    assert first.tile_n * first.tile_h * first.tile_w == 64 and first.persistent == 1
+    assert cfgs(64, 256, 28, 256, 3, stride=2)[0].parts == 3  # l3 3x3 (first), 14x14 out
+    assert cfgs(64, 512, 28, 256, 1) == []  # 524 tiles of 192 or 392 of 128x128: no better
+    assert cfgs(64, 1024, 14, 256, 1, dtype=torch.float32) == []
+    assert cfgs(64, 1024, 14, 256, 3, groups=32) == []
+    assert cfgs(64, 64, 56, 64, 3) == []
+    for cfg in cfgs(1, 512, 96, 512, 3):  # CRAFT's conv4_x: 96- and 160-pixel tiles
+        assert cfg.parts * cfg.block_n in (96, 160)

@@ -39,6 +39,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias] as bench takes it")
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="ALGORITHM:FIELD=VALUE,...")
+    ap.add_argument("--parts", action="store_true",
+                    help="also time implicit_gemm_tma's parts_configs (pixel-tile parts, not yet tuner candidates)")  # fmt: skip
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("config_probe: needs a CUDA GPU", file=sys.stderr)
@@ -82,7 +84,12 @@ def main() -> int:
     stride = shp.stride if isinstance(shp.stride, tuple) else (shp.stride, shp.stride)
     dil = shp.dil if isinstance(shp.dil, tuple) else (shp.dil, shp.dil)
     prob, xn, y = _prepare(x, w, b, stride, pads, dil, shp.groups)
-    for text in a.tries:
+    tries = list(a.tries)
+    if a.parts:
+        for cfg in ALGORITHMS["implicit_gemm_tma"].parts_configs(prob):
+            fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+            tries.append("implicit_gemm_tma:" + ",".join(f"{k}={v}" for k, v in fields.items()))
+    for text in tries:
         name, fields = parse_try(text)
         algo = ALGORITHMS.get(name)
         if algo is None:

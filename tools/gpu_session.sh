@@ -446,14 +446,14 @@ PY
             64,256,28,28,256,3,3,2,1,1,1,nobias 64,1024,14,14,512,1,1,1,0,1,1,nobias \
             64,512,28,28,256,1,1,1,0,1,1,nobias 64,128,56,56,128,3,3,2,1,1,1,nobias; do
             t="block_m=128,block_n=64,block_k=64,num_warps=8,tile_n=16,tile_h=2,tile_w=2"
-            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 90 python3 tools/config_probe.py --shape $shape \
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 90 python3 tools/config_probe.py --shape $shape --parts \
                 --try "implicit_gemm_tma:$t,num_stages=4,persistent=1,parts=3" \
                 --try "implicit_gemm_tma:$t,num_stages=5,persistent=1,parts=3" \
                 --try "implicit_gemm_tma:$t,num_stages=3,persistent=2,parts=3" \
                 --try "implicit_gemm_tma:$t,num_stages=4,persistent=1,parts=2" 2>&1 | grep -v Warning
         done | tee "$OUT/parts-probe.log"
         # CRAFT's conv4_x (9216 pixels x 512 channels, batch 1): 384 tiles of 128 x 96 or 64 x 192, 2.9 waves
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 90 python3 tools/config_probe.py --shape 1,512,96,96,512,3,3,1,1 \
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 90 python3 tools/config_probe.py --shape 1,512,96,96,512,3,3,1,1 --parts \
             --try "implicit_gemm_tma:block_m=128,block_n=32,block_k=64,num_warps=8,num_stages=4,tile_n=1,tile_h=1,tile_w=32,persistent=1,parts=3" \
             --try "implicit_gemm_tma:block_m=64,block_n=64,block_k=64,num_warps=4,num_stages=4,tile_n=1,tile_h=2,tile_w=32,persistent=1,parts=3" \
             2>&1 | grep -v Warning | tee -a "$OUT/parts-probe.log" ;;

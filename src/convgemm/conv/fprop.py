@@ -705,6 +705,42 @@ class ImplicitGemmTma(Algorithm):
                         out.append(Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw, split_k=sk))
         return out
 
+    def parts_configs(self, prob: ConvProblem) -> list[Config]:
+        """Tiles of 128 output channels x ``parts`` pixel tiles (``matmul.blocks.parts_gemm_kernel``)
+        whose widest SM has at most 90% of the work it has under the best power-of-two
+        128-channel tile (128x128 or 128x256), best first: 3 x 64 or 3 x 32 pixels (5 x 32 too),
+        widths no power of two reaches. Dense 16-bit layers only (strict fp32 spills there).
+
+        Session 30's ncu: cuBLAS fills the H200's 132 SMs on ResNet-50's l3 1x1 reduce (12,544
+        pixels x 256 channels) with 132 tiles of 192 x 128; the 128x256 tile leaves 34 SMs idle.
+        The work of an SM is its tile count (``ceil(tiles / SMs)``) times the tile's area; the
+        comparison is among two-warpgroup tiles of 128 channels only, because narrower tiles
+        do less per byte they load (64x128 has the same per-SM work as 192 x 128 on that layer and
+        took 24.5 us against 22.0 for 128x256). Not among ``configs`` until the H200 has timed
+        them (``bash tools/gpu_session.sh parts``; ``tools/config_probe.py --parts``)."""
+        if prob.groups != 1 or prob.dtype.itemsize != 2 or prob.kg <= 64 or not prob.tma_ok:
+            return []
+        sms, bk = sm_count(), _tma_bk(prob)
+
+        def pixel_tiles(bn: int) -> tuple[int, tuple[int, int, int]]:
+            _, tn, th, tw = spatial_tiles(prob, bn)[0]
+            return cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw), (tn, th, tw)
+
+        def work(pixels_per_tile: int, tiles_n: int) -> int:
+            return cdiv(cdiv(prob.kg, 128) * tiles_n, sms) * 128 * pixels_per_tile
+
+        base = min(work(bn, pixel_tiles(bn)[0]) for bn in (128, 256))
+        out = []
+        for bn, parts in ((64, 3), (32, 3), (32, 5)):
+            n_tiles, (tn, th, tw) = pixel_tiles(bn)
+            w = work(parts * bn, cdiv(n_tiles, parts))
+            if w <= 0.9 * base:
+                # the A block and the parts' B blocks per stage, and the store's staging tile
+                stages = 4 if 4 * (128 + parts * bn) * bk * 2 + 128 * bn * 2 <= 200_000 else 3
+                cfg = Config(128, bn, bk, 8, stages, tile_n=tn, tile_h=th, tile_w=tw, persistent=1, parts=parts)
+                out.append((w, -parts * bn, cfg))
+        return [cfg for _, _, cfg in sorted(out, key=lambda t: t[:2])]
+
     def default_config(self, prob: ConvProblem) -> Config:
         """The untuned config. Dense 16-bit layers: persistent 64x256 at 4 stages, the form
         closest to each layer's best over the H200's tuner log (session 12: 5.8% slower than the
