@@ -80,6 +80,9 @@
 #   s30a       flat_rows' GPU tests (the persistent form removed), then tools/dw_floor.py: MobileNetV2's depthwise
 #              3x3 layers against a copy of their bytes, cuDNN, the tuned choice and a plain direct kernel
 #              -> tests.log, dwfloor.log
+#   s31a       session 30's untimed work in one call: the parts step, then the small-channel and grouped forward
+#              suites from empty caches (gray's first call without the rows kernel; the depthwise shorter strips)
+#              -> tests.log, parts-probe.log, small.json/.log, grouped.json/.log, tune-s31a.jsonl
 #   parts      implicit_gemm_tma's pixel-tile parts (matmul.blocks.parts_gemm_kernel, session 30, untimed): their
 #              GPU tests, then tools/config_probe.py on the ResNet-50 layers whose batch-64 pixel counts fill 132 SMs
 #              with 192-pixel tiles -> tests.log, parts-probe.log
@@ -438,6 +441,14 @@ PY
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 tools/dw_floor.py 2>&1 | grep -v Warning \
             | tee "$OUT/dwfloor.log" ;;
+    s31a)
+        bash "$0" parts
+        for suite in small-channel grouped; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-s31a.jsonl \
+                timeout 150 python3 -m convgemm bench --dtype bf16 --check --suite $suite --direction fwd \
+                --json "$OUT/${suite%%-*}.json" > "$OUT/${suite%%-*}.log" 2>&1
+            echo "$suite: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/${suite%%-*}.log" | tail -3
+        done ;;
     parts)
         timeout 200 python3 -m pytest -q -n 14 tests/test_split_k.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
