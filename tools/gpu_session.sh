@@ -83,6 +83,8 @@
 #   s31a       session 30's untimed work in one call: the parts step, then the small-channel and grouped forward
 #              suites from empty caches (gray's first call without the rows kernel; the depthwise shorter strips)
 #              -> tests.log, parts-probe.log, small.json/.log, grouped.json/.log, tune-s31a.jsonl
+#   nchw       the all suite forward with NCHW input (issue 9: never slower than cuDNN given the same NCHW input;
+#              last measured on the floor suite in session 9) -> nchw-all.json/.log
 #   parts      implicit_gemm_tma's pixel-tile parts (matmul.blocks.parts_gemm_kernel, session 30, untimed): their
 #              GPU tests, then tools/config_probe.py on the ResNet-50 layers whose batch-64 pixel counts fill 132 SMs
 #              with 192-pixel tiles -> tests.log, parts-probe.log
@@ -441,6 +443,10 @@ PY
             | grep -E "FAILED|Error|passed|failed" | tail -12 | tee "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 tools/dw_floor.py 2>&1 | grep -v Warning \
             | tee "$OUT/dwfloor.log" ;;
+    nchw)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${NCHW_TIMEOUT:-300}" python3 -m convgemm bench --dtype bf16 --check \
+            --suite all --layout nchw --json "$OUT/nchw-all.json" > "$OUT/nchw-all.log" 2>&1
+        echo "nchw all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/nchw-all.log" | tail -3 ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do
