@@ -90,7 +90,8 @@
 #              with 192-pixel tiles -> tests.log, parts-probe.log
 #   ncu        Nsight Compute (SpeedOfLight, memory, scheduler, warp state, occupancy, launch) on
 #              tools/ncu_probe.py's launches: l3 1x1 reduce (cuBLAS, cuDNN, convgemm), depthwise 3x3 144 @56
-#              (copy, cuDNN, convgemm), narrow 8->8 (cuDNN, convgemm) -> ncu.log
+#              (copy, cuDNN, convgemm), narrow 8->8 (cuDNN, convgemm); NCU_ARGS="--shape ... --try ..." profiles
+#              other layers and forced forms instead -> ncu.log
 #   s30b       the head and flat_rows GPU tests, then the all suite in bf16 from empty caches -> tests.log,
 #              all.json/.log, tune-all.jsonl
 #   s29next    after session 29: flat_rows' GPU tests (the persistent form's configs too), config_probe of the

@@ -5,6 +5,7 @@ and warming them outside that window, for Nsight Compute (GPU, bf16, channels_la
     ncu --clock-control none --profile-from-start off --section SpeedOfLight \\
         --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats \\
         --section Occupancy --section LaunchStats python3 tools/ncu_probe.py [--only l3-1x1,dw144]
+        ... python3 tools/ncu_probe.py --shape 64,1024,14,14,256,1,1,1,0,1,1,nobias --try "implicit_gemm_tma:parts=3"
 
 ncu flushes the caches before each profiled kernel (its default ``--cache-control all``), as the
 bench flushes L2 before each timed run. The workloads are the gaps the H200 measurements left
@@ -21,11 +22,14 @@ import argparse
 import torch
 import torch.nn.functional as F
 
+#: where the tensors live (a CPU run under Triton's interpreter checks the script's plumbing)
+DEV = "cuda"
+
 
 def workloads() -> dict:
     import convgemm
 
-    dev, bf = "cuda", torch.bfloat16
+    dev, bf = DEV, torch.bfloat16
     cl = torch.channels_last
     out = {}
 
@@ -61,11 +65,59 @@ def workloads() -> dict:
     return out
 
 
+def shape_workloads(shapes: list[str], tries: list[str]) -> dict:
+    """For each ``--shape`` (as ``convgemm bench`` writes it): cuDNN, convgemm's tuned choice and
+    each ``--try`` form (``tools/config_probe.py``'s syntax) on the same tensors, bf16 NHWC."""
+    import dataclasses
+
+    from config_probe import parse_try
+
+    import convgemm
+    from convgemm.bench.suites import parse_shape
+    from convgemm.conv.fprop import ALGORITHMS
+    from convgemm.functional import _prepare
+
+    def pair(v):
+        return v if isinstance(v, tuple) else (v, v)
+
+    out = {}
+    for text in shapes:
+        shp = parse_shape(text)
+        x = torch.randn(shp.n, shp.c, shp.h, shp.w, device=DEV, dtype=torch.bfloat16)
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = (torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device=DEV) / (shp.c * shp.r * shp.s) ** 0.5).to(
+            torch.bfloat16
+        )
+        b = torch.randn(shp.k, device=DEV, dtype=torch.bfloat16) if shp.bias else None
+        kw = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+        entries = [
+            ("cuDNN", lambda x=x, w=w, b=b, kw=kw: F.conv2d(x, w, b, **kw)),
+            ("convgemm", lambda x=x, w=w, b=b, kw=kw: convgemm.conv2d(x, w, b, **kw),
+             lambda x=x, w=w, b=b, kw=kw: convgemm.explain(x, w, b, **kw)),
+        ]  # fmt: skip
+        prob, xn, y = _prepare(x, w, b, pair(shp.stride), pair(shp.pad), pair(shp.dil), shp.groups)
+        for t in tries:
+            name, fields = parse_try(t)
+            algo = ALGORITHMS[name]
+            cfg = dataclasses.replace(algo.default_config(prob), **fields)
+            out_t = torch.empty_like(y)
+            entries.append((f"{name} {cfg.describe()}",
+                            lambda algo=algo, cfg=cfg, xn=xn, w=w, b=b, out_t=out_t, prob=prob:
+                            algo.run(prob, xn, w, b, out_t, cfg)))  # fmt: skip
+        out[text] = entries
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help="comma-separated workload names (default: all)")
+    ap.add_argument("--shape", action="append", default=[],
+                    help="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias]: profile this layer instead of the "
+                         "built-in workloads (repeatable)")  # fmt: skip
+    ap.add_argument("--try", dest="tries", action="append", default=[], metavar="ALGORITHM:FIELD=VALUE,...",
+                    help="with --shape: also this forced form (tools/config_probe.py's syntax)")  # fmt: skip
     args = ap.parse_args()
-    all_work = workloads()
+    all_work = shape_workloads(args.shape, args.tries) if args.shape else workloads()
     names = [n for n in all_work if not args.only or n in args.only.split(",")]
     for name in names:
         for fn in (e[1] for e in all_work[name]):
