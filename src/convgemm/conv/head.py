@@ -96,7 +96,7 @@ def head_1x1_kernel(
     x_mask = x_ok[:, None] & (c < C)[None, :]
     # the whole pixel in one load: C contiguous channels, vectorised by Triton. Each input byte is
     # read once, so it is marked to leave L2 first: on the H200 (session 30, tools/head_probe.py)
-    # the 16->1 head over 8 x 256 x 256 took 9.8-10.0 us so against 10.2 tuned without
+    # the 16->1 head over 8 x 256 x 256 took 9.8-10.0 us so marked against 10.2 tuned without
     xt = tl.load(x_ptr + x_off[:, None] + c[None, :], mask=x_mask, other=0.0, eviction_policy="evict_first").to(acc_t)
     # One output channel at a time, stored as soon as it is summed: a [BLOCK_P, K] accumulator
     # built by selects took 178 registers at K = 16 (sm90-compile), this 64. The K stores of a
