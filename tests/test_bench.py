@@ -370,6 +370,22 @@ def test_inductor_columns_only_when_measured(data):
     assert footers[0][5:7] == ["", f"{want:.2f}×"] and len(footers[1]) == 10
 
 
+def test_same_layout_columns_only_for_nchw_runs(data):
+    """An NCHW run shows cuDNN on the same NCHW input (issue 9's target) beside its best layout."""
+    d = json.loads(json.dumps(data))
+    assert "same layout" not in _render(report.tables(d)) and "given the same" not in report.markdown_table(d)
+    floor = [r for r in d["rows"] if r["suite"] == "floor"]
+    for r, same in zip(floor, (200.0, 40.0), strict=True):  # cuDNN on NCHW: 4x and 0.5x convgemm's time
+        r["layout"], r["cudnn_same_us"], r["same_speedup"] = "nchw", same, same / r["convgemm_us"]
+    want = report.geomean(r["same_speedup"] for r in floor)
+    assert math.isclose(want, 2.0**0.5)
+    assert f"; {want:.2f}× over cuDNN given the same nchw input" in report.markdown_table(d)
+    text = _render(report.tables(d))
+    assert "same layout" in text and "vs same" in text
+    footers = [[c.strip() for c in ln.split("│")[1:-1]] for ln in text.splitlines() if "geomean" in ln]
+    assert [f"{want:.2f}×"] in [f[6:7] for f in footers]
+
+
 def _parse(v: str):
     if v == "":
         return None

@@ -72,6 +72,14 @@ def tables(data: dict | Result):
                 ("Inductor µs", "", "right"),
                 ("vs Inductor", _fmt(gm_ind, ".2f") + "×" if gm_ind else "-", "right"),
             ]
+        # an NCHW run also shows cuDNN on the same NCHW input (issue 9's target), beside its best layout
+        same = layout != "channels_last" and any(r.get("same_speedup") for r in rows)
+        if same:
+            gm_same = geomean(r.get("same_speedup") for r in rows)
+            cols[5:5] = [
+                ("cuDNN µs (same layout)", "", "right"),
+                ("vs same layout", _fmt(gm_same, ".2f") + "×" if gm_same else "-", "right"),
+            ]
         for name, footer, just in cols:
             t.add_column(name, footer=footer, justify=just)
         for r in rows:
@@ -89,6 +97,8 @@ def tables(data: dict | Result):
                 f"{r['algorithm'] or '-'} {r['config'] or ''}".strip(),
                 ("" if r["ok"] else "FAIL ") + _fmt(r["rel_err"], ".1e"),
             ]
+            if same:
+                cells[5:5] = [_fmt(r.get("cudnn_same_us"), ".1f"), _fmt(r.get("same_speedup"), ".2f")]
             if ind:
                 cells[5:5] = [_fmt(r.get("inductor_us"), ".1f"), _fmt(r.get("inductor_speedup"), ".2f")]
             t.add_row(*cells, style=style)
@@ -157,6 +167,11 @@ def markdown_table(data: dict, max_rows: int | None = None) -> str:
                      f"{_fmt(geomean(r['speedup'] for r in rows), '.2f')}×, convgemm at "
                      f"{_fmt(geomean(r['roofline_pct'] for r in rows), '.0f')}% of roofline "
                      f"(cuDNN {_fmt(geomean(r['cudnn_roofline_pct'] for r in rows), '.0f')}%)\n")  # fmt: skip
+        if layout != "channels_last" and any(r.get("same_speedup") for r in rows):
+            lines[-1] = lines[-1].rstrip("\n") + (
+                f"; {_fmt(geomean(r.get('same_speedup') for r in rows), '.2f')}× over cuDNN given the same "
+                f"{layout} input\n"
+            )
         ind = any(r.get("inductor_us") for r in rows)
         if ind:
             lines[-1] = lines[-1].rstrip("\n") + (
