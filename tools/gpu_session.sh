@@ -445,7 +445,8 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 300 python3 tools/dw_floor.py 2>&1 | grep -v Warning \
             | tee "$OUT/dwfloor.log" ;;
     nchw)
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${NCHW_TIMEOUT:-300}" python3 -m convgemm bench --dtype bf16 --check \
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-nchw.jsonl \
+            timeout "${NCHW_TIMEOUT:-300}" python3 -m convgemm bench --dtype bf16 --check \
             --suite all --layout nchw --json "$OUT/nchw-all.json" > "$OUT/nchw-all.log" 2>&1
         echo "nchw all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/nchw-all.log" | tail -3 ;;
     s31a)
