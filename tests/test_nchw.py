@@ -37,6 +37,10 @@ CASES = [
     (1, 16, 10, 32, 16, 3, 1, (1, 0), 1, True),
     (1, 24, 9, 16, 16, 5, 1, (4, 0), 2, True),
     (1, 16, 12, 16, 16, 4, 1, (2, 0), 1, False),
+    # 1x1 layers read as whole planes (``ImplicitGemmTmaNchw.planes``): rows of 12 and 28 pixels
+    # are not 16-byte multiples, their planes (72 and 112 pixels) are; tiles cross rows
+    (2, 16, 6, 12, 16, 1, 1, 0, 1, True),
+    (1, 24, 4, 28, 40, 1, 1, 0, 1, False),
 ]
 
 
@@ -80,7 +84,8 @@ NOT_TAKEN = [
     ("column padding", dict(shape=(1, 16, 8, 16, 16, 1, 1), padding=(0, 1)), "must not shift columns"),
     ("groups", dict(shape=(1, 16, 8, 16, 16, 1, 1), groups=2), "groups"),
     ("stride", dict(shape=(1, 16, 8, 16, 16, 1, 1), stride=2), "stride"),
-    ("row bytes", dict(shape=(1, 16, 8, 12, 16, 1, 1)), "NCHW input whose"),
+    ("row bytes", dict(shape=(1, 16, 8, 12, 16, 3, 1), padding=(1, 0)), "NCHW input whose"),
+    ("plane bytes", dict(shape=(1, 16, 7, 7, 16, 1, 1)), "NCHW input whose"),
     ("narrow C", dict(shape=(1, 8, 8, 16, 16, 1, 1)), "C = 8"),
     ("fp32", dict(shape=(1, 16, 8, 16, 16, 1, 1), dtype=torch.float32), "16-bit"),
     ("channels_last", dict(shape=(1, 16, 8, 16, 16, 1, 1), cl=True), "NCHW input whose"),
@@ -114,6 +119,24 @@ def test_channel_slice_is_read_in_place():
     assert_close(convgemm.conv2d(x, wt, b), conv2d_ref(x, wt, b), torch.float16, "slice")
 
 
+def test_planes_view_only_for_whole_planes():
+    # a 1x1 layer over rows of 12 pixels (24 bytes) is read as planes of 96; a column slice of a
+    # wider tensor has rows that are not back to back, so it goes through the copy
+    x, wt, b = _inputs(2, 16, 8, 12, 16, 1, 1, torch.float16)
+    plan = convgemm.explain(x, wt, b)
+    assert plan["algorithm"] == NAME
+    prob = plan["problem"]
+    flat = ALGORITHMS[NAME].planes(prob)
+    assert (flat.h, flat.w, flat.p, flat.q) == (1, 96, 1, 96) and (prob.p, prob.q) == (8, 12)
+    y = convgemm.conv2d(x, wt, b)
+    assert y.shape == (2, 16, 8, 12) and y.is_contiguous()
+    assert_close(y, conv2d_ref(x, wt, b), torch.float16, "planes")
+    big, _, _ = _inputs(2, 16, 8, 24, 16, 1, 1, torch.float16)
+    view = big[..., :16]
+    assert convgemm.explain(view, wt, b)["algorithm"] != NAME
+    assert_close(convgemm.conv2d(view, wt, b), conv2d_ref(view, wt, b), torch.float16, "column slice")
+
+
 def test_misaligned_view_goes_through_the_copy():
     big, wt, b = _inputs(2, 16, 8, 17, 16, 1, 1, torch.float16)
     x = big[..., 1:]  # rows of 17 elements: not 16-byte strides
@@ -122,12 +145,14 @@ def test_misaligned_view_goes_through_the_copy():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("hw", [56, 28], ids=lambda v: f"{v}x{v}")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_gpu_every_config_and_warm_calls(dtype, monkeypatch):
+def test_gpu_every_config_and_warm_calls(dtype, hw, monkeypatch):
     # every tuning candidate (persistent and one-tile forms), then the plan's warm launch path on
-    # fresh tensors of the same shape: its descriptors are re-based on the new addresses
+    # fresh tensors of the same shape: its descriptors are re-based on the new addresses (28 x 28:
+    # read as whole planes)
     algo = ALGORITHMS[NAME]
-    x, wt, b = _inputs(8, 256, 56, 56, 64, 1, 1, dtype)
+    x, wt, b = _inputs(8, 256, hw, hw, 64, 1, 1, dtype)
     ref = conv2d_ref(x, wt, b)
     prob = convgemm.explain(x, wt, b, algorithm=NAME)["problem"]
     for cfg in algo.configs(prob):
@@ -139,7 +164,7 @@ def test_gpu_every_config_and_warm_calls(dtype, monkeypatch):
         assert_close(y, ref, dtype, cfg.describe())
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
     for _ in range(3):
-        x, wt, b = _inputs(8, 256, 56, 56, 64, 1, 1, dtype)
+        x, wt, b = _inputs(8, 256, hw, hw, 64, 1, 1, dtype)
         y = convgemm.conv2d(x, wt, b)
         assert_close(y, conv2d_ref(x, wt, b), dtype, "warm")
     assert convgemm.explain(x, wt, b)["algorithm"] == NAME

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Time forced (algorithm, config) pairs on one forward layer against cuDNN and the tuner's
-choice (GPU; bf16, channels_last), each output checked against cuDNN's.
+choice (GPU; bf16, channels_last or ``--layout nchw``), each output checked against cuDNN's.
 
     PYTHONPATH=src python3 tools/config_probe.py --shape 64,1024,14,14,256,1,1,1,0,1,1,nobias \\
         --try "gemm_1x1:block_m=256,block_n=128,block_k=64,num_warps=8,num_stages=3" \\
@@ -39,6 +39,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", required=True, help="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias] as bench takes it")
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="ALGORITHM:FIELD=VALUE,...")
+    ap.add_argument("--layout", choices=("channels_last", "nchw"), default="channels_last",
+                    help="the input's layout (nchw: the tuner and forced NCHW algorithms see it as it is)")  # fmt: skip
+    ap.add_argument("--configs", action="append", default=[], metavar="ALGORITHM",
+                    help="also time every tuning candidate of ALGORITHM on the layer")  # fmt: skip
     ap.add_argument("--parts", action="store_true",
                     help="also time implicit_gemm_tma's parts_configs (pixel-tile parts, not yet tuner candidates)")  # fmt: skip
     a = ap.parse_args()
@@ -53,7 +57,8 @@ def main() -> int:
     from convgemm.functional import _prepare
 
     shp = parse_shape(a.shape)
-    dev, fmt = torch.device("cuda"), torch.channels_last
+    dev = torch.device("cuda")
+    fmt = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format
     x = torch.randn(shp.n, shp.c, shp.h, shp.w, device=dev).to(torch.bfloat16).contiguous(memory_format=fmt)
     w = (torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device=dev) / (shp.c * shp.r * shp.s) ** 0.5).to(
         torch.bfloat16
@@ -85,6 +90,10 @@ def main() -> int:
     dil = shp.dil if isinstance(shp.dil, tuple) else (shp.dil, shp.dil)
     prob, xn, y = _prepare(x, w, b, stride, pads, dil, shp.groups)
     tries = list(a.tries)
+    for name in a.configs:
+        for cfg in ALGORITHMS[name].configs(prob) if name in ALGORITHMS else [None]:
+            fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if cfg else {}
+            tries.append(f"{name}:" + ",".join(f"{k}={v}" for k, v in fields.items()))
     if a.parts:
         for cfg in ALGORITHMS["implicit_gemm_tma"].parts_configs(prob):
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}

@@ -449,6 +449,25 @@ PY
             timeout "${NCHW_TIMEOUT:-300}" python3 -m convgemm bench --dtype bf16 --check \
             --suite all --layout nchw --json "$OUT/nchw-all.json" > "$OUT/nchw-all.log" 2>&1
         echo "nchw all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/nchw-all.log" | tail -3 ;;
+    nchwprobe)  # session 32: the NCHW 1x1 layers read as whole planes, tuner candidates and more tiles
+        timeout 150 python3 -m pytest -q -n 8 tests/test_nchw.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
+        T=implicit_gemm_tma_nchw
+        for shape in 64,64,56,56,256,1,1,1,0,1,1,nobias 64,256,56,56,64,1,1,1,0,1,1,nobias \
+                64,256,56,56,128,1,1,1,0,1,1,nobias 64,128,28,28,512,1,1,1,0,1,1,nobias \
+                64,512,28,28,128,1,1,1,0,1,1,nobias 64,512,28,28,256,1,1,1,0,1,1,nobias \
+                1,1024,48,48,1024,1,1,1,0,1,1 1,1536,48,48,512,1,1,1,0,1,1 1,768,96,96,256,1,1,1,0,1,1 \
+                64,64,56,56,64,1,1,1,0,1,1,nobias; do
+            echo "== $shape"
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --layout nchw --shape $shape \
+                --configs $T \
+                --try "$T:block_m=128,block_n=256,num_warps=8,num_stages=3,tile_h=1,tile_w=256,persistent=0" \
+                --try "$T:block_m=128,block_n=128,num_warps=8,num_stages=4,tile_h=1,tile_w=128,persistent=0" \
+                --try "$T:block_m=128,block_n=128,num_warps=8,num_stages=4,tile_h=1,tile_w=128,persistent=1" \
+                --try "$T:block_m=64,block_n=256,num_warps=4,num_stages=4,tile_h=1,tile_w=256,persistent=2" \
+                --try "$T:block_m=128,block_n=64,num_warps=4,num_stages=4,tile_h=1,tile_w=64,persistent=0" \
+                --try "$T:block_m=256,block_n=128,num_warps=8,num_stages=3,tile_h=1,tile_w=128,persistent=0" 2>&1
+        done | tee "$OUT/nchwprobe.log" | grep -E "==|tuned|cudnn" ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do

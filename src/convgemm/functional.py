@@ -512,7 +512,7 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
     if prob.cg == 0:  # an empty reduction: the output is the bias
         y.copy_(bias.view(1, -1, 1, 1).expand_as(y) if bias is not None else torch.zeros_like(y))
         return prob, None, y
-    if nchw and algorithm in ("auto", NCHW_TMA.name) and _nchw_view_ok(input):
+    if nchw and algorithm in ("auto", NCHW_TMA.name) and _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
         p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True)
         if algorithm == NCHW_TMA.name or (NCHW_TMA.supports(p2) is None and not nchw_tma_disabled()):
@@ -524,17 +524,20 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
     return prob, x, y
 
 
-def _nchw_view_ok(x: torch.Tensor) -> bool:
+def _nchw_view_ok(x: torch.Tensor, planes: bool = False) -> bool:
     """Whether ``x`` is NCHW (C > 1, pixels of a row contiguous, channels not) and a TMA
     descriptor ``[N, C, H, W]`` can read it with its own strides: a 16-byte aligned base and
-    16-byte multiples for the N, C and H strides. Dense tensors and channel slices of them."""
+    16-byte multiples for the N, C and H strides. Dense tensors and channel slices of them.
+    With ``planes`` (a 1x1 stride-1 layer, read as ``[N, C, 1, H*W]``: ``ImplicitGemmTmaNchw.planes``)
+    the rows must instead be back to back and the H stride is not used."""
     e = x.element_size()
     return (
         x.shape[1] > 1
         and x.stride(3) == 1
         and x.stride(1) != 1
         and x.data_ptr() % 16 == 0
-        and all((x.stride(i) * e) % 16 == 0 for i in (0, 1, 2))
+        and (x.stride(2) == x.shape[3] or x.shape[2] == 1 if planes else (x.stride(2) * e) % 16 == 0)
+        and all((x.stride(i) * e) % 16 == 0 for i in (0, 1))
     )
 
 
