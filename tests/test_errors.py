@@ -53,6 +53,7 @@ def test_the_guard_catches_kernel_launches():
                 "width_unfold",
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",
+                "head_1x1_nchw",
                 "implicit_gemm_ws",
             )  # fmt: skip
         }
@@ -61,6 +62,9 @@ def test_the_guard_catches_kernel_launches():
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 16, 4, 16, dtype=torch.float16), t(16, 16, 1, 1, dtype=torch.float16),
                             algorithm="implicit_gemm_tma_nchw")  # fmt: skip
+        # and the NCHW head an NCHW 1x1 head of any dtype
+        with pytest.raises(AssertionError, match="kernel reached"):
+            convgemm.conv2d(t(1, 16, 4, 16), t(2, 16, 1, 1), algorithm="head_1x1_nchw")
         # width_unfold's unfold kernel is the first it reaches
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 3, 8, 8, dtype=torch.float16), t(8, 3, 3, 3, dtype=torch.float16), stride=2,

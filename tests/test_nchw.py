@@ -55,7 +55,8 @@ def test_forced_matches_reference(case, dtype):
 
 
 def test_auto_takes_nchw_input_as_it_is():
-    x, wt, b = _inputs(2, 16, 8, 16, 16, 1, 1, torch.float16)
+    # (32 output channels: at 16 or fewer, head_1x1_nchw is the untuned choice)
+    x, wt, b = _inputs(2, 16, 8, 16, 32, 1, 1, torch.float16)
     plan = convgemm.explain(x, wt, b)
     assert plan["algorithm"] == NAME and plan["problem"].input_nchw
     y = convgemm.conv2d(x, wt, b)
@@ -86,8 +87,8 @@ NOT_TAKEN = [
     ("stride", dict(shape=(1, 16, 8, 16, 16, 1, 1), stride=2), "stride"),
     ("row bytes", dict(shape=(1, 16, 8, 12, 16, 3, 1), padding=(1, 0)), "NCHW input whose"),
     ("plane bytes", dict(shape=(1, 16, 7, 7, 16, 1, 1)), "NCHW input whose"),
-    ("narrow C", dict(shape=(1, 8, 8, 16, 16, 1, 1)), "C = 8"),
-    ("fp32", dict(shape=(1, 16, 8, 16, 16, 1, 1), dtype=torch.float32), "16-bit"),
+    ("narrow C", dict(shape=(1, 8, 8, 16, 32, 1, 1)), "C = 8"),
+    ("fp32", dict(shape=(1, 16, 8, 16, 32, 1, 1), dtype=torch.float32), "16-bit"),
     ("channels_last", dict(shape=(1, 16, 8, 16, 16, 1, 1), cl=True), "NCHW input whose"),
 ]
 
@@ -112,7 +113,7 @@ def test_not_taken(what, spec, reason):
 def test_channel_slice_is_read_in_place():
     # a channel slice of an NCHW batch: the descriptor takes its strides, no copy
     big, _, b = _inputs(2, 32, 8, 16, 16, 1, 1, torch.float16)
-    _, wt, _ = _inputs(2, 16, 8, 16, 16, 1, 1, torch.float16)
+    _, wt, b = _inputs(2, 16, 8, 16, 32, 1, 1, torch.float16)
     x = big[:, 8:24]
     assert not x.is_contiguous()
     assert convgemm.explain(x, wt, b)["algorithm"] == NAME
@@ -122,14 +123,14 @@ def test_channel_slice_is_read_in_place():
 def test_planes_view_only_for_whole_planes():
     # a 1x1 layer over rows of 12 pixels (24 bytes) is read as planes of 96; a column slice of a
     # wider tensor has rows that are not back to back, so it goes through the copy
-    x, wt, b = _inputs(2, 16, 8, 12, 16, 1, 1, torch.float16)
+    x, wt, b = _inputs(2, 16, 8, 12, 32, 1, 1, torch.float16)
     plan = convgemm.explain(x, wt, b)
     assert plan["algorithm"] == NAME
     prob = plan["problem"]
     flat = ALGORITHMS[NAME].planes(prob)
     assert (flat.h, flat.w, flat.p, flat.q) == (1, 96, 1, 96) and (prob.p, prob.q) == (8, 12)
     y = convgemm.conv2d(x, wt, b)
-    assert y.shape == (2, 16, 8, 12) and y.is_contiguous()
+    assert y.shape == (2, 32, 8, 12) and y.is_contiguous()
     assert_close(y, conv2d_ref(x, wt, b), torch.float16, "planes")
     big, _, _ = _inputs(2, 16, 8, 24, 16, 1, 1, torch.float16)
     view = big[..., :16]
@@ -168,3 +169,53 @@ def test_gpu_every_config_and_warm_calls(dtype, hw, monkeypatch):
         y = convgemm.conv2d(x, wt, b)
         assert_close(y, conv2d_ref(x, wt, b), dtype, "warm")
     assert convgemm.explain(x, wt, b)["algorithm"] == NAME
+
+
+# ---------------------------------------------------------------- head_1x1_nchw
+HEAD = "head_1x1_nchw"
+# (N, C, H, W, K, bias, dtype): heads over NCHW planes, planes not a multiple of the pixel block,
+# K and C not powers of two, fp32 (which implicit_gemm_tma_nchw does not take) and fewer than 16
+# input channels
+HEAD_CASES = [
+    (2, 16, 8, 16, 1, True, torch.float16),
+    (1, 12, 5, 8, 3, False, torch.float32),
+    (2, 32, 4, 12, 16, True, torch.float32),
+    (3, 5, 6, 8, 2, True, torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("case", HEAD_CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"-{str(c[6])[6:]}")
+def test_head_planes_matches_reference(case):
+    n, c, h, w, k, bias, dtype = case
+    x, wt, b = _inputs(n, c, h, w, k, 1, 1, dtype, bias)
+    y = convgemm.conv2d(x, wt, b, algorithm=HEAD)
+    assert y.is_contiguous(), "an NCHW input gives an NCHW output, written in place"
+    assert_close(y, conv2d_ref(x, wt, b), dtype, f"{HEAD} {case}")
+    r = convgemm.conv2d(x, wt, b, algorithm=HEAD, activation="relu")
+    assert_close(r, torch.relu(conv2d_ref(x, wt, b)), dtype, f"{HEAD} relu {case}")
+
+
+def test_head_planes_is_an_nchw_candidate():
+    # fp32 with 8 channels: no TMA kernel reads it as it is; the head does, with no transposes
+    x, wt, b = _inputs(2, 8, 6, 8, 2, 1, 1, torch.float32)
+    plan = convgemm.explain(x, wt, b)
+    assert plan["algorithm"] == HEAD and plan["problem"].input_nchw
+    assert_close(convgemm.conv2d(x, wt, b), conv2d_ref(x, wt, b), torch.float32, "auto")
+
+
+@pytest.mark.parametrize(
+    "what,kw,shape,reason",
+    [
+        ("3x3", dict(padding=1), (1, 16, 8, 16, 2, 3, 3), "whole planes"),
+        ("stride", dict(stride=2), (1, 16, 8, 16, 2, 1, 1), "whole planes"),
+        ("wide K", {}, (1, 16, 8, 16, 32, 1, 1), "K = 32"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_head_planes_refuses(what, kw, shape, reason):
+    x, wt, b = _inputs(*shape, torch.float16)
+    with pytest.raises(ValueError, match=reason):
+        convgemm.conv2d(x, wt, b, algorithm=HEAD, **kw)
+    xc = x.contiguous(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="needs an NCHW input"):
+        convgemm.conv2d(xc, wt[:, :, :1, :1].contiguous(), b, algorithm=HEAD)

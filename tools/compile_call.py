@@ -85,6 +85,8 @@ def main() -> None:
     ap.add_argument("--config", default="", help="comma-separated Config fields over the default, e.g. block_m=128")
     ap.add_argument("--dtype", default="bf16", help="bf16, fp16, fp32 (tf32 dots) or ieee (strict fp32: FMA dots)")
     ap.add_argument("--out", default="/tmp/compile_call")
+    ap.add_argument("--layout", choices=("channels_last", "nchw"), default="channels_last",
+                    help="fwd: nchw hands the NCHW algorithms (reads_nchw) an NCHW input and output")  # fmt: skip
     a = ap.parse_args()
 
     import torch
@@ -107,9 +109,12 @@ def main() -> None:
         _report(cfg, captured, a.out)
         return
     shp = parse_shape(a.shape)
-    x = torch.zeros(shp.n, shp.c, shp.h, shp.w, dtype=dtype).to(memory_format=torch.channels_last)
+    fmt = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format
+    x = torch.zeros(shp.n, shp.c, shp.h, shp.w, dtype=dtype).to(memory_format=fmt)
     w = torch.zeros(shp.k, shp.c // shp.groups, shp.r, shp.s, dtype=dtype)
     prob = ConvProblem.from_tensors(x, w, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
+    if a.layout == "nchw":
+        prob = dataclasses.replace(prob, input_nchw=True, tma_ok=True)
     if a.direction == "wgrad":
         algo = {x.name: x for x in (backward.WGRAD_TMA, backward.WGRAD, backward.WGRAD_GT, backward.DWGRAD)}[
             a.algorithm
@@ -131,7 +136,7 @@ def main() -> None:
         dw = torch.zeros_like(w)
         algo.run(prob, x, dy, dw, cfg)
     else:
-        y = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=torch.channels_last)
+        y = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=fmt)
         algo.run(prob, x, algo.pack_weight(prob, w) if hasattr(algo, "pack_weight") else w, None, y, cfg)
     _report(cfg, captured, a.out)
 

@@ -468,6 +468,12 @@ PY
                 --try "$T:block_m=128,block_n=64,num_warps=4,num_stages=4,tile_h=1,tile_w=64,persistent=0" \
                 --try "$T:block_m=256,block_n=128,num_warps=8,num_stages=3,tile_h=1,tile_w=128,persistent=0" 2>&1
         done | tee "$OUT/nchwprobe.log" | grep -E "==|tuned|cudnn" ;;
+    s32b)  # after the NCHW planes: the NCHW suite, then the channels_last one, both from empty caches
+        bash "$0" nchw
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-all.jsonl \
+            timeout 330 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
+            > "$OUT/all.log" 2>&1
+        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do

@@ -17,6 +17,9 @@ from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, ou
 from .tune import choose
 
 NCHW_TMA = ALGORITHMS["implicit_gemm_tma_nchw"]
+#: the algorithms that take an NCHW input as it is (``Algorithm.reads_nchw``)
+_NCHW_ALGOS = tuple(a for a in ALGORITHMS.values() if a.reads_nchw)
+_NCHW_NAMES = ("auto", *(a.name for a in _NCHW_ALGOS))
 
 # Plans: everything decided about a call that depends only on its signature (shapes, strides,
 # dtypes, devices, pointer alignment -- Triton specialises kernels on it --, arguments, TF32
@@ -496,8 +499,9 @@ def make_problem(input, weight, bias, stride, padding, dilation, groups) -> Conv
 
 def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="auto", nchw: bool = True):
     """Validate, allocate the output, and present the input as NHWC, or as it is when it is NCHW
-    and ``implicit_gemm_tma_nchw`` takes it (``algorithm`` auto or that one, ``nchw`` true: the
-    caller has no ``out`` of its own); then y is NCHW too.
+    and an algorithm that reads NCHW takes it (``implicit_gemm_tma_nchw``, ``head_1x1_nchw``;
+    ``algorithm`` auto or one of those, ``nchw`` true: the caller has no ``out`` of its own);
+    then y is NCHW too.
 
     Returns ``(problem, x, y)``; ``x`` is None when no kernel is needed (empty output, or an empty
     reduction whose result, the bias, is already in ``y``).
@@ -512,10 +516,10 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
     if prob.cg == 0:  # an empty reduction: the output is the bias
         y.copy_(bias.view(1, -1, 1, 1).expand_as(y) if bias is not None else torch.zeros_like(y))
         return prob, None, y
-    if nchw and algorithm in ("auto", NCHW_TMA.name) and _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob):
+    if nchw and algorithm in _NCHW_NAMES and _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
         p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True)
-        if algorithm == NCHW_TMA.name or (NCHW_TMA.supports(p2) is None and not nchw_tma_disabled()):
+        if algorithm != "auto" or (not nchw_tma_disabled() and any(a.supports(p2) is None for a in _NCHW_ALGOS)):
             return p2, input, empty(prob.output_shape, input.dtype, input.device, torch.contiguous_format)
     x = as_nhwc(input)
     prob = replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=_dense_rows(x),

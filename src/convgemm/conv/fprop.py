@@ -1574,6 +1574,74 @@ class Head1x1(Algorithm):
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
 
 
+class HeadPlanes(Head1x1):
+    """``head_1x1`` on an NCHW input read as it is (``head.head_1x1_planes_kernel``): a program
+    reads ``block_m`` pixels of one image from each of the C channel planes (coalesced rows) and
+    writes K runs of the NCHW output, with no transposes of x before or y after. 1x1 filters,
+    stride 1, no padding (output pixel i of a plane reads input pixel i); K <= 16, C <= 32; any
+    dtype. The same config fields as ``head_1x1``."""
+
+    name = "head_1x1_nchw"
+    reads_nchw = True
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if not prob.input_nchw:
+            return ("needs an NCHW input kept as it is (pixels of a plane back to back, 16-byte aligned planes); "
+                    "channels_last input runs on head_1x1")  # fmt: skip
+        if not (prob.is_1x1 and prob.stride == (1, 1)):
+            return (f"a {prob.r}x{prob.s} filter, stride {prob.stride}, padding {prob.pad_h}x{prob.pad_w}: it reads "
+                    "whole planes (1x1, stride 1, no padding); use head_1x1 on channels_last input")  # fmt: skip
+        return super().supports(prob)
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return True  # one pass over the planes, nothing padded; implicit_gemm_tma_nchw pads K to 64 rows
+
+    def _fits(self, prob: ConvProblem, bp: int, warps: int) -> bool:
+        # the [KP, block_m] fp32 accumulator and one input run per thread (no spills at 64)
+        return bp * (self._p2(prob.k) + 1) // (32 * warps) <= 64
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob), replace(self.default_config(prob), block_m=16)]
+        out = []
+        for bp in (2048, 1024, 512, 256, 128):
+            for warps in (4, 8):
+                if self._fits(prob, bp, warps) and prob.n * cdiv(prob.h * prob.w, bp) >= 2 * sm_count():
+                    out.append(Config(bp, self._p2(prob.k), self._p2(prob.c), warps, 1))
+        return out[:6] or [self.default_config(prob)]
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        if interpreting():
+            return Config(32, self._p2(prob.k), self._p2(prob.c), 4, 1)
+        bp = 1024
+        while bp > 32 and not self._fits(prob, bp, 4):
+            bp //= 2
+        return Config(bp, self._p2(prob.k), self._p2(prob.c), 4, 1)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        """``x``: the NCHW input (planes of H*W pixels back to back); ``y``: an NCHW output likewise."""
+        from .head import head_1x1_planes_kernel
+
+        w2 = w[:, :, 0, 0]  # [K, C], a view: a weight changed in place is always seen
+        if launch is not None and launch.fast_ready:
+            launch.fast((x, w2, y if bias is None else bias, y))
+            return
+        hw = prob.h * prob.w
+        for name, t in (("x", x), ("y", y)):
+            if t.stride(3) != 1 or (t.shape[2] > 1 and t.stride(2) != t.shape[3]):
+                raise ValueError(f"head_1x1_nchw: {name} of strides {tuple(t.stride())} is not NCHW with whole "
+                                 "planes; make it contiguous or use algorithm='auto'")  # fmt: skip
+        span = max(x.stride(0) * (prob.n - 1) + x.stride(1) * (prob.c - 1) + hw,
+                   y.stride(0) * (prob.n - 1) + y.stride(1) * (prob.k - 1) + hw)  # fmt: skip
+        args = (x, w2, bias if bias is not None else y, y, hw, prob.c, prob.k, x.stride(0), x.stride(1),
+                w2.stride(0), w2.stride(1), y.stride(0), y.stride(1))  # fmt: skip
+        constexprs = lambda: dict(BLOCK_P=cfg.block_m, CP=cfg.block_k, KP=cfg.block_n,  # noqa: E731
+                                  HAS_BIAS=bias is not None, ACT=prob.activation,
+                                  ACC_F64=prob.dtype == torch.float64, INT64=span >= 2**31)  # fmt: skip
+        _run_kernel(launch, head_1x1_planes_kernel, (cdiv(hw, cfg.block_m), prob.n), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
+
+
 class NarrowTma(Algorithm):
     """Few output channels (K <= 64, groups 1) on the TMA kernel with output *pixels* on M.
 
@@ -1827,7 +1895,8 @@ _NARROW = NarrowTma()
 
 def nchw_tma_disabled() -> bool:
     """``CONVGEMM_NCHW_TMA=0``: NCHW input goes through transposes to the NHWC kernels, as before
-    ``implicit_gemm_tma_nchw`` existed (for A/B timings)."""
+    the algorithms that read NCHW (``implicit_gemm_tma_nchw``, ``head_1x1_nchw``) existed (for A/B
+    timings)."""
     return os.environ.get("CONVGEMM_NCHW_TMA", "1") == "0"
 
 
@@ -1907,9 +1976,11 @@ class ImplicitGemmTmaNchw(Algorithm):
         bk = _tma_bk(prob)
         out = []
         # the NHWC kernel's winning forms (session 12 tuner log): one-tile 64x256 at 3 stages,
-        # persistent 64x256 at 4 stages and 128x256 on two warpgroups, and 64x128
+        # persistent 64x256 at 4 stages and 128x256 on two warpgroups, and 64x128; and 128x256 one
+        # tile per program (session 32's probe of whole planes: the best form on CRAFT's fc7 and
+        # up2 1x1, 17.1-17.6 us against 17.8-18.9 for the tuner's pick then)
         for bm, bn, warps, stages, per in ((64, 256, 4, 3, 0), (64, 256, 4, 4, 1), (128, 256, 8, 3, 1),
-                                           (64, 128, 4, 4, 0)):  # fmt: skip
+                                           (64, 128, 4, 4, 0), (128, 256, 8, 3, 0)):  # fmt: skip
             if bm == 128 and prob.k <= 64:
                 continue
             _, th, tw = nchw_tiles(prob, bn)[0]
@@ -2038,6 +2109,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         WidthUnfold(),
         ImplicitGemm(),
         ImplicitGemmTmaNchw(),
+        HeadPlanes(),
         _NARROW,
         NarrowFold(),
         FlatRows(),

@@ -109,3 +109,57 @@ def head_1x1_kernel(
                 col += tl.load(b_ptr + k).to(acc_t)
             col = activation_epilogue(col, ACT)
             tl.store(y_ptr + y_off + k * s_yk, col.to(y_ptr.dtype.element_ty), mask=m_ok)
+
+
+@triton.jit
+def head_1x1_planes_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    HW,  # pixels per channel plane (input and output: 1x1, stride 1, no padding)
+    C,
+    K,
+    s_xn,
+    s_xc,
+    s_wk,
+    s_wc,
+    s_yn,
+    s_yk,
+    BLOCK_P: tl.constexpr,  # pixels of one image per program
+    CP: tl.constexpr,  # C rounded up to a power of two (the unrolled channel loop's bound)
+    KP: tl.constexpr,  # K rounded up to a power of two
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    ACC_F64: tl.constexpr,
+    INT64: tl.constexpr,  # x or y spans 2**31 elements or more
+):
+    """``head_1x1_kernel`` for NCHW tensors read as they are: a program takes ``BLOCK_P`` pixels of
+    one image (grid axis 1) and reads their C channel planes one contiguous run at a time, so
+    every load is a coalesced row of pixels. The K outputs of a pixel accumulate as outer
+    products (``[KP, BLOCK_P]``, all in each thread's registers: no cross-thread reduction) and
+    are stored as K runs of the NCHW output."""
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    pix = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+    n = tl.program_id(1)
+    if INT64:
+        n = n.to(tl.int64)
+    ok = pix < HW
+    kk = tl.arange(0, KP)
+    k_ok = kk < K
+    acc = tl.zeros([KP, BLOCK_P], dtype=acc_t)
+    # the runs are loaded as [1, BLOCK_P] rows, not 1-D vectors: the load then takes the 2-D
+    # accumulator's layout (sm90-compile: 1-D loads put a shared-memory layout conversion on every
+    # channel's run)
+    x_row = (x_ptr + n * s_xn + pix)[None, :]
+    for ci in tl.static_range(CP):
+        if ci < C:
+            # each input byte is read once: let it leave L2 first (as head_1x1_kernel's loads)
+            xc = tl.load(x_row + ci * s_xc, mask=ok[None, :], other=0.0, eviction_policy="evict_first").to(acc_t)
+            wc = tl.load(w_ptr + kk * s_wk + ci * s_wc, mask=k_ok, other=0.0).to(acc_t)
+            acc += wc[:, None] * xc
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + kk, mask=k_ok, other=0.0).to(acc_t)[:, None]
+    acc = activation_epilogue(acc, ACT)
+    y_off = n * s_yn + kk[:, None] * s_yk + pix[None, :]
+    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=k_ok[:, None] & ok[None, :])

@@ -24,7 +24,9 @@ _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 _lock = threading.Lock()
 #: preference order when nothing is timed: the most specialised kernel that applies
 _HEURISTIC_ORDER = (
-    "implicit_gemm_tma_nchw",  # only for an NCHW input kept as it is (ConvProblem.input_nchw)
+    # only for an NCHW input kept as it is (ConvProblem.input_nchw)
+    "head_1x1_nchw",
+    "implicit_gemm_tma_nchw",
     "gemm_1x1",
     "head_1x1",
     "flat_rows",  # heuristic_ok: fprop.flat_rows_narrow (16-bit, 4-16 channels, 3x3); elsewhere tuned only
