@@ -468,8 +468,16 @@ PY
                 --try "$T:block_m=128,block_n=64,num_warps=4,num_stages=4,tile_h=1,tile_w=64,persistent=0" \
                 --try "$T:block_m=256,block_n=128,num_warps=8,num_stages=3,tile_h=1,tile_w=128,persistent=0" 2>&1
         done | tee "$OUT/nchwprobe.log" | grep -E "==|tuned|cudnn" ;;
-    s32b)  # after the NCHW planes: the NCHW suite, then the channels_last one, both from empty caches
-        bash "$0" nchw
+    s32b)  # after the NCHW planes and the NCHW head: their GPU tests, the seg head probe, the NCHW suite
+        timeout 150 python3 -m pytest -q -n 8 tests/test_nchw.py tests/test_repeat.py -k "nchw or head" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "FAILED|Error|passed|failed" | tail -8 \
+            | tee "$OUT/tests.log"
+        for shape in 8,16,256,256,1,1,1 1,16,384,384,2,1,1; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 60 python3 tools/config_probe.py --layout nchw --shape $shape \
+                --configs head_1x1_nchw --configs implicit_gemm_tma_nchw 2>&1
+        done | tee "$OUT/headprobe.log" | grep -E "tuned|cudnn"
+        bash "$0" nchw ;;
+    s32c)  # the channels_last suite from empty caches
         CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-all.jsonl \
             timeout 330 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
             > "$OUT/all.log" 2>&1
