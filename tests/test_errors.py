@@ -54,7 +54,6 @@ def test_the_guard_catches_kernel_launches():
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",
                 "head_1x1_nchw",
-                "tma_nchw_pixels",
                 "implicit_gemm_ws",
             )  # fmt: skip
         }

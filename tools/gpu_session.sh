@@ -482,17 +482,6 @@ PY
             timeout 330 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
             > "$OUT/all.log" 2>&1
         echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
-    pixprobe)  # session 32: tma_nchw_pixels (output pixels on M) on the NCHW 1x1 layers
-        timeout 200 python3 -m pytest -q -n 8 tests/test_nchw.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
-            | grep -E "FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
-        for shape in 64,128,28,28,512,1,1,1,0,1,1,nobias 64,512,28,28,256,1,1,1,0,1,1,nobias \
-                64,512,28,28,128,1,1,1,0,1,1,nobias 64,256,56,56,128,1,1,1,0,1,1,nobias \
-                64,256,56,56,64,1,1,1,0,1,1,nobias 64,64,56,56,256,1,1,1,0,1,1,nobias \
-                64,64,56,56,64,1,1,1,0,1,1,nobias 1,1024,48,48,1024,1,1,1,0,1,1; do
-            echo "== $shape"
-            CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-pix.jsonl timeout 100 python3 \
-                tools/config_probe.py --layout nchw --shape $shape --configs tma_nchw_pixels 2>&1
-        done | tee "$OUT/pixprobe.log" | grep -E "==|tuned|cudnn" ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do

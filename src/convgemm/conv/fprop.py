@@ -2025,73 +2025,6 @@ class ImplicitGemmTmaNchw(Algorithm):
             launch.extra = (cp, wp.data_ptr() == w.data_ptr())
 
 
-class TmaNchwPixels(ImplicitGemmTmaNchw):
-    """``implicit_gemm_tma_nchw`` with the roles swapped: output *pixels* on M (A = the NCHW input
-    box read transposed, ``conv.loaders.tma_nchw_a_load``), output channels on N (B = the KRSC
-    weight box, 128-256 wide), the tile stored transposed into the NCHW output box
-    (``tma_nchw_store_t``). What it buys is pixel tiles of 64: a tile never crosses an image in an
-    NCHW box, and ResNet-50's 784-pixel 28x28 planes fill four 256-pixel tiles to 77%, thirteen
-    64-pixel ones to 94% (H200, session 32: the 28x28 1x1 layers at 0.79-0.83x cuDNN given NCHW
-    on the channels-on-M kernel). Takes what ``implicit_gemm_tma_nchw`` takes; tuned only."""
-
-    name = "tma_nchw_pixels"
-
-    def heuristic_ok(self, prob: ConvProblem) -> bool:
-        return False  # tuned only
-
-    def configs(self, prob: ConvProblem) -> list[Config]:
-        if interpreting():
-            return [self.default_config(prob)]
-        prob = self.planes(prob)
-        bk = _tma_bk(prob)
-        out = []
-        # (pixels, channels, warps, stages, persistent): one warpgroup per 64 pixel rows
-        for bm, bn, warps, stages, per in ((64, 256, 4, 4, 0), (64, 256, 4, 4, 1), (128, 256, 8, 3, 0),
-                                           (128, 256, 8, 3, 1), (64, 128, 4, 4, 0), (128, 128, 8, 4, 1)):  # fmt: skip
-            if bn == 256 and prob.k <= 128:
-                continue
-            _, th, tw = nchw_tiles(prob, bm)[0]
-            out.append(Config(bm, bn, bk, warps, stages, tile_n=1, tile_h=th, tile_w=tw, persistent=per))
-        return out
-
-    def default_config(self, prob: ConvProblem) -> Config:
-        prob = self.planes(prob)
-        bk = _tma_bk(prob)
-        if interpreting():
-            _, th, tw = nchw_tiles(prob, 32)[0]
-            return Config(th * tw, 32, bk, 4, 1, tile_n=1, tile_h=th, tile_w=tw)
-        _, th, tw = nchw_tiles(prob, 64)[0]
-        return Config(64, 256 if prob.k > 128 else 128, bk, 4, 4, tile_n=1, tile_h=th, tile_w=tw)
-
-    def run(self, prob, x, w, bias, y, cfg, launch=None):
-        """``x``: the NCHW input; ``y``: a dense NCHW output."""
-        if launch is not None and launch.fast_ready:
-            cp, in_place = launch.extra
-            wp = w if in_place else krsc_weight(w, cp)
-            launch.fast((x, wp, y, y if bias is None else bias, y, y))
-            return
-        flat = self.planes(prob)
-        if flat is not prob:  # whole planes as rows (``planes``): same memory, no copy
-            prob, x, y = flat, x.view(prob.n, prob.c, 1, flat.w), y.view(prob.n, prob.k, 1, flat.w)
-        cp = channel_pad(prob.c, cfg.block_k)
-        wp = krsc_weight(w, cp).view(prob.k, -1)
-        box = [1, cfg.block_k, cfg.tile_h, cfg.tile_w]
-        x_desc = descriptor(x, [prob.n, prob.c, prob.h, prob.w], [x.stride(0), x.stride(1), x.stride(2), 1], box)
-        w_desc = descriptor(wp, [prob.k, 1, wp.shape[1]], [wp.stride(0), wp.shape[1], 1], [cfg.block_n, 1, cfg.block_k])
-        y_desc = descriptor(y, [prob.n, prob.k, prob.p, prob.q], [y.stride(0), y.stride(1), y.stride(2), 1],
-                            [1, cfg.block_n, cfg.tile_h, cfg.tile_w])  # fmt: skip
-        num_m = prob.n * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)
-        num_n = cdiv(prob.k, cfg.block_n)
-        c_tiles = cp // cfg.block_k
-        a_args = (prob.p, prob.q, prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.s, c_tiles)
-        fns = (cl.tma_nchw_init, cl.tma_nchw_a_load, mm.desc_init, mm.desc_b_load, cl.tma_nchw_store_t)
-        _launch(launch, (num_m * num_n, 1, 1), (x_desc, a_args), (w_desc, (0,)), (y_desc, (prob.p, prob.q)),
-                bias, y, prob.k, num_m, num_n, prob.r * prob.s * c_tiles, cfg, fns, False, prob,
-                act=prob.activation)  # fmt: skip
-        if launch is not None:
-            launch.extra = (cp, wp.data_ptr() == w.data_ptr())
-
-
 class ImplicitGemmWs(Algorithm):
     """``conv3d_ws`` (Hopper's warp-specialized Gluon kernel, ``conv/ws3d.py``) on a 2-D layer:
     the NHWC batch is the 3-D kernel's depth axis (a 1 x R x S filter never crosses images), so a
@@ -2176,7 +2109,6 @@ ALGORITHMS: dict[str, Algorithm] = {
         WidthUnfold(),
         ImplicitGemm(),
         ImplicitGemmTmaNchw(),
-        TmaNchwPixels(),
         HeadPlanes(),
         _NARROW,
         NarrowFold(),

@@ -469,25 +469,6 @@ def tma_nchw_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BL
     y_desc.store([n, pid_m * BLOCK_M, oh0, ow0], acc.to(y_desc.dtype).reshape(1, BLOCK_M, TILE_H, TILE_W))
 
 
-@triton.jit
-def tma_nchw_a_load(state, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """``tma_nchw_load``'s box as A ``[pixels, channels]`` (pixels on M; its state from
-    ``tma_nchw_init`` given the pixel tile's id): the transposed view of the smem box, the
-    M-major A operand wgmma reads for 16-bit types."""
-    return tma_nchw_load(state, kt, BLOCK_M, BLOCK_K).T
-
-
-@triton.jit
-def tma_nchw_store_t(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Write the [pixels, channels] tile (pixels on M) to NCHW y ``[N, K, P, Q]`` as its
-    transpose (box ``[1, BLOCK_N, TILE_H, TILE_W]``); the descriptor clips what lies past K, P or Q."""
-    (P, Q) = args
-    TILE_H: tl.constexpr = y_desc.block_shape[2]
-    TILE_W: tl.constexpr = y_desc.block_shape[3]
-    n, oh0, ow0 = _spatial_tile(pid_m, P, Q, 1, TILE_H, TILE_W)
-    y_desc.store([n, pid_n * BLOCK_N, oh0, ow0], acc.to(y_desc.dtype).T.reshape(1, BLOCK_N, TILE_H, TILE_W))
-
-
 # ================================================================ dgrad on TMA, by stride phase
 # The transposed view of the TMA forward: M = dx channels (A = the flipped weight ``[C, R*S*K]``,
 # a 2-D box), N = the pixels of one stride phase of dx (B = boxes of NHWC dy shifted by the

@@ -27,7 +27,6 @@ _HEURISTIC_ORDER = (
     # only for an NCHW input kept as it is (ConvProblem.input_nchw)
     "head_1x1_nchw",
     "implicit_gemm_tma_nchw",
-    "tma_nchw_pixels",  # tuned only
     "gemm_1x1",
     "head_1x1",
     "flat_rows",  # heuristic_ok: fprop.flat_rows_narrow (16-bit, 4-16 channels, 3x3); elsewhere tuned only
