@@ -91,4 +91,12 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    # Leave without running the process's C++ static destructors: a gloo rank has aborted in them
+    # after a clean destroy_process_group ("terminate called without an active exception", twice
+    # on the loaded 2-core CI machine: sessions 6 and 32, the second after the barrier above), which
+    # torchrun reports as a failed run although every check had passed. The result is decided
+    # and printed by then; os._exit keeps that exit code.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)

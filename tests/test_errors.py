@@ -54,6 +54,7 @@ def test_the_guard_catches_kernel_launches():
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",
                 "head_1x1_nchw",
+                "depthwise_nchw",
                 "implicit_gemm_ws",
             )  # fmt: skip
         }
@@ -75,7 +76,8 @@ def test_the_guard_catches_kernel_launches():
                             t(3, 16, 3, 3, dtype=torch.float16), padding=1, algorithm="narrow_fold")  # fmt: skip
     # the grouped and depthwise algorithms (the latter not GEMMs) go through the same guard
     for algorithm, groups, wd in (("grouped", 2, t(8, 4, 3, 3)), ("depthwise", 8, t(8, 1, 3, 3)),
-                                  ("depthwise_rows", 8, t(8, 1, 3, 3)), ("grouped_tma", 2, t(8, 4, 3, 3))):  # fmt: skip
+                                  ("depthwise_rows", 8, t(8, 1, 3, 3)), ("grouped_tma", 2, t(8, 4, 3, 3)),
+                                  ("depthwise_nchw", 8, t(8, 1, 3, 3))):  # fmt: skip
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 8, 5, 5), wd, groups=groups, algorithm=algorithm)
 

@@ -219,3 +219,73 @@ def test_head_planes_refuses(what, kw, shape, reason):
     xc = x.contiguous(memory_format=torch.channels_last)
     with pytest.raises(ValueError, match="needs an NCHW input"):
         convgemm.conv2d(xc, wt[:, :, :1, :1].contiguous(), b, algorithm=HEAD)
+
+
+# ---------------------------------------------------------------- depthwise_nchw
+DW = "depthwise_nchw"
+# (N, C, H, W, multiplier, R, S, stride, padding, dilation, bias, dtype): 3x3 and 7x7, strided with
+# odd sizes, dilation, a channel multiplier, planes whose rows are not 16-byte multiples, and fp64
+DW_CASES = [
+    (2, 8, 9, 10, 1, 3, 3, 1, 1, 1, True, torch.float32),
+    (1, 6, 14, 14, 1, 3, 3, 2, 1, 1, False, torch.float16),
+    (2, 4, 11, 7, 2, 3, 3, 2, 1, 1, True, torch.bfloat16),
+    (1, 5, 12, 13, 1, 7, 7, 1, 3, 1, True, torch.float32),
+    (1, 3, 10, 9, 1, 3, 3, 1, 2, 2, False, torch.float64),
+    (1, 20, 7, 7, 1, 5, 3, 1, (2, 1), 1, True, torch.float32),
+]
+
+
+@pytest.mark.parametrize("case", DW_CASES, ids=lambda c: "x".join(map(str, c[:9])))
+def test_depthwise_planes_matches_reference(case):
+    n, c, h, w, mult, r, s, stride, pad, dil, bias, dtype = case
+    x, _, _ = _inputs(n, c, h, w, 1, 1, 1, dtype)
+    wt = torch.randn(c * mult, 1, r, s, device=DEVICE).to(dtype)
+    b = torch.randn(c * mult, device=DEVICE).to(dtype) if bias else None
+    kw = dict(stride=stride, padding=pad, dilation=dil, groups=c)
+    y = convgemm.conv2d(x, wt, b, algorithm=DW, **kw)
+    assert y.is_contiguous(), "an NCHW input gives an NCHW output, written in place"
+    ref = conv2d_ref(x, wt, b, **kw)
+    assert_close(y, ref, dtype, f"{DW} {case}")
+    assert_close(convgemm.conv2d(x, wt, b, algorithm=DW, activation="relu", **kw), torch.relu(ref), dtype, "relu")
+
+
+def test_depthwise_planes_is_the_nchw_choice_for_any_strides():
+    # a channel slice of 14x14 planes (392-byte planes: no TMA view) is still read as it is
+    big, _, _ = _inputs(2, 32, 14, 14, 1, 1, 1, torch.float16)
+    x = big[:, 8:24]
+    wt = torch.randn(16, 1, 3, 3, device=DEVICE).to(torch.float16)
+    plan = convgemm.explain(x, wt, None, stride=2, padding=1, groups=16)
+    assert plan["algorithm"] == DW and plan["problem"].input_nchw
+    y = convgemm.conv2d(x, wt, None, stride=2, padding=1, groups=16)
+    assert_close(y, conv2d_ref(x, wt, None, stride=2, padding=1, groups=16), torch.float16, "slice")
+    # channels_last input stays on the NHWC kernels, and forcing this one says why
+    xc = x.contiguous(memory_format=torch.channels_last)
+    assert convgemm.explain(xc, wt, None, padding=1, groups=16)["algorithm"] != DW
+    with pytest.raises(ValueError, match="needs an NCHW input"):
+        convgemm.conv2d(xc, wt, None, padding=1, groups=16, algorithm=DW)
+    # a dense or grouped (not depthwise) NCHW layer is refused with the reason
+    with pytest.raises(ValueError, match="depthwise layers only"):
+        convgemm.conv2d(x, torch.randn(16, 4, 3, 3, device=DEVICE).to(torch.float16), padding=1, groups=4,
+                        algorithm=DW)  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_gpu_depthwise_planes_every_config(dtype, monkeypatch):
+    algo = ALGORITHMS[DW]
+    for c, hw, r, stride in ((144, 56, 3, 1), (576, 14, 3, 2), (192, 28, 7, 1)):
+        x, _, _ = _inputs(4, c, hw, hw, 1, 1, 1, dtype)
+        wt = torch.randn(c, 1, r, r, device=DEVICE).to(dtype)
+        b = torch.randn(c, device=DEVICE).to(dtype)
+        kw = dict(stride=stride, padding=r // 2, groups=c)
+        ref = conv2d_ref(x, wt, b, **kw)
+        prob = convgemm.explain(x, wt, b, algorithm=DW, **kw)["problem"]
+        for cfg in algo.configs(prob):
+            y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE)
+            algo.run(prob, x, wt, b, y, cfg)
+            assert_close(y, ref, dtype, f"{c}@{hw} {cfg.describe()}")
+        monkeypatch.setenv("CONVGEMM_AUTOTUNE", "1")
+        for _ in range(2):  # the tuned plan's warm launch on fresh tensors
+            x, _, _ = _inputs(4, c, hw, hw, 1, 1, 1, dtype)
+            assert_close(convgemm.conv2d(x, wt, b, **kw), conv2d_ref(x, wt, b, **kw), dtype, "warm")
+        monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")

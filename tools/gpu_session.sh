@@ -482,6 +482,10 @@ PY
             timeout 330 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
             > "$OUT/all.log" 2>&1
         echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
+    s32d)  # depthwise_nchw: its GPU tests, then the NCHW suite again
+        timeout 200 python3 -m pytest -q -n 8 tests/test_nchw.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
+        bash "$0" nchw ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do

@@ -499,7 +499,8 @@ def make_problem(input, weight, bias, stride, padding, dilation, groups) -> Conv
 
 def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="auto", nchw: bool = True):
     """Validate, allocate the output, and present the input as NHWC, or as it is when it is NCHW
-    and an algorithm that reads NCHW takes it (``implicit_gemm_tma_nchw``, ``head_1x1_nchw``;
+    and an algorithm that reads NCHW takes it (``implicit_gemm_tma_nchw``, ``head_1x1_nchw``,
+    ``depthwise_nchw``;
     ``algorithm`` auto or one of those, ``nchw`` true: the caller has no ``out`` of its own);
     then y is NCHW too.
 
@@ -516,7 +517,9 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
     if prob.cg == 0:  # an empty reduction: the output is the bias
         y.copy_(bias.view(1, -1, 1, 1).expand_as(y) if bias is not None else torch.zeros_like(y))
         return prob, None, y
-    if nchw and algorithm in _NCHW_NAMES and _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob):
+    # depthwise_nchw reads any NCHW strides; the others need the TMA view (``_nchw_view_ok``)
+    depthwise = prob.groups > 1 and prob.cg == 1 and input.stride(3) == 1 and input.stride(1) != 1
+    if nchw and algorithm in _NCHW_NAMES and (depthwise or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob)):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
         p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True)
         if algorithm != "auto" or (not nchw_tma_disabled() and any(a.supports(p2) is None for a in _NCHW_ALGOS)):

@@ -24,6 +24,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..matmul.blocks import activation_epilogue
+
 
 @triton.jit
 def _tap_offset(r, s, dil_h, dil_w, s_xh, s_xw, INT64: tl.constexpr):
@@ -415,3 +417,89 @@ def _group_loads(x_cols, s_xc, ih0, H, col_oks, s_xh, s_xw, CG: tl.constexpr, ST
         vals = vals + _step_loads(base, ih0, H, col_oks, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
                                   INT64)  # fmt: skip
     return vals
+
+
+# ================================================================ NCHW planes
+# An NCHW input keeps each channel's H x W plane contiguous, so a depthwise layer is a stencil per
+# plane: an output tile of rows x columns reads, for each tap, one shifted tile of its own plane,
+# whose rows are contiguous runs of pixels (coalesced loads; the overlap between taps is served
+# by L1). The NHWC kernels above need the input transposed first and the output transposed back,
+# which doubles the memory traffic of a layer that is nothing but memory traffic.
+@triton.jit
+def depthwise_planes_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    H,
+    W,
+    K,
+    P,
+    Q,
+    MULT,  # output channels per input channel (K = MULT * C)
+    s_xn,
+    s_xc,
+    s_xh,
+    s_xw,
+    s_wk,
+    s_wr,
+    s_ws,
+    s_yn,
+    s_yk,
+    s_yp,
+    s_yq,
+    stride_h,
+    stride_w,
+    pad_h,
+    pad_w,
+    dil_h,
+    dil_w,
+    tiles_q,  # column tiles per plane
+    tiles_per_plane,
+    k_blocks,
+    R: tl.constexpr,
+    S: tl.constexpr,
+    BLOCK_C: tl.constexpr,  # output channels (planes) per program
+    BLOCK_H: tl.constexpr,  # output rows per tile
+    BLOCK_W: tl.constexpr,  # output columns per tile
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    ACC_F64: tl.constexpr,
+    INT64: tl.constexpr,  # x or y spans 2**31 elements or more
+):
+    """``BLOCK_C`` output planes x a ``BLOCK_H`` x ``BLOCK_W`` tile of output pixels per program,
+    accumulated over the R x S taps (unrolled) in fp32 (fp64 for fp64); bias and activation in
+    the store. Any stride, padding, dilation, channel multiplier and strides of x and y."""
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    pid = tl.program_id(0)
+    tile = pid % tiles_per_plane
+    rest = pid // tiles_per_plane
+    kb = rest % k_blocks
+    n = rest // k_blocks
+    if INT64:
+        n = n.to(tl.int64)
+    th = tile // tiles_q
+    tw = tile - th * tiles_q
+    kk = kb * BLOCK_C + tl.arange(0, BLOCK_C)
+    k_ok = kk < K
+    ci = kk // MULT
+    pp = tl.arange(0, BLOCK_H * BLOCK_W)
+    oh = th * BLOCK_H + pp // BLOCK_W
+    ow = tw * BLOCK_W + pp % BLOCK_W
+    o_ok = (oh < P) & (ow < Q)
+    x_planes = x_ptr + n * s_xn + ci.to(n.dtype)[:, None] * s_xc
+    acc = tl.zeros([BLOCK_C, BLOCK_H * BLOCK_W], dtype=acc_t)
+    for r in tl.static_range(R):
+        ih = oh * stride_h - pad_h + r * dil_h
+        h_ok = o_ok & (ih >= 0) & (ih < H)
+        for s in tl.static_range(S):
+            iw = ow * stride_w - pad_w + s * dil_w
+            ok = h_ok & (iw >= 0) & (iw < W)
+            xv = tl.load(x_planes + (ih * s_xh + iw * s_xw)[None, :], mask=k_ok[:, None] & ok[None, :], other=0.0)
+            wv = tl.load(w_ptr + kk * s_wk + r * s_wr + s * s_ws, mask=k_ok, other=0.0)
+            acc += wv.to(acc_t)[:, None] * xv.to(acc_t)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + kk, mask=k_ok, other=0.0).to(acc_t)[:, None]
+    acc = activation_epilogue(acc, ACT)
+    y_off = n * s_yn + kk.to(n.dtype)[:, None] * s_yk + (oh * s_yp + ow * s_yq)[None, :]
+    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=k_ok[:, None] & o_ok[None, :])

@@ -1642,6 +1642,77 @@ class HeadPlanes(Head1x1):
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
 
 
+class DepthwiseNchw(Algorithm):
+    """Depthwise layers (one input channel per group, any channel multiplier) on an NCHW input read
+    as it is (``depthwise.depthwise_planes_kernel``): a stencil per channel plane, each tap's
+    tile of a plane loaded as coalesced runs of pixels, the output written NCHW; no transposes.
+    Any stride, padding, dilation and dtype.
+
+    Config fields in this algorithm's view: block_m = output columns per tile (BLOCK_W),
+    block_k = output rows per tile (BLOCK_H), block_n = output planes per program (BLOCK_C)."""
+
+    name = "depthwise_nchw"
+    reads_nchw = True
+    writes_nchw = True
+    fuses_activation = True
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.groups == 1 or prob.cg != 1:
+            return (f"groups = {prob.groups} with {prob.cg} input channels per group: depthwise layers only "
+                    "(one input channel per group)")  # fmt: skip
+        if not prob.input_nchw:
+            return ("needs an NCHW input (columns contiguous) kept as it is; channels_last input runs on "
+                    "depthwise_rows or depthwise")  # fmt: skip
+        return None
+
+    def _tile(self, prob: ConvProblem, target: int) -> tuple[int, int, int]:
+        """(columns, rows, planes) of about ``target`` outputs: whole output rows up to 64
+        columns, as many rows as the plane has, the rest in planes (small late-stage planes)."""
+        bw = min(64, max(8, _small(prob.q, 1)))
+        bh = min(_small(prob.p, 1), max(1, target // bw))
+        bc = min(16, _small(prob.k, 1), max(1, target // (bw * bh)))
+        return bw, bh, bc
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            return [self.default_config(prob)]
+        out = []
+        for target, warps in ((256, 4), (512, 4), (1024, 4), (1024, 8)):
+            bw, bh, bc = self._tile(prob, target)
+            cfg = Config(bw, bc, bh, warps, 1)
+            if cfg not in out:
+                out.append(cfg)
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        bw, bh, bc = self._tile(prob, 64 if interpreting() else 512)
+        return Config(bw, bc, bh, 4, 1)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        """``x``: the NCHW input; ``y``: the output, any strides (NCHW when the input is)."""
+        from .depthwise import depthwise_planes_kernel
+
+        if launch is not None and launch.fast_ready:
+            launch.fast((x, w, y if bias is None else bias, y))
+            return
+        bw, bh, bc = cfg.block_m, cfg.block_k, cfg.block_n
+        tiles_q = cdiv(prob.q, bw)
+        tiles = cdiv(prob.p, bh) * tiles_q
+        k_blocks = cdiv(prob.k, bc)
+        span = max(
+            Depthwise.image_span(x) + x.stride(0) * (prob.n - 1), Depthwise.image_span(y) + y.stride(0) * (prob.n - 1)
+        )
+        args = (x, w, bias if bias is not None else y, y, prob.h, prob.w, prob.k, prob.p, prob.q, prob.kg,
+                x.stride(0), x.stride(1), x.stride(2), x.stride(3), w.stride(0), w.stride(2), w.stride(3),
+                y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],
+                prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1], tiles_q, tiles, k_blocks)  # fmt: skip
+        constexprs = lambda: dict(R=prob.r, S=prob.s, BLOCK_C=bc, BLOCK_H=bh, BLOCK_W=bw,  # noqa: E731
+                                  HAS_BIAS=bias is not None, ACT=prob.activation,
+                                  ACC_F64=prob.dtype == torch.float64, INT64=span >= 2**31)  # fmt: skip
+        _run_kernel(launch, depthwise_planes_kernel, (prob.n * k_blocks * tiles,), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
+
+
 class NarrowTma(Algorithm):
     """Few output channels (K <= 64, groups 1) on the TMA kernel with output *pixels* on M.
 
@@ -2110,6 +2181,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         ImplicitGemm(),
         ImplicitGemmTmaNchw(),
         HeadPlanes(),
+        DepthwiseNchw(),
         _NARROW,
         NarrowFold(),
         FlatRows(),

@@ -26,6 +26,7 @@ _lock = threading.Lock()
 _HEURISTIC_ORDER = (
     # only for an NCHW input kept as it is (ConvProblem.input_nchw)
     "head_1x1_nchw",
+    "depthwise_nchw",
     "implicit_gemm_tma_nchw",
     "gemm_1x1",
     "head_1x1",
