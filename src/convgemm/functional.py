@@ -522,7 +522,9 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
     if nchw and algorithm in _NCHW_NAMES and (depthwise or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob)):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
         p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True)
-        if algorithm != "auto" or (not nchw_tma_disabled() and any(a.supports(p2) is None for a in _NCHW_ALGOS)):
+        if algorithm != "auto" or (
+            not nchw_tma_disabled() and any(a.supports(p2) is None and a.keeps_nchw(p2) for a in _NCHW_ALGOS)
+        ):
             return p2, input, empty(prob.output_shape, input.dtype, input.device, torch.contiguous_format)
     x = as_nhwc(input)
     prob = replace(prob, tma_ok=has_tma(x), input_tma_ok=tma_aligned(x, prob.cg), input_dense=_dense_rows(x),

@@ -282,6 +282,13 @@ class Algorithm:
         """Whether the untuned heuristic may pick this algorithm for ``prob`` (it supports it)."""
         return True
 
+    def keeps_nchw(self, prob: ConvProblem) -> bool:
+        """For an algorithm that reads NCHW (``reads_nchw``) and supports ``prob``: whether
+        ``algorithm='auto'`` should keep the NCHW input as it is for it. Once kept, only such
+        algorithms are tuned, so one that loses to the NHWC kernels through the transposes on some
+        layers must decline those here."""
+        return True
+
     def run(
         self, prob: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias, y: torch.Tensor, cfg: Config, launch=None
     ) -> None:
@@ -1664,6 +1671,13 @@ class DepthwiseNchw(Algorithm):
             return ("needs an NCHW input (columns contiguous) kept as it is; channels_last input runs on "
                     "depthwise_rows or depthwise")  # fmt: skip
         return None
+
+    def keeps_nchw(self, prob: ConvProblem) -> bool:
+        # H200, session 32 (all suite on NCHW input): every strided layer gained over the NHWC rows
+        # kernel through the transposes (MobileNetV2 576 @14 s2 26.9 -> 19.2 us, 96 @112 s2
+        # 157.8 -> 131.2), but stride-1 layers lost up to 4.6x (ConvNeXt's 7x7: R*S loads per
+        # output from L1, as the NHWC tap kernel lost), so those keep the transposes
+        return max(prob.stride) > 1
 
     def _tile(self, prob: ConvProblem, target: int) -> tuple[int, int, int]:
         """(columns, rows, planes) of about ``target`` outputs: whole output rows up to 64
