@@ -1531,22 +1531,28 @@ class Head1x1(Algorithm):
         when each pixel's (n, p, q) is computed; 32 then take 128."""
         return bp * self._p2(prob.c) // (32 * warps) <= (64 if self._flat(prob) else 32)
 
+    #: pixel blocks the tuner tries (largest first), and where the untuned choice starts
+    _BLOCKS = (1024, 512, 256, 128, 64)
+    _DEFAULT_BLOCK = 512
+
+    def _programs(self, prob: ConvProblem, bp: int) -> int:
+        return cdiv(prob.n * prob.p * prob.q, bp)
+
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
             return [self.default_config(prob), replace(self.default_config(prob), block_m=16)]
-        m = prob.n * prob.p * prob.q
         out = []
-        for bp in (1024, 512, 256, 128, 64):
+        for bp in self._BLOCKS:
             for warps in (4, 8):
                 # no spills, and programs for every SM twice
-                if self._fits(prob, bp, warps) and cdiv(m, bp) >= 2 * sm_count():
+                if self._fits(prob, bp, warps) and self._programs(prob, bp) >= 2 * sm_count():
                     out.append(Config(bp, self._p2(prob.k), self._p2(prob.c), warps, 1))
         return out[:6] or [self.default_config(prob)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
             return Config(32, self._p2(prob.k), self._p2(prob.c), 4, 1)
-        bp = 512
+        bp = self._DEFAULT_BLOCK
         while bp > 32 and not self._fits(prob, bp, 4):
             bp //= 2
         return Config(bp, self._p2(prob.k), self._p2(prob.c), 4, 1)
@@ -1603,27 +1609,16 @@ class HeadPlanes(Head1x1):
     def heuristic_ok(self, prob: ConvProblem) -> bool:
         return True  # one pass over the planes, nothing padded; implicit_gemm_tma_nchw pads K to 64 rows
 
+    # a program's pixels come from one image (grid axis 1): its plane, not the batch, is split
+    _BLOCKS = (2048, 1024, 512, 256, 128)
+    _DEFAULT_BLOCK = 1024
+
+    def _programs(self, prob: ConvProblem, bp: int) -> int:
+        return prob.n * cdiv(prob.h * prob.w, bp)
+
     def _fits(self, prob: ConvProblem, bp: int, warps: int) -> bool:
         # the [KP, block_m] fp32 accumulator and one input run per thread (no spills at 64)
         return bp * (self._p2(prob.k) + 1) // (32 * warps) <= 64
-
-    def configs(self, prob: ConvProblem) -> list[Config]:
-        if interpreting():
-            return [self.default_config(prob), replace(self.default_config(prob), block_m=16)]
-        out = []
-        for bp in (2048, 1024, 512, 256, 128):
-            for warps in (4, 8):
-                if self._fits(prob, bp, warps) and prob.n * cdiv(prob.h * prob.w, bp) >= 2 * sm_count():
-                    out.append(Config(bp, self._p2(prob.k), self._p2(prob.c), warps, 1))
-        return out[:6] or [self.default_config(prob)]
-
-    def default_config(self, prob: ConvProblem) -> Config:
-        if interpreting():
-            return Config(32, self._p2(prob.k), self._p2(prob.c), 4, 1)
-        bp = 1024
-        while bp > 32 and not self._fits(prob, bp, 4):
-            bp //= 2
-        return Config(bp, self._p2(prob.k), self._p2(prob.c), 4, 1)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         """``x``: the NCHW input (planes of H*W pixels back to back); ``y``: an NCHW output likewise."""
