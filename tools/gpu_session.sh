@@ -486,6 +486,18 @@ PY
         timeout 200 python3 -m pytest -q -n 8 tests/test_nchw.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
         bash "$0" nchw ;;
+    s33a)  # ws3d's consumer partitions (192-pixel tiles) and the flat 1x1 view: GPU tests, then every ws candidate
+        timeout 240 python3 -m pytest -q -n 8 tests/test_ws_consumers.py tests/test_conv3d.py -k "consumers or ws" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "FAILED|Error|passed|failed" | tail -12 \
+            | tee "$OUT/tests.log"
+        for shape in 64,1024,14,14,256,1,1,1,0,1,1,nobias 64,1024,14,14,512,1,1,1,0,1,1,nobias \
+            64,512,28,28,128,1,1,1,0,1,1,nobias 1,1024,48,48,1024,1,1,1,0,1,1 1,768,96,96,256,1,1,1,0,1,1 \
+            1,256,192,192,256,3,3,1,1,1,1 1,128,192,192,256,3,3,1,1,1,1 1,512,48,48,1024,3,3,1,6,6,1; do
+            x3="implicit_gemm_ws:block_m=64,block_n=128,block_k=64,num_warps=4,tile_n=1,persistent=1,parts=3"
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape \
+                --configs implicit_gemm_ws --try "$x3,num_stages=4,tile_h=1,tile_w=64" \
+                --try "$x3,num_stages=3,tile_h=1,tile_w=64" 2>&1 | grep -v Warning
+        done | tee "$OUT/x3-probe.log" ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do

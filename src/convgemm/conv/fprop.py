@@ -2117,10 +2117,24 @@ class ImplicitGemmWs(Algorithm):
     fuses_activation = True
 
     @staticmethod
+    def flat(prob: ConvProblem) -> bool:
+        """A 1x1, stride-1, unpadded layer over an input whose pixels are evenly strided: every
+        output pixel reads its own input pixel, so the kernel sees one row of N*H*W pixels and
+        its tiles are runs of that row (none crosses an image edge into padding: 100% coverage
+        where a 14x14 image's spatial tiles covered 77-88%)."""
+        return (prob.is_1x1 and prob.stride == (1, 1) and prob.pad_h == (0, 0) and prob.pad_w == (0, 0)
+                and prob.input_dense)  # fmt: skip
+
+    @staticmethod
     def as_3d(prob: ConvProblem):
-        """The 3-D problem the kernel runs: [1, C, N, H, W] with a 1 x R x S filter."""
+        """The 3-D problem the kernel runs: [1, C, N, H, W] with a 1 x R x S filter, or a ``flat``
+        layer as [1, C, 1, 1, N*H*W] with a 1x1x1 filter."""
         from ..problem3d import ConvProblem3d
 
+        if ImplicitGemmWs.flat(prob):
+            return ConvProblem3d(1, prob.c, 1, 1, prob.n * prob.h * prob.w, prob.k, 1, 1, 1, (1, 1, 1), (0, 0, 0),
+                                 (0, 0, 0), (1, 1, 1), prob.groups, prob.dtype,
+                                 tma_input_ok=prob.input_tma_ok and prob.tma_ok, input_phases_ok=True)  # fmt: skip
         ph, pw = prob.pad_h[0], prob.pad_w[0]
         return ConvProblem3d(1, prob.c, prob.n, prob.h, prob.w, prob.k, 1, prob.r, prob.s, (1, *prob.stride),
                              (0, ph, pw), (0, prob.pad_h[1], prob.pad_w[1]), (1, *prob.dilation), prob.groups,
@@ -2153,8 +2167,13 @@ class ImplicitGemmWs(Algorithm):
         return WS3D.default_config(self.as_3d(prob))
 
     @staticmethod
-    def view_3d(t: torch.Tensor) -> torch.Tensor:
-        """An NHWC [N, C, H, W] tensor as [1, C, N, H, W] (``as_3d``'s input or output), no copy."""
+    def view_3d(t: torch.Tensor, flat: bool = False) -> torch.Tensor:
+        """An NHWC [N, C, H, W] tensor as [1, C, N, H, W] (``as_3d``'s input or output), no copy;
+        ``flat`` (its pixels evenly strided): as [1, C, 1, 1, N*H*W]."""
+        if flat:
+            n, c, h, w = t.shape
+            ps = t.stride(3)
+            return t.as_strided((1, c, 1, 1, n * h * w), (n * h * w * ps, t.stride(1), n * h * w * ps, n * h * w * ps, ps))
         return t.permute(1, 0, 2, 3).unsqueeze(0)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
@@ -2168,8 +2187,10 @@ class ImplicitGemmWs(Algorithm):
             from .ws3d import ws_run
 
             wp = krsc_weight(w, prob.c).view(prob.k, -1)
-            ws_run(self.view_3d(x), wp, bias, self.view_3d(yo), (1, prob.r, prob.s), (0, prob.pad_h[0], prob.pad_w[0]),
-                   (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation, launch)  # fmt: skip
+            flat = self.flat(prob)
+            ws_run(self.view_3d(x, flat), wp, bias, self.view_3d(yo, flat), (1, prob.r, prob.s),
+                   (0, prob.pad_h[0], prob.pad_w[0]), (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation,
+                   launch)  # fmt: skip
         if yo is not y and not COMPILE_ONLY.get():
             y.copy_(yo)
 

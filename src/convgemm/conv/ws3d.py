@@ -121,14 +121,16 @@ def _x_coord(n, d0, h0, w0, t, r, s, c0, view, STRIDED: gl.constexpr):
 @gluon.jit
 def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-              STRIDED: gl.constexpr):  # fmt: skip
+              STRIDED: gl.constexpr, CONS: gl.constexpr):  # fmt: skip
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BK: gl.constexpr = w_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
-    nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+    # a slot holds one input box per consumer (their pixel blocks side by side along the columns)
+    # and the weight tile they share
+    nbytes: gl.constexpr = CONS * x_desc.block_type.nbytes + w_desc.block_type.nbytes
     it = 0
     for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW, SPLIT)
+        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
         for kt in range(k0, k1):
             slot = it % STAGES
             # a slot's first fill waits on the barrier's initial (completed) phase
@@ -140,8 +142,10 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
             r = rs // S
             s = rs - r * S
             mbarrier.expect(ready.index(slot), nbytes)
-            coord = _x_coord(n, d0, h0, w0, t, r, s, cb * BK, (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)
-            tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot))
+            for ci in gl.static_range(CONS):
+                coord = _x_coord(n, d0, h0, w0 + ci * TW, t, r, s, cb * BK,
+                                 (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)  # fmt: skip
+                tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot * CONS + ci))
             tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
             it += 1
 
@@ -149,7 +153,8 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
 @gluon.jit
 def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
-              STAGES: gl.constexpr, SPLIT: gl.constexpr):  # fmt: skip
+              STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr):  # fmt: skip
+    """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on)."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BN: gl.constexpr = y_desc.block_type.shape[4]
     BP: gl.constexpr = TD * TH * TW
@@ -158,15 +163,16 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 16]
     )
-    c_2d = c_smem.reshape([BP, BN])
+    c_mine = c_smem.index(CI)
+    c_2d = c_mine.reshape([BP, BN])
     it = 0
     for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW, SPLIT)
+        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
         acc = gl.zeros([BP, BN], gl.float32, acc_layout)
         for kt in range(k0, k1):
             slot = it % STAGES
             mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-            a = x_bufs.index(slot).reshape([BP, BK])
+            a = x_bufs.index(slot * CONS + CI).reshape([BP, BK])
             b = w_bufs.index(slot).permute((1, 0))
             acc = warpgroup_mma(a, b, acc, is_async=True)
             # one wgmma in flight: the previous step's slot is read, hand it back
@@ -192,7 +198,7 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
             tma.store_wait(0)  # the previous tile's store has read c_smem
             c_2d.store(acc.to(y_desc.dtype))
             fence_async_shared()
-            tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0, pid_n * BN], c_smem)
+            tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0 + CI * TW, pid_n * BN], c_mine)
     tma.store_wait(0)
 
 
@@ -200,30 +206,70 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
 def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh,
                      dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr,
                      TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
-                     SPLIT: gl.constexpr, STRIDED: gl.constexpr):  # fmt: skip
+                     SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr = 1, CWARPS: gl.constexpr = 4,
+                     CREGS: gl.constexpr = 0):  # fmt: skip
     """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
 
     ``SPLIT`` > 1: every output tile's K steps are split in that many units, each of which
     writes its fp32 partial to ``ws_ptr`` for ``ws_split_finish_kernel``. ``STRIDED``: ``x_desc``
-    is the stride-phase view and tiles are one output depth deep."""
-    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
+    is the stride-phase view and tiles are one output depth deep.
+
+    ``CONS`` > 1 (unsplit only): a tile is ``CONS`` pixel blocks of ``TD x TH x TW`` side by side
+    along the output columns, each the work of its own consumer partition (``CWARPS`` warps, the
+    first one the default partition, the others workers given ``CREGS`` registers a thread) under
+    one shared weight tile: a tile of 3 x 64 pixels, which no power-of-two block is, as
+    cuBLAS's 192-pixel tiles that fill the H200's 132 SMs where 128- and 256-pixel ones leave a
+    partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
-    c_smem = gl.allocate_shared_memory(y_desc.dtype, y_desc.block_type.shape, y_desc.layout)
+    c_smem = gl.allocate_shared_memory(y_desc.dtype, [CONS] + y_desc.block_type.shape, y_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
+        # every consumer hands a slot back
+        mbarrier.init(empty.index(i), count=CONS)
     geo = (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C)
-    gl.warp_specialize(
-        [
-            (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW, HAS_BIAS,
-                         ACT, STAGES, SPLIT)),
-            (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED)),
-        ],
-        [1],
-        [48],
-    )  # fmt: skip
+    if CONS == 1:
+        gl.warp_specialize(
+            [
+                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
+                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0)),
+                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
+                             CONS)),
+            ],
+            [1],
+            [48],
+        )  # fmt: skip
+    elif CONS == 2:
+        gl.warp_specialize(
+            [
+                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
+                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
+                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1)),
+                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
+                             CONS)),
+            ],
+            [CWARPS, 1],
+            [CREGS, 48],
+        )  # fmt: skip
+    else:
+        gl.static_assert(CONS == 3, "ws_conv3d_kernel: 1, 2 or 3 consumer partitions")
+        gl.warp_specialize(
+            [
+                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
+                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
+                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
+                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2)),
+                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
+                             CONS)),
+            ],
+            [CWARPS, CWARPS, 1],
+            [CREGS, CREGS, 48],
+        )  # fmt: skip
 
 
 @triton.jit
@@ -336,7 +382,8 @@ def gluon_launch(launch, fn, grid: tuple, args: tuple, kw: dict) -> None:
 def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, taps: tuple[int, int, int],
               pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
               block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
-              stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False, launch=None):  # fmt: skip
+              stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False, launch=None,
+              consumers: int = 1):  # fmt: skip
     """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1) with
     ``ws_conv3d_kernel``.
 
@@ -352,6 +399,8 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     makes none.
     ``launch`` (a ``matmul.launch.Launch`` kept per call plan: same shapes, strides, config) is
     bound by this call; ``ws_run`` replays it on later calls (``ws_replay``).
+    ``consumers`` (1-3, unsplit): consumer partitions of ``warps`` warps each, every one with its
+    own ``tile`` of pixels, side by side along the output columns (a tile of ``consumers * tile``).
     """
     b = y if bias is None else bias
     n, c, d, h, wd = x.shape
@@ -369,19 +418,24 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     w_desc = TensorDescriptor(wp, [k, wp.shape[1]], [wp.stride(0), 1], wb, _layout(wb, x.dtype))
     y_desc = ndhwc_desc(y, tile, block_n)
     tiles_n = cdiv(k, block_n)
-    num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw)
+    num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw * consumers)
     k_steps = t * r * s * (c // block_k)
     assert split == 1 or (split - 1) * cdiv(k_steps, split) < k_steps, "ws_conv3d: a K split would be empty"
+    assert consumers in (1, 2, 3) and (split == 1 or consumers == 1), "ws_conv3d: 1-3 consumers, unsplit if several"
     units = num_tiles * split
     ws = torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
     grid = (min(units, per_sm * sm_count()),)
     args = (x_desc, w_desc, y_desc, y if bias is None else bias, ws, k, units, tiles_n, od, p, q, *pad, *dilation,
             r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c)  # fmt: skip
-    # registers are allocated for warps + 4 (the producer's warpgroup) warps at launch, then moved
-    # from the producer (48 each) to the consumers
+    # registers are allocated for the consumers' warps + 4 (the producer's warpgroup) at launch,
+    # then moved from the producer (48 a thread for its warp, 24 for the three idle ones) to the
+    # consumers; the worker consumers get an equal share of what is left (CREGS)
     kw = dict(TD=td, TH=th, TW=tw, HAS_BIAS=bias is not None, ACT=act, STAGES=stages, SPLIT=split,
               STRIDED=2 if grid_view else int(strided),
-              num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
+              num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps * consumers + 4) * 32)) // 8 * 8))  # fmt: skip
+    if consumers > 1:
+        kw.update(CONS=consumers, CWARPS=warps,
+                  CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
     launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
         bp = td * th * tw
@@ -411,7 +465,7 @@ def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", laun
     from .fprop import COMPILE_ONLY
 
     call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,
-                split=cfg.split_k, stride=stride)  # fmt: skip
+                split=cfg.split_k, stride=stride, consumers=max(1, cfg.parts))  # fmt: skip
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
     if COMPILE_ONLY.get():
         # the split-K finish kernel too: left to the first launch, its compile (0.15-0.6 s on the
