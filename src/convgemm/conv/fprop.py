@@ -2172,8 +2172,8 @@ class ImplicitGemmWs(Algorithm):
         ``flat`` (its pixels evenly strided): as [1, C, 1, 1, N*H*W]."""
         if flat:
             n, c, h, w = t.shape
-            ps = t.stride(3)
-            return t.as_strided((1, c, 1, 1, n * h * w), (n * h * w * ps, t.stride(1), n * h * w * ps, n * h * w * ps, ps))
+            m, ps = n * h * w, t.stride(3)
+            return t.as_strided((1, c, 1, 1, m), (m * ps, t.stride(1), m * ps, m * ps, ps))
         return t.permute(1, 0, 2, 3).unsqueeze(0)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
