@@ -14,6 +14,7 @@ from reference import assert_close
 
 from convgemm.conv import conv3d as k3
 from convgemm.conv.fprop import ALGORITHMS, Config
+from convgemm.matmul.launch import Launch
 from convgemm.problem import ConvProblem
 
 WS = ALGORITHMS["implicit_gemm_ws"]
@@ -51,19 +52,25 @@ def test_flat_problems():
 
 def test_three_consumer_tiles_where_waves_fill():
     """ResNet-50's l3 1x1 reduce (12,544 pixels x 256 channels: 98 tiles of 128x256 or 196 of
-    128x128 on 132 SMs, 132 of 192x128) is offered the 192-pixel tile; its l3 1x1 expand (1024
-    channels: 392 tiles of 128x256, 2.97 waves) is not."""
-    reduce = k3.WS3D.candidates(WS.as_3d(_prob(64, 1024, 14, 14, 256, 1, 1)), 132)
-    x3 = [c for c in reduce if c.parts == 3]
-    assert len(x3) == 1, [c.describe() for c in reduce]
-    c = x3[0]
-    assert (c.block_m, c.block_n, c.num_warps, c.split_k, c.persistent) == (64, 128, 4, 1, 1)
+    128x128 on 132 SMs, 132 of 192x128) and CRAFT's 192-wide rows are offered the 192-pixel tile;
+    layers of fewer than 128 output channels and 7x7 images (rows of 16 or more pixels side by
+    side would be mostly padding) are not."""
+
+    def x3(*shape, **kw):
+        return [c for c in k3.WS3D.candidates(WS.as_3d(_prob(*shape, **kw)), 132) if c.parts > 1]
+
+    reduce = x3(64, 1024, 14, 14, 256, 1, 1)
+    assert len(reduce) == 1, [c.describe() for c in reduce]
+    c = reduce[0]
+    assert (c.block_m, c.block_n, c.num_warps, c.split_k, c.persistent, c.parts) == (64, 128, 4, 1, 1, 3)
     assert (c.tile_n, c.tile_h, c.tile_w) == (1, 1, 64)
     # three input boxes and the shared weight per stage, three store tiles: within shared memory
     assert c.num_stages * (3 * 64 + 128) * c.block_k * 2 + 3 * 64 * 128 * 2 <= 225_000 and c.num_stages >= 3
-    expand = k3.WS3D.candidates(WS.as_3d(_prob(64, 256, 14, 14, 1024, 1, 1)), 132)
-    assert not [c for c in expand if c.parts > 1]
     assert " x3" in c.describe()
+    craft = x3(1, 256, 192, 192, 256, 3, 3, pad=1)
+    assert [(c.tile_n, c.tile_h, c.tile_w) for c in craft] == [(1, 1, 64)]  # three blocks: one whole row
+    assert not x3(64, 256, 56, 56, 64, 1, 1)  # 64 output channels
+    assert not x3(64, 512, 7, 7, 512, 3, 3, pad=1)
 
 
 # N, C, H, W, K, R, S, stride, pad
@@ -105,3 +112,10 @@ def test_consumers_match_reference(case, dtype, parts):
         WS.run(prob, x, wt, b, y, cfg)
         WS.run(prob, x, wt, b, y, cfg)
         assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] {case}")
+        # a call plan's path: the first call binds the launcher, the next ones replay it
+        launch = Launch()
+        for _ in range(3):
+            y.fill_(float("nan"))
+            WS.run(prob, x, wt, b, y, cfg, launch=launch)
+            assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] replayed {case}")
+        assert launch.fast_ready

@@ -498,6 +498,11 @@ PY
                 --configs implicit_gemm_ws --try "$x3,num_stages=4,tile_h=1,tile_w=64" \
                 --try "$x3,num_stages=3,tile_h=1,tile_w=64" 2>&1 | grep -v Warning
         done | tee "$OUT/x3-probe.log" ;;
+    s33b)  # the consumer partitions' GPU tests (call plans too), the Gluon launch tests, then the all suite cold
+        timeout 200 python3 -m pytest -q -n 8 tests/test_ws_consumers.py tests/test_conv3d.py tests/test_gluon_launch.py \
+            -k "consumers or ws or gluon" -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -16 | tee "$OUT/tests.log"
+        bash "$0" s32c ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do

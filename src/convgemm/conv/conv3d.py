@@ -915,12 +915,18 @@ class Ws3d(Algorithm):
         def tiles(block):
             return [t[1:] for t in spatial_tiles3(prob, block) if deep or t[1] == 1]
 
-        pow2 = max(score(td, th, tw, bn) for td, th, tw in tiles(128) for bn in {min(256, kp), min(128, kp)})
-        bn = min(128, kp)
+        if prob.k < 128:  # three warpgroups under one weight tile of 128 channels, as cuBLAS's
+            return []
+        pow2 = max(score(td, th, tw, bn) for td, th, tw in tiles(128) for bn in {min(256, kp), 128})
+        bn = 128
         parts = cls.CONSUMERS
-        # ties: longer rows first (spatial_tiles3's order; max keeps the first of equals)
-        best = max(tiles(64), key=lambda t: score(*t, bn, parts), default=None)
-        if best is None or score(*best, bn, parts) < 1.05 * pow2:
+        # rows of 16 pixels or more; ties: longer rows first (spatial_tiles3's order, max keeps
+        # the first of equals)
+        best = max((t for t in tiles(64) if t[2] >= 16), key=lambda t: score(*t, bn, parts), default=None)
+        # offered unless it covers clearly less: on session 33's probe it ran 5-22% faster than
+        # every power-of-two tile where it filled about as well (CRAFT's 192-wide rows, the
+        # 14x14 1x1 layers with 512 channels) and tied at 28x28
+        if best is None or score(*best, bn, parts) < 0.95 * pow2:
             return []
         td, th, tw = best
         stages = 4

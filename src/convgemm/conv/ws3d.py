@@ -206,8 +206,8 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
 def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh,
                      dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr,
                      TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
-                     SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr = 1, CWARPS: gl.constexpr = 4,
-                     CREGS: gl.constexpr = 0):  # fmt: skip
+                     SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr, CWARPS: gl.constexpr,
+                     CREGS: gl.constexpr):  # fmt: skip
     """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
 
     ``SPLIT`` > 1: every output tile's K steps are split in that many units, each of which
@@ -433,9 +433,9 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     kw = dict(TD=td, TH=th, TW=tw, HAS_BIAS=bias is not None, ACT=act, STAGES=stages, SPLIT=split,
               STRIDED=2 if grid_view else int(strided),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps * consumers + 4) * 32)) // 8 * 8))  # fmt: skip
-    if consumers > 1:
-        kw.update(CONS=consumers, CWARPS=warps,
-                  CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
+    # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
+    kw.update(CONS=consumers, CWARPS=warps,
+              CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
     launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
         bp = td * th * tw
