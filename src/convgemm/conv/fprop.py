@@ -70,7 +70,9 @@ class Config:
     # many programs per tile) instead of by each tile's last split alone
     reduce: int = 0
     # > 1: implicit_gemm_tma on matmul.blocks.parts_gemm_kernel, each program's tile this many
-    # pixel tiles of block_n under one block of output channels (e.g. 3 x 64 = 192 pixels)
+    # pixel tiles of block_n under one block of output channels (e.g. 3 x 64 = 192 pixels);
+    # implicit_gemm_ws / conv3d_ws (2 or 3): this many consumer partitions, each with its own
+    # block of block_m pixels side by side along the columns (ws3d's CONS)
     parts: int = 0
 
     def describe(self) -> str:
