@@ -503,6 +503,19 @@ PY
             -k "consumers or ws or gluon" -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -16 | tee "$OUT/tests.log"
         bash "$0" s32c ;;
+    s33c)  # x3 forms with 64 channels and x2 with 256, conv3_1 with a bias again, the NCHW suite, CRAFT compiled
+        b="implicit_gemm_ws:block_m=64,block_k=64,num_warps=4,tile_n=1,tile_h=1,tile_w=64,persistent=1"
+        for shape in 1,64,768,768,64,3,3,1,1,1,1 64,64,56,56,64,1,1,1,0,1,1,nobias 64,64,56,56,64,3,3,1,1,1,1,nobias \
+            64,256,56,56,64,1,1,1,0,1,1,nobias 64,1024,14,14,256,1,1,1,0,1,1,nobias 1,128,192,192,256,3,3,1,1,1,1; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 80 python3 tools/config_probe.py --shape $shape \
+                --try "$b,block_n=64,parts=3,num_stages=4" --try "$b,block_n=64,parts=3,num_stages=6" \
+                --try "$b,block_n=128,parts=3,num_stages=4" --try "$b,block_n=256,parts=2,num_stages=3" 2>&1 \
+                | grep -v -E "Warning|_tune"
+        done | tee "$OUT/x3b-probe.log"
+        NCHW_TIMEOUT=220 bash "$0" nchw
+        timeout 200 python3 -m convgemm bench --model craft --dtype bf16 --modes "eager,compile,fused compile" \
+            --json "$OUT/craft-compile.json" > "$OUT/craft-compile.log" 2>&1
+        echo "craft compile: rc=$?"; grep -A1 "^craft" "$OUT/craft-compile.log" ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do
