@@ -271,6 +271,40 @@ def test_tuner_charges_the_nchw_transpose(monkeypatch, nchw):
     assert us == pytest.approx(1500.0 if nchw else 1000.0)
 
 
+def test_tuner_times_on_the_outputs_strides(monkeypatch):
+    """Candidates are timed writing an output with the call's own strides: one stride phase of a
+    larger NHWC tensor (strided dgrad's ``out``) is stored in place by some kernels and through a
+    dense temporary and a copy by others, and only its own strides charge the copy (session 33)."""
+    from convgemm.problem import ConvProblem
+
+    x = torch.randn(1, 16, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(8, 16, 1, 1, device=DEVICE)
+    prob = ConvProblem.from_tensors(x, w)
+    big = torch.empty(1, 8, 12, 12, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    y = big[:, :, 1::2, ::2]  # a stride phase: pixels 2 apart, rows 4 apart
+    cands = [ALGORITHMS["implicit_gemm"], ALGORITHMS["small_k"]]
+    strides = []
+
+    def tracking(algo):
+        real = algo.run
+
+        def run(*args, **kwargs):
+            strides.append(args[4].stride())
+            return real(*args, **kwargs)
+
+        return run
+
+    for a in cands:
+        monkeypatch.setattr(a, "run", tracking(a))
+    if DEVICE == "cpu":
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(autotune, "_time_ms", lambda fn, budget_ms=2.0, flush=None: (fn(), 1.0)[1])
+    monkeypatch.setattr(autotune, "tuning_pairs", lambda prob, cands: [(a, a.default_config(prob)) for a in cands])
+    monkeypatch.setattr(autotune, "_compile_all", lambda *a, **k: 0)
+    autotune._tune(prob, cands, x, w, None, y)
+    assert strides and all(s == y.stride() for s in strides), (strides, y.stride())
+
+
 def test_cold_l2_switch(monkeypatch):
     monkeypatch.delenv("CONVGEMM_TUNE_WARM", raising=False)
     assert autotune._cold_l2()

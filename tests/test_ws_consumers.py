@@ -48,29 +48,35 @@ def test_flat_problems():
     assert not WS.flat(_prob(64, 1024, 14, 14, 256, 1, 1, stride=2))
     assert not WS.flat(_prob(64, 1024, 14, 14, 256, 1, 1, pad=1))
     assert not WS.flat(_prob(64, 256, 14, 14, 256, 3, 3, pad=1))
+    # written into one stride phase of a larger tensor: its pixels are no single row
+    assert not WS.flat(replace(_prob(64, 1024, 14, 14, 256, 1, 1), output_strided=True))
 
 
-def test_three_consumer_tiles_where_waves_fill():
-    """ResNet-50's l3 1x1 reduce (12,544 pixels x 256 channels: 98 tiles of 128x256 or 196 of
-    128x128 on 132 SMs, 132 of 192x128) and CRAFT's 192-wide rows are offered the 192-pixel tile;
-    layers of fewer than 128 output channels and 7x7 images (rows of 16 or more pixels side by
-    side would be mostly padding) are not."""
+def test_a_strided_out_is_part_of_the_problem(monkeypatch):
+    """``conv2d_forward(..., out=view)`` with a view that is not dense NHWC (strided dgrad's
+    phases) marks its problem ``output_strided``, which the tuning key keeps apart; the result
+    is the convolution, written into the view alone."""
+    from convgemm import functional
 
-    def x3(*shape, **kw):
-        return [c for c in k3.WS3D.candidates(WS.as_3d(_prob(*shape, **kw)), 132) if c.parts > 1]
+    seen = []
+    real = functional.choose
 
-    reduce = x3(64, 1024, 14, 14, 256, 1, 1)
-    assert len(reduce) == 1, [c.describe() for c in reduce]
-    c = reduce[0]
-    assert (c.block_m, c.block_n, c.num_warps, c.split_k, c.persistent, c.parts) == (64, 128, 4, 1, 1, 3)
-    assert (c.tile_n, c.tile_h, c.tile_w) == (1, 1, 64)
-    # three input boxes and the shared weight per stage, three store tiles: within shared memory
-    assert c.num_stages * (3 * 64 + 128) * c.block_k * 2 + 3 * 64 * 128 * 2 <= 225_000 and c.num_stages >= 3
-    assert " x3" in c.describe()
-    craft = x3(1, 256, 192, 192, 256, 3, 3, pad=1)
-    assert [(c.tile_n, c.tile_h, c.tile_w) for c in craft] == [(1, 1, 64)]  # three blocks: one whole row
-    assert not x3(64, 256, 56, 56, 64, 1, 1)  # 64 output channels
-    assert not x3(64, 512, 7, 7, 512, 3, 3, pad=1)
+    def choose(prob, *args, **kwargs):
+        seen.append(prob)
+        return real(prob, *args, **kwargs)
+
+    monkeypatch.setattr(functional, "choose", choose)
+    x = torch.randn(1, 16, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(8, 16, 1, 1, device=DEVICE)
+    big = torch.zeros(1, 8, 12, 12, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    out = big[:, :, ::2, 1::2]
+    functional.conv2d_forward(x, w, None, (1, 1), 0, (1, 1), 1, out=out)
+    torch.testing.assert_close(out, F.conv2d(x, w), rtol=1e-4, atol=1e-4)
+    assert (big[:, :, 1::2] == 0).all() and (big[:, :, ::2, ::2] == 0).all()
+    assert len(seen) == 1 and seen[0].output_strided
+    assert replace(seen[0], output_strided=False).key() != seen[0].key()
+    functional.conv2d_forward(x, w, None, (1, 1), 0, (1, 1), 1, out=torch.empty_like(big[:, :, :6, :6]))
+    assert len(seen) == 2 and not seen[1].output_strided
 
 
 # N, C, H, W, K, R, S, stride, pad
@@ -119,3 +125,25 @@ def test_consumers_match_reference(case, dtype, parts):
             WS.run(prob, x, wt, b, y, cfg, launch=launch)
             assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] replayed {case}")
         assert launch.fast_ready
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("parts", [1, 3])
+def test_stores_into_a_stride_phase(parts):
+    """Strided dgrad writes each phase's forward into ``dx[:, :, a::2, b::2]``: the kernel stores
+    into that view in place (TMA over its strides) and leaves the other phases alone."""
+    dtype = torch.bfloat16
+    x = torch.randn(2, 64, 12, 40, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(128, 64, 3, 3, device=DEVICE) / (64 * 9) ** 0.5).to(dtype)
+    want = F.conv2d(x.double().cpu(), wt.double().cpu(), padding=1)
+    prob = ConvProblem.from_tensors(x, wt, padding=1)
+    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True)
+    big = torch.full((2, 128, 24, 80), float("nan"), device=DEVICE, dtype=dtype).contiguous(
+        memory_format=torch.channels_last
+    )
+    y = big[:, :, 1::2, ::2]
+    cfg = (Config(64, 128, 64, 4, 3, tile_n=1, tile_h=1, tile_w=16, persistent=1, parts=3) if parts == 3
+           else Config(128, 128, 64, 8, 3, tile_n=1, tile_h=4, tile_w=32, persistent=1))  # fmt: skip
+    WS.run(prob, x, wt, None, y, cfg)
+    assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] into a stride phase")
+    assert torch.isnan(big[:, :, 0::2]).all() and torch.isnan(big[:, :, 1::2, 1::2]).all()

@@ -516,6 +516,13 @@ PY
         timeout 200 python3 -m convgemm bench --model craft --dtype bf16 --modes "eager,compile,fused compile" \
             --json "$OUT/craft-compile.json" > "$OUT/craft-compile.log" 2>&1
         echo "craft compile: rc=$?"; grep -A1 "^craft" "$OUT/craft-compile.log" ;;
+    s33d)  # strided outputs: ws stores into a stride phase, the tuner times on the output's strides; tests, dgrad
+        timeout 120 python3 -m pytest -q -n 12 tests/test_ws_consumers.py tests/test_backward.py tests/test_tune_cache.py \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -12 \
+            | tee "$OUT/tests.log"
+        timeout 120 python3 -m pytest -q -n 3 tests/test_models.py -k 768 -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee -a "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad 150 --suite resnet50 --direction dgrad ;;
     s31a)
         bash "$0" parts
         for suite in small-channel grouped; do

@@ -428,6 +428,8 @@ def conv2d_forward(
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm, nchw=out is None)
     if out is not None:
         assert tuple(out.shape) == tuple(prob.output_shape) and out.dtype == y.dtype, "out: the output's shape, dtype"
+        if not out.is_contiguous(memory_format=torch.channels_last):
+            prob = replace(prob, output_strided=True)
         if x is None:
             out.copy_(y)  # no kernel: the bias, zeros, or nothing
         y = out

@@ -151,6 +151,10 @@ class ConvProblem:
     # algorithms that read NCHW (``Algorithm.reads_nchw``) take it; set by ``functional._prepare``
     # where ``implicit_gemm_tma_nchw`` supports the call
     input_nchw: bool = False
+    # the output is written into a view that is not a dense NHWC tensor (``conv2d_forward``'s
+    # ``out``: one stride phase of strided dgrad's dx); kernels that need dense output pixels
+    # (``implicit_gemm_ws``'s flat view) then go through a temporary, so it is part of the key
+    output_strided: bool = False
 
     # ---------------------------------------------------------------- derived sizes
     # (cached: read on every call's path; a frozen dataclass keeps them valid)
@@ -241,7 +245,7 @@ class ConvProblem:
             _bucket(self.n),
             _bucket(self.h),
             _bucket(self.w),
-        )
+        ) + (("strided_out",) if self.output_strided else ())
 
     def describe(self) -> str:
         return (

@@ -2123,9 +2123,11 @@ class ImplicitGemmWs(Algorithm):
         """A 1x1, stride-1, unpadded layer over an input whose pixels are evenly strided: every
         output pixel reads its own input pixel, so the kernel sees one row of N*H*W pixels and
         its tiles are runs of that row (none crosses an image edge into padding: 100% coverage
-        where a 14x14 image's spatial tiles covered 77-88%)."""
+        where a 14x14 image's spatial tiles covered 77-88%). Not for an output written into a
+        strided view (``output_strided``): its pixels are no one row, and the spatial view
+        stores into it in place."""
         return (prob.is_1x1 and prob.stride == (1, 1) and prob.pad_h == (0, 0) and prob.pad_w == (0, 0)
-                and prob.input_dense)  # fmt: skip
+                and prob.input_dense and not prob.output_strided)  # fmt: skip
 
     @staticmethod
     def as_3d(prob: ConvProblem):
@@ -2179,7 +2181,10 @@ class ImplicitGemmWs(Algorithm):
         return t.permute(1, 0, 2, 3).unsqueeze(0)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
-        yo = _nhwc_out(y)
+        flat = self.flat(prob)
+        # a strided output view (one stride phase of dgrad's dx) is stored in place through the
+        # [1, K, N, P, Q] view where TMA can address it; the flat view needs dense pixels
+        yo = y if not flat and tma_aligned(y, prob.k) else _nhwc_out(y)
         if fast_ready(launch, cfg.split_k):
             # a warm plan: the [1, C, N, H, W] views only describe the same addresses again, and
             # a channels_last weight is its own KRSC matrix (C is a multiple of the K tile here)
@@ -2189,7 +2194,6 @@ class ImplicitGemmWs(Algorithm):
             from .ws3d import ws_run
 
             wp = krsc_weight(w, prob.c).view(prob.k, -1)
-            flat = self.flat(prob)
             ws_run(self.view_3d(x, flat), wp, bias, self.view_3d(yo, flat), (1, prob.r, prob.s),
                    (0, prob.pad_h[0], prob.pad_w[0]), (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation,
                    launch)  # fmt: skip

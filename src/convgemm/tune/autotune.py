@@ -334,7 +334,11 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
     from ..matmul.launch import Launch
 
     t0 = time.perf_counter()
-    scratch = torch.empty_like(y)
+    # y's own strides, not empty_like's dense copy of them: an output that is one stride phase of
+    # a larger tensor (strided dgrad's phases) is stored in place by the TMA kernels but through a
+    # dense temporary and a copy by the others, and the copy belongs in their time (session 33:
+    # on a dense scratch the tuner picked such a kernel for ResNet-50's strided 1x1 dgrad phases)
+    scratch = torch.empty_strided(y.size(), y.stride(), dtype=y.dtype, device=y.device)
     # an NCHW result (conv2d's output for an NCHW input) is written in place by the algorithms
     # with pointer stores (``writes_nchw``) and written NHWC then transposed by the others
     # (``functional.conv2d_forward``): each is timed the way the call will run it. Timing every
