@@ -19,6 +19,8 @@ from convgemm.problem import ConvProblem
 
 WS = ALGORITHMS["implicit_gemm_ws"]
 
+pytestmark = pytest.mark.usefixtures("no_tf32")
+
 
 def _prob(n, c, h, w, k, r, s, stride=1, pad=0, dense=True):
     x = torch.zeros(n, c, h, w, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
@@ -142,8 +144,21 @@ def test_stores_into_a_stride_phase(parts):
         memory_format=torch.channels_last
     )
     y = big[:, :, 1::2, ::2]
-    cfg = (Config(64, 128, 64, 4, 3, tile_n=1, tile_h=1, tile_w=16, persistent=1, parts=3) if parts == 3
+    cfg = (Config(64, 128, 64, 4, 3, tile_n=1, tile_h=4, tile_w=16, persistent=1, parts=3) if parts == 3
            else Config(128, 128, 64, 8, 3, tile_n=1, tile_h=4, tile_w=32, persistent=1))  # fmt: skip
     WS.run(prob, x, wt, None, y, cfg)
     assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] into a stride phase")
     assert torch.isnan(big[:, :, 0::2]).all() and torch.isnan(big[:, :, 1::2, 1::2]).all()
+
+
+def test_a_block_of_the_wrong_size_is_refused():
+    """A forced config whose pixel block is not 64 pixels a warpgroup says so before compiling
+    (wgmma's M is 64 rows a warpgroup)."""
+    from convgemm.conv.ws3d import ws_conv3d
+
+    x = torch.zeros(1, 64, 1, 4, 40, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    y = torch.zeros(1, 128, 1, 4, 40, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    wp = torch.zeros(128, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="16 per warp"):
+        ws_conv3d(x, wp, None, y, (1, 1, 1), (0, 0, 0), (1, 1, 1), (1, 1, 16), 128, warps=4, consumers=3,
+                  compile_only=True)  # fmt: skip

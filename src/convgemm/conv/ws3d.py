@@ -422,6 +422,11 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     k_steps = t * r * s * (c // block_k)
     assert split == 1 or (split - 1) * cdiv(k_steps, split) < k_steps, "ws_conv3d: a K split would be empty"
     assert consumers in (1, 2, 3) and (split == 1 or consumers == 1), "ws_conv3d: 1-3 consumers, unsplit if several"
+    if td * th * tw != 16 * warps:
+        # wgmma's M is 64 rows a warpgroup: a forced config with another block fails deep in the
+        # compiler ("WGMMA result M dimension must be divisible by 64")
+        raise ValueError(f"ws_conv3d: a pixel block of {td}x{th}x{tw} = {td * th * tw} pixels on {warps} warps; "
+                         f"it must be 16 per warp ({16 * warps}): change tile_n/tile_h/tile_w or num_warps")  # fmt: skip
     units = num_tiles * split
     ws = torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
     grid = (min(units, per_sm * sm_count()),)
