@@ -526,7 +526,7 @@ PY
     s34a)  # session 33's untested GPU files after the strided-output change (NOTES "Session 33", Next 1)
         for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do
             # shellcheck disable=SC2086  # $f may carry a -k filter
-            timeout 280 python3 -m pytest -q -n 12 $f -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            timeout 140 python3 -m pytest -q -n 12 $f -p no:cacheprovider --tb=short -W ignore 2>&1 \
                 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8
         done | tee "$OUT/tests.log" ;;
     s31a)
