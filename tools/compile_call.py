@@ -10,6 +10,9 @@ The algorithm's own ``run`` builds the arguments on CPU tensors; the launch is i
 handed to Triton's binder (the same run-time specialisation as on the GPU: divisibility by 16,
 integers equal to 1) and compiled for ``cuda:90``. Unlike ``tools/sm90_check.py`` no signature
 has to be written by hand. Nothing runs. The cubin, PTX, SASS, TTGIR and TTIR go to ``--out``.
+The Gluon algorithm (``implicit_gemm_ws``, e.g. ``--config ...,parts=3`` for its 192-pixel
+tiles) is captured at ``ws3d.gluon_launch`` and compiled as ``tools/compile_gluon.py`` does
+(for a 132-SM grid).
 """
 
 from __future__ import annotations
@@ -104,6 +107,12 @@ def main() -> None:
         captured.append((fn, grid, args, constexprs(), options))
 
     fprop._run_kernel = capture
+    # the Gluon kernels (implicit_gemm_ws, wgrad_ws) launch through ws3d.gluon_launch, not
+    # _run_kernel: their launches are captured there and compiled with Gluon's front end
+    from convgemm.conv import ws3d, ws_wgrad
+
+    ws3d.gluon_launch = lambda launch, fn, grid, args, kw: captured.append((fn, grid, args, kw, None))
+    ws3d.sm_count = ws_wgrad.sm_count = lambda *_, **__: 132
     if a.direction == "fwd3d":
         cfg = _run3d(a, dtype, fprop)
         _report(cfg, captured, a.out)
@@ -144,7 +153,13 @@ def main() -> None:
 def _report(cfg, captured, out: str) -> None:
     print(f"config: {cfg}")
     for fn, grid, args, consts, options in captured:
-        r = _compile(fn, grid, args, consts, options, out)
+        if options is None:  # a Gluon launch (ws3d.gluon_launch): constexprs and options in one dict
+            sys.path.insert(0, os.path.dirname(__file__))
+            from compile_gluon import compile_sm90
+
+            r = {"grid": tuple(grid), **compile_sm90(fn, args, consts, out)}
+        else:
+            r = _compile(fn, grid, args, consts, options, out)
         print("  ".join(f"{k}={v}" for k, v in r.items()))
 
 
