@@ -151,12 +151,12 @@ def main() -> None:
 
 
 def _report(cfg, captured, out: str) -> None:
+    sys.path.insert(0, os.path.dirname(__file__))
+    from compile_gluon import compile_sm90
+
     print(f"config: {cfg}")
     for fn, grid, args, consts, options in captured:
         if options is None:  # a Gluon launch (ws3d.gluon_launch): constexprs and options in one dict
-            sys.path.insert(0, os.path.dirname(__file__))
-            from compile_gluon import compile_sm90
-
             r = {"grid": tuple(grid), **compile_sm90(fn, args, consts, out)}
         else:
             r = _compile(fn, grid, args, consts, options, out)

@@ -2184,7 +2184,7 @@ class ImplicitGemmWs(Algorithm):
         flat = self.flat(prob)
         # a strided output view (one stride phase of dgrad's dx) is stored in place through the
         # [1, K, N, P, Q] view where TMA can address it; the flat view needs dense pixels
-        yo = y if not flat and tma_aligned(y, prob.k) else _nhwc_out(y)
+        yo = _nhwc_out(y, 0 if flat else prob.k)
         if fast_ready(launch, cfg.split_k):
             # a warm plan: the [1, C, N, H, W] views only describe the same addresses again, and
             # a channels_last weight is its own KRSC matrix (C is a multiple of the K tile here)
