@@ -257,14 +257,14 @@ def test_precision_follows_cudnn_tf32_flag():
         assert ConvProblem.from_tensors(x, wt).precision == "tf32"
         assert ConvProblem.from_tensors(x.half(), wt.half()).precision == "ieee"
         torch.backends.cudnn.allow_tf32 = False
-        # strict fp32: FMAs unless CONVGEMM_FP32_PRECISION=tf32x3 (read at import)
-        want = (os.environ.get("CONVGEMM_FP32_PRECISION") or "ieee").strip().lower()
+        # strict fp32: 3xTF32 unless CONVGEMM_FP32_PRECISION=ieee (read at import)
+        want = (os.environ.get("CONVGEMM_FP32_PRECISION") or "tf32x3").strip().lower()
         assert ConvProblem.from_tensors(x, wt).precision == want
     finally:
         torch.backends.cudnn.allow_tf32 = old
 
 
-@pytest.mark.parametrize("value, want", [("ieee", "ieee"), ("TF32X3", "tf32x3"), ("", "ieee"), ("fp32", None)])
+@pytest.mark.parametrize("value, want", [("ieee", "ieee"), ("TF32X3", "tf32x3"), ("", "tf32x3"), ("fp32", None)])
 def test_fp32_precision_variable(value, want):
     """CONVGEMM_FP32_PRECISION picks the strict-fp32 dot; another value is refused at import."""
     code = "import convgemm._runtime as r; print(r.fp32_precision(False), r.fp32_precision(True))"
@@ -273,7 +273,7 @@ def test_fp32_precision_variable(value, want):
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if want is None:
         assert res.returncode != 0
-        assert f"CONVGEMM_FP32_PRECISION={value.strip().lower()!r}: use 'ieee' (the default) or 'tf32x3'" in res.stderr
+        assert f"CONVGEMM_FP32_PRECISION={value.strip().lower()!r}: use 'tf32x3' (the default) or 'ieee'" in res.stderr
     else:
         assert res.returncode == 0, res.stderr
         assert res.stdout.split() == [want, "tf32"]
@@ -295,7 +295,7 @@ def test_more_than_2_31_pixels_is_refused_clearly():
 
 
 def test_tf32x3_conv2d_end_to_end():
-    """The opt-in 3xTF32 path through a whole conv2d (its own process: the variable is read at
+    """The 3xTF32 path (the strict-fp32 default) through a whole conv2d (its own process: the variable is read at
     import), against float64 at the fp32 threshold, Inf kept. On a GPU the tensor cores round
     the TF32 parts; under the interpreter this checks the plumbing and the split."""
     code = (

@@ -50,7 +50,11 @@ def _tensors(n, c, h, k, r, st, pad):
 
 
 def _us(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median") * 1e3
+    # the benchmark's timer (GPU time only, L2 flushed): do_bench counts a slow host's launch
+    # time as GPU time on small layers (bench/runner.py)
+    from convgemm.bench.runner import _bench
+
+    return _bench(fn, 60)
 
 
 def main() -> None:
@@ -58,6 +62,9 @@ def main() -> None:
     ap.add_argument("--only", type=int, nargs="*", help="indices into SHAPES")
     ap.add_argument("--repeat", type=int, default=0,
                     help="time only the default config, on N fresh sets of tensors (new addresses) each")  # fmt: skip
+    ap.add_argument("--routes", action="store_true",
+                    help="only cuDNN, the gather kernel, the per-phase forwards (tuned unless CONVGEMM_AUTOTUNE=0) "
+                         "and DgradTma's default config, each timed twice: no config sweep")  # fmt: skip
     ap.add_argument("--ab", action="store_true",
                     help="the default config with and without per-phase K loops and the phase order")  # fmt: skip
     a = ap.parse_args()
@@ -85,6 +92,13 @@ def main() -> None:
         why = DGRAD_TMA.supports(prob, dy)
         if why is not None:
             print(f"  tma: not supported: {why}")
+            continue
+        if a.routes:
+            # a second timing of each, since runs on this machine drift by several percent
+            show("phases (again)", lambda: _dgrad_by_phases(prob, w, dy, dx), dx)  # noqa: B023
+            cfg = DGRAD_TMA.default_config(prob)
+            for label in (f"tma default {cfg.describe()}", "tma default (again)"):
+                show(label, lambda cfg=cfg: DGRAD_TMA.run(prob, dy, w, dx, cfg), dx)  # noqa: B023
             continue
         dims = (prob.n, prob.h // st, prob.w // st)
         for bm in (64, 128):

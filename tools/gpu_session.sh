@@ -523,6 +523,17 @@ PY
         timeout 120 python3 -m pytest -q -n 3 tests/test_models.py -k 768 -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee -a "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad 150 --suite resnet50 --direction dgrad ;;
+    s34c)  # 3xTF32 with the nearest split and per-K-tile IEEE adds: accuracy against float64, then speed
+        timeout 120 python3 -m pytest -q tests/test_matmul.py -k tf32 -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee "$OUT/tests.log"
+        CONVGEMM_FP32_PRECISION=tf32x3 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 tools/fp32_accuracy.py \
+            > "$OUT/fp32-acc-tf32x3.log" 2>&1; tail -3 "$OUT/fp32-acc-tf32x3.log"
+        CONVGEMM_FP32_PRECISION=tf32x3 timeout 100 python3 tools/craft_accuracy.py 2>&1 | tail -2 | tee "$OUT/craft-acc.log"
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_FP32_PRECISION=ieee timeout 120 python3 tools/fp32_accuracy.py \
+            > "$OUT/fp32-acc-ieee.log" 2>&1; tail -2 "$OUT/fp32-acc-ieee.log" ;;
+    s34b)  # strided 3x3 dgrad: the per-phase forwards (tuned, in place since session 33) against DgradTma
+        CONVGEMM_AUTOTUNE=1 CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-s34b.jsonl \
+            timeout 300 python3 tools/dgrad_sweep.py --routes --only 0 1 2 3 2>&1 | tee "$OUT/dgrad-routes.log" ;;
     s34a)  # session 33's untested GPU files after the strided-output change (NOTES "Session 33", Next 1)
         for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do
             # shellcheck disable=SC2086  # $f may carry a -k filter

@@ -341,8 +341,9 @@ def conv2d(
         when the input or the weight is channels_last (cuDNN's rule), NCHW otherwise.
 
     Accumulation is fp32 for fp16/bf16/fp32 (fp64 for fp64). fp32 inputs use TF32 tensor cores
-    exactly when ``torch.backends.cudnn.allow_tf32`` is True; otherwise fp32 FMAs by default, or
-    3xTF32 on tensor cores, faster and less accurate (``CONVGEMM_FP32_PRECISION``, docs/environment.md).
+    exactly when ``torch.backends.cudnn.allow_tf32`` is True; otherwise 3xTF32 on tensor cores
+    by default (fp32-accurate: on the H200 as close to float64 as cuDNN's fp32 or closer), or
+    fp32 FMAs (``CONVGEMM_FP32_PRECISION=ieee``, docs/environment.md).
     Raises ``TypeError``/``ValueError`` for invalid arguments before any kernel runs.
     """
     act = _check_activation(activation)
