@@ -162,3 +162,43 @@ def test_a_block_of_the_wrong_size_is_refused():
     with pytest.raises(ValueError, match="16 per warp"):
         ws_conv3d(x, wp, None, y, (1, 1, 1), (0, 0, 0), (1, 1, 1), (1, 1, 16), 128, warps=4, consumers=3,
                   compile_only=True)  # fmt: skip
+
+
+@pytest.fixture
+def tf32_on():
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_CASES + [(2, 96, 10, 12, 64, 3, 3, 1, 1)], ids=str)
+def test_tf32_every_candidate(case, tf32_on):
+    """fp32 with TF32 on: the kernel's wgmma reads fp32 operands as TF32 (32 channels a K step).
+    Every config the tuner would time, with a bias and the fused ReLU, against float64 at the
+    TF32 threshold; C = 96 takes 32-channel K steps (three of them a tap)."""
+    n, c, h, w, k, r, s, stride, pad = case
+    x = torch.randn(n, c, h, w, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5
+    b = torch.randn(k, device=DEVICE)
+    want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), stride=stride, padding=pad).clamp_min(0)
+    prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
+    assert prob.precision == "tf32"
+    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
+    assert WS.supports(prob) is None, WS.supports(prob)
+    cfgs = WS.configs(prob)
+    assert cfgs and all(cfg.block_k <= 32 for cfg in cfgs)
+    for cfg in cfgs:
+        y = torch.full(want.shape, float("nan"), device=DEVICE).contiguous(memory_format=torch.channels_last)
+        WS.run(prob, x, wt, b, y, cfg)
+        assert_close(y, want, torch.float32, f"implicit_gemm_ws tf32 [{cfg.describe()}] {case}")
+
+
+@pytest.mark.gpu
+def test_strict_fp32_is_refused():
+    """TF32 off: strict fp32 is 3xTF32 elsewhere, which this kernel does not do; it says so."""
+    x = torch.randn(2, 64, 8, 8, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(64, 64, 3, 3, device=DEVICE)
+    prob = replace(ConvProblem.from_tensors(x, wt, padding=1), tma_ok=True, input_tma_ok=True, input_dense=True)
+    assert "TF32 is off" in WS.supports(prob)

@@ -81,7 +81,7 @@ def main() -> int:
     ap.add_argument("--per-sm", type=int, default=1)
     ap.add_argument("--consumers", type=int, default=1, help="fwd: consumer partitions, each with its own --tile")
     ap.add_argument("--sms", type=int, default=132, help="SM count the grid is sized for")
-    ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    ap.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="fp32: TF32 products (fwd)")
     ap.add_argument("--out", default="/tmp/compile_gluon")
     a = ap.parse_args()
 
@@ -90,7 +90,7 @@ def main() -> int:
     from convgemm.conv import ws3d, ws_wgrad
 
     ws3d.sm_count = ws_wgrad.sm_count = lambda *_, **__: a.sms
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
     n, c, d, h, w, k, t, r, s = _ints(a.shape)
     stride, pad, dil = _ints(a.stride), _ints(a.pad), _ints(a.dilation)
     dims = zip((d, h, w), pad, dil, (t, r, s), stride, strict=True)

@@ -523,6 +523,17 @@ PY
         timeout 120 python3 -m pytest -q -n 3 tests/test_models.py -k 768 -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee -a "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad 150 --suite resnet50 --direction dgrad ;;
+    s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)
+        {
+            for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do
+                # shellcheck disable=SC2086  # $f may carry a -k filter
+                timeout 100 python3 -m pytest -q -n 12 $f -p no:cacheprovider --tb=short -W ignore 2>&1 \
+                    | grep -E "^E  |FAILED|Error|passed|failed" | tail -8
+            done
+            timeout 110 python3 -m pytest -q -n 12 tests/test_conv2d.py tests/test_matmul.py tests/test_nonfinite.py \
+                tests/test_problem.py -k "fp32 or float32 or tf32" -p no:cacheprovider --tb=short -W ignore 2>&1 \
+                | grep -E "^E  |FAILED|Error|passed|failed" | tail -8
+        } | tee "$OUT/tests.log" ;;
     s34c)  # 3xTF32 with the nearest split and per-K-tile IEEE adds: accuracy against float64, then speed
         timeout 120 python3 -m pytest -q tests/test_matmul.py -k tf32 -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee "$OUT/tests.log"

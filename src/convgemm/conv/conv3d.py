@@ -784,13 +784,17 @@ def _gluon_hopper() -> bool:
     return True
 
 
-def _gluon_problem_reason(name: str, prob: ConvProblem3d) -> str | None:
+def _gluon_problem_reason(name: str, prob: ConvProblem3d, tf32: bool = False) -> str | None:
     """Why the Gluon kernel ``name`` (``conv3d_ws``, ``conv3d_wgrad_ws``) cannot take ``prob`` on
-    any device, or None: the interpreter, a dtype other than fp16/bf16, groups."""
+    any device, or None: the interpreter, a dtype other than fp16/bf16 (``tf32``: or fp32 with
+    TF32 allowed, whose wgmma reads both operands K-major, as the forward's are), groups."""
     if interpreting():
         return f"{name} is a Gluon kernel, which TRITON_INTERPRET cannot run: it needs a Hopper GPU"
-    if prob.dtype not in (torch.float16, torch.bfloat16):
-        return f"{name} takes fp16 or bf16, not {prob.dtype}"
+    if tf32 and prob.dtype == torch.float32 and prob.precision != "tf32":
+        return (f"{name} runs fp32 as TF32 products only: TF32 is off (torch.backends.cudnn.allow_tf32), and "
+                "strict fp32 is 3xTF32, which this kernel does not do")  # fmt: skip
+    if prob.dtype not in ((torch.float16, torch.bfloat16, torch.float32) if tf32 else (torch.float16, torch.bfloat16)):
+        return f"{name} takes fp16 or bf16{', or fp32 with TF32 on' if tf32 else ''}, not {prob.dtype}"
     if prob.groups != 1:
         return f"{name} takes groups = 1, not {prob.groups}"
     return None
@@ -809,7 +813,8 @@ def _gluon_device_reason(name: str) -> str | None:
 class Ws3d(Algorithm):
     """Hopper's warp-specialized 3-D implicit GEMM in Gluon (``conv/ws3d.py``): a producer warp
     issues the TMA loads into a ring of shared-memory slots, consumer warpgroups run ``wgmma`` and
-    the epilogue, programs are persistent. Groups 1, 16-bit, C a multiple of 16; a strided layer
+    the epilogue, programs are persistent. Groups 1, 16-bit or fp32 with TF32 on (TF32 wgmma, 32
+    channels a K step), C a multiple of 16; a strided layer
     reads its input through the stride-phase view, as ``conv3d_tma`` does.
 
     Its configs put output *pixels* on ``block_m`` (``tile_n x tile_h x tile_w`` = depth x rows x
@@ -821,7 +826,7 @@ class Ws3d(Algorithm):
     name = "conv3d_ws"
 
     def supports(self, prob: ConvProblem3d, x: torch.Tensor | None = None) -> str | None:
-        reason = _gluon_problem_reason(self.name, prob)
+        reason = _gluon_problem_reason(self.name, prob, tf32=True)
         if reason:
             return reason
         if not prob.tma_input_ok:
@@ -867,7 +872,8 @@ class Ws3d(Algorithm):
         """128 pixels on two consumer warpgroups or 64 on one (two programs per SM where they
         fit), by the widest channel tile and 128; split K where the tiles leave SMs idle."""
         e = prob.dtype.itemsize
-        bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
+        # 128-byte box rows (the widest swizzle): 64 channels of 16 bits, 32 of fp32
+        bk = next(b for b in (64, 32, 16) if prob.c % b == 0 and b * e <= 128)
         kp = _small(prob.k)
         k_steps = prob.t * prob.r * prob.s * (prob.c // bk)
         out = []
@@ -940,7 +946,7 @@ class Ws3d(Algorithm):
             return cands[0]
         tiles = [t for t in spatial_tiles3(prob, 128) if t[1] == 1 or self._deep(prob)]
         _, td, th, tw = tiles[0]
-        bk = next(b for b in (64, 32, 16) if prob.c % b == 0)
+        bk = next(b for b in (64, 32, 16) if prob.c % b == 0 and b * prob.dtype.itemsize <= 128)
         return Config(128, min(128, _small(prob.k)), bk, 8, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:

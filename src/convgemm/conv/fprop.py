@@ -2111,7 +2111,7 @@ class ImplicitGemmWs(Algorithm):
     """``conv3d_ws`` (Hopper's warp-specialized Gluon kernel, ``conv/ws3d.py``) on a 2-D layer:
     the NHWC batch is the 3-D kernel's depth axis (a 1 x R x S filter never crosses images), so a
     tile of ``tile_n`` images x ``tile_h`` rows x ``tile_w`` columns is one 5-D box. Groups 1,
-    16-bit; a strided layer reads the stride-phase view (H and W multiples of the stride), its
+    16-bit or fp32 with TF32 on; a strided layer reads the stride-phase view (H and W multiples of the stride), its
     boxes still several images deep; the fused activation in its epilogue. Configs as ``conv3d_ws``'s (pixels on
     ``block_m``); the tuner alone picks it."""
 
@@ -2137,12 +2137,12 @@ class ImplicitGemmWs(Algorithm):
 
         if ImplicitGemmWs.flat(prob):
             return ConvProblem3d(1, prob.c, 1, 1, prob.n * prob.h * prob.w, prob.k, 1, 1, 1, (1, 1, 1), (0, 0, 0),
-                                 (0, 0, 0), (1, 1, 1), prob.groups, prob.dtype,
+                                 (0, 0, 0), (1, 1, 1), prob.groups, prob.dtype, prob.precision,
                                  tma_input_ok=prob.input_tma_ok and prob.tma_ok, input_phases_ok=True)  # fmt: skip
         ph, pw = prob.pad_h[0], prob.pad_w[0]
         return ConvProblem3d(1, prob.c, prob.n, prob.h, prob.w, prob.k, 1, prob.r, prob.s, (1, *prob.stride),
                              (0, ph, pw), (0, prob.pad_h[1], prob.pad_w[1]), (1, *prob.dilation), prob.groups,
-                             prob.dtype, tma_input_ok=prob.input_tma_ok and prob.tma_ok,
+                             prob.dtype, prob.precision, tma_input_ok=prob.input_tma_ok and prob.tma_ok,
                              input_phases_ok=prob.input_phases_ok)  # fmt: skip
 
     def supports(self, prob: ConvProblem) -> str | None:

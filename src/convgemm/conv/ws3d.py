@@ -22,7 +22,8 @@ unpadded and unstrided along depth (``conv3d.depth_free``: a 2-D layer, the batc
 3-D layer whose depth is a multiple of its depth stride reads the phase-grid view instead
 (``input_desc``, ``phase_grid``), with tiles of any depth.
 
-Groups 1, 16-bit dtypes, C a multiple of BLOCK_K. Gluon does not run under ``TRITON_INTERPRET``:
+Groups 1, 16-bit dtypes or fp32 as TF32 products (wgmma reads fp32 operands as TF32; both are
+K-major here, which TF32 requires), C a multiple of BLOCK_K. Gluon does not run under ``TRITON_INTERPRET``:
 the kernel runs on compute capability 9.x GPUs only (wgmma), and only the GPU tests run it.
 """
 
@@ -160,8 +161,9 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
     BP: gl.constexpr = TD * TH * TW
     BK: gl.constexpr = w_bufs.type.shape[2]
     WARPS: gl.constexpr = gl.num_warps()
+    # wgmma's K is 32 bytes of operand: 16 for 16-bit types, 8 for fp32 (TF32 products)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 16]
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 256 // x_bufs.dtype.primitive_bitwidth]
     )
     c_mine = c_smem.index(CI)
     c_2d = c_mine.reshape([BP, BN])
@@ -358,7 +360,7 @@ def _layout(block: list[int], dtype: torch.dtype):
 @functools.cache
 def _default_layout(block: tuple[int, ...], dtype: torch.dtype):
     return gl.NVMMASharedLayout.get_default_for(
-        list(block), {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+        list(block), {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32}[dtype]
     )
 
 
@@ -387,7 +389,8 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1) with
     ``ws_conv3d_kernel``.
 
-    ``x`` [N, C, D, H, W] and ``y`` [N, K, OD, P, Q] are 16-bit with channel stride 1 and
+    ``x`` [N, C, D, H, W] and ``y`` [N, K, OD, P, Q] are 16-bit, or fp32 (TF32 products, then
+    ``block_k`` at most 32), with channel stride 1 and
     16-byte-aligned pixel strides (channels_last_3d; a strided layer needs a dense ``x`` whose H
     and W are multiples of the stride, and ``tile`` one depth deep); ``wp`` is the weight as a
     dense [K, T*R*S*C] matrix (``conv3d._packed_weight``), ``taps`` its (T, R, S); C a multiple
