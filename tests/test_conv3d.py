@@ -524,9 +524,14 @@ def test_conv3d_ws_supports_and_candidates():
     if interpreting():
         assert "TRITON_INTERPRET" in k3.WS3D.supports(l3)
     for p, why in ((prob(8, 64, 8, 8, 8, 64, stride=(2, 2, 2)), "stride"), (prob(8, 64, 8, 8, 8, 64, groups=2), "groups"),
-                   (prob(8, 64, 8, 8, 8, 64, dtype=torch.float32), "fp16 or bf16")):  # fmt: skip
+                   (prob(8, 64, 8, 8, 8, 64, dtype=torch.float32), "TF32 is off"),
+                   (prob(8, 64, 8, 8, 8, 64, dtype=torch.float64), "fp16 or bf16")):  # fmt: skip
         reason = k3.WS3D.supports(p)
         assert reason is not None and (why in reason or "TRITON_INTERPRET" in reason), reason
+    # fp32 with TF32 on: TF32 products (refused only where Gluon cannot run)
+    tf32 = replace(prob(8, 64, 8, 8, 8, 64, dtype=torch.float32), precision="tf32")
+    assert k3.WS3D.supports(tf32) is None or "TRITON_INTERPRET" in k3.WS3D.supports(tf32)
+    assert all(c.block_k == 32 for c in k3.WS3D.candidates(replace(l3, dtype=torch.float32, precision="tf32"), 132))
     assert not k3.WS3D.heuristic_ok(l3)
     cands = k3.WS3D.candidates(l3, 132)
     # 64 pixels x 256 channels on one warpgroup; 128 x 256 has 56 tiles, under half of 132 SMs:

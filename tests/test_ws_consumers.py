@@ -187,8 +187,9 @@ def test_tf32_every_candidate(case, tf32_on):
     assert prob.precision == "tf32"
     prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
     assert WS.supports(prob) is None, WS.supports(prob)
-    cfgs = WS.configs(prob)
-    assert cfgs and all(cfg.block_k <= 32 for cfg in cfgs)
+    # a layer of few tiles (784 pixels) is offered nothing: its untuned config then
+    cfgs = WS.configs(prob) or [WS.default_config(prob)]
+    assert all(cfg.block_k <= 32 for cfg in cfgs)
     for cfg in cfgs:
         y = torch.full(want.shape, float("nan"), device=DEVICE).contiguous(memory_format=torch.channels_last)
         WS.run(prob, x, wt, b, y, cfg)
