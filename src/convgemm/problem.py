@@ -112,7 +112,7 @@ class ConvProblem:
     Fields are PyTorch's names: ``n, c, h, w`` the input, ``k, r, s`` the output channels and the
     filter size, ``pad_h``/``pad_w`` the (top, bottom) and (left, right) zero padding (asymmetric
     only for ``padding='same'`` with an even effective kernel), ``groups``; ``channels_last_out``
-    whether the output is channels_last; ``precision`` the dot precision: ``'ieee'`` or ``'tf32x3'`` (strict fp32) or
+    whether the output is channels_last; ``precision`` the dot precision: ``'tf32x3'`` (strict fp32's default) or ``'ieee'`` or
     ``'tf32'`` (fp32 inputs on tensor cores); ignored for fp16/bf16. ``tma_ok``,
     ``input_tma_ok`` and ``input_dense`` describe the device and the prepared NHWC input.
     """

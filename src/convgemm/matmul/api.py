@@ -30,7 +30,8 @@ def matmul(
     """``a @ b (+ bias)`` for 2-D ``a [M, K]``, ``b [K, N]``, ``bias [N]``; fp16, bf16, fp32 or fp64.
 
     Any strides. Accumulates in fp32 (fp64 for fp64); fp32 inputs use TF32 exactly when
-    ``torch.backends.cuda.matmul.allow_tf32`` is True. Returns a new contiguous ``[M, N]`` tensor in
+    ``torch.backends.cuda.matmul.allow_tf32`` is True, else 3xTF32 (fp32-accurate) or, with
+    ``CONVGEMM_FP32_PRECISION=ieee``, fp32 FMAs. Returns a new contiguous ``[M, N]`` tensor in
     the inputs' dtype. ``use_tma=None`` uses TMA descriptors when the operands allow them.
     ``split_k > 1`` divides the K tiles among that many programs per output tile (their fp32
     partials are summed in a fixed order by the last to finish: the result is deterministic).
