@@ -203,3 +203,123 @@ def test_strict_fp32_is_refused():
     wt = torch.randn(64, 64, 3, 3, device=DEVICE)
     prob = replace(ConvProblem.from_tensors(x, wt, padding=1), tma_ok=True, input_tma_ok=True, input_dense=True)
     assert "TF32 is off" in WS.supports(prob)
+
+
+# ---------------------------------------------------------------- stream-K (Config.stream_k)
+def _stream_pairs(tiles, k_steps, programs):
+    """A mirror of ws3d's stream-K arithmetic (``_share``, ``_segment``, ``_stream_reduce``'s
+    slots): per program its segments (tile, k0, k1, slot written or None)."""
+    total = tiles * k_steps
+    out = []
+    for p in range(programs):
+        first, end = p * total // programs, (p + 1) * total // programs
+        pos, segs = first, []
+        while pos < end:
+            tile = pos // k_steps
+            k0 = pos - tile * k_steps
+            k1 = min(k_steps, k0 + (end - pos))
+            slot = None if k1 - k0 == k_steps else 2 * p + (0 if pos == first else 1)
+            segs.append((tile, k0, k1, slot))
+            pos += k1 - k0
+        out.append(segs)
+    return out
+
+
+@pytest.mark.parametrize("tiles, k_steps, programs", [(98, 72, 132), (98, 32, 132), (49, 36, 132), (7, 9, 60),
+                                                      (300, 8, 132), (1, 40, 40)])  # fmt: skip
+def test_stream_k_split_covers_each_pair_once(tiles, k_steps, programs):
+    """Every (tile, K step) pair is run by exactly one program; a program writes at most two
+    partials, to its own two slots; the slots the last ticket holder reads for a shared tile
+    (``_stream_reduce``'s program-order sum over owners q0..q1) are exactly the ones written for
+    that tile, and their number is the ticket count that makes the last one (q1 - q0 + 1)."""
+    total = tiles * k_steps
+    seen = {}
+    written = {}
+    for p, segs in enumerate(_stream_pairs(tiles, k_steps, programs)):
+        assert segs, "every program has work"
+        assert sum(s is not None for *_, s in segs) <= 2
+        for tile, k0, k1, slot in segs:
+            for k in range(k0, k1):
+                assert (tile, k) not in seen
+                seen[tile, k] = p
+            if slot is not None:
+                assert slot in (2 * p, 2 * p + 1)
+                written.setdefault(tile, []).append(slot)
+    assert len(seen) == total
+    owner = lambda it: ((it + 1) * programs - 1) // total  # noqa: E731
+    for tile, slots in written.items():
+        start = tile * k_steps
+        q0, q1 = owner(start), owner(start + k_steps - 1)
+        read = [2 * q + (0 if q * total // programs >= start else 1) for q in range(q0, q1 + 1)]
+        assert sorted(read) == sorted(slots) and len(read) == q1 - q0 + 1
+        assert [seen[tile, k] for k in range(k_steps)] == sorted(seen[tile, k] for k in range(k_steps))
+
+
+def test_stream_configs_go_where_tiles_leave_sms_idle(monkeypatch):
+    """Stream-K forms are offered (when the switch is on) for tiles that fill the last wave under
+    90%, on layers whose every tile runs all its K steps; never with depth taps or padding."""
+    monkeypatch.setattr(k3.Ws3d, "STREAM_CANDIDATES", True)
+    l4 = WS.as_3d(_prob(64, 512, 14, 14, 512, 3, 3, stride=2, pad=1))  # 98 tiles of 64 x 256
+    cands = k3.WS3D.candidates(l4, 132)
+    streams = [c for c in cands if c.stream_k]
+    assert streams and all(c.persistent == 1 and c.split_k == 1 and c.parts <= 1 for c in streams)
+    assert any((c.block_m, c.block_n) == (64, 256) for c in streams)
+    full = WS.as_3d(_prob(64, 256, 56, 56, 256, 3, 3, pad=1))  # 1568 tiles of 128 x 256: 11.9 waves
+    assert not any(c.stream_k for c in k3.WS3D.candidates(full, 132))
+    deep = replace(l4, t=3, pad=(1, 1, 1), pad_end=(1, 1, 1))
+    assert not k3.Ws3d.stream_ok(deep)
+    monkeypatch.setattr(k3.Ws3d, "STREAM_CANDIDATES", False)
+    assert not any(c.stream_k for c in k3.WS3D.candidates(l4, 132))
+
+
+def test_stream_k_refuses_what_it_cannot_split():
+    """``ws_conv3d(stream=1)`` with several consumers, a K split or depth taps says why before
+    compiling."""
+    from convgemm.conv.ws3d import ws_conv3d
+
+    x = torch.zeros(1, 64, 4, 8, 16, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    wp = torch.zeros(128, 3 * 64, dtype=torch.bfloat16)
+    y = torch.zeros(1, 128, 4, 8, 16, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    with pytest.raises(ValueError, match="stream-K takes one consumer"):
+        ws_conv3d(x, wp, None, y, (3, 1, 1), (1, 0, 0), (1, 1, 1), (1, 4, 16), 128, warps=4, stream=1,
+                  compile_only=True)  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case",
+    [
+        (4, 512, 14, 14, 256, 3, 3, 2, 1),  # strided: the phase view, 7x7 outputs
+        (8, 256, 7, 7, 256, 3, 3, 1, 1),  # tiles shared by two or three programs
+        (4, 128, 9, 11, 96, 1, 1, 1, 0),  # flat view, a partial channel tile
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("block", [(64, 128, 4), (128, 128, 8)], ids=str)
+def test_stream_k_matches_reference(case, block):
+    """Stream-K (forced: not a tuner candidate yet) with a bias and the fused ReLU against
+    float64, three times in a row (the ticket counters must be back at zero after each launch),
+    then replayed through a call plan's Launch."""
+    n, c, h, w, k, r, s, stride, pad = case
+    bm, bn, warps = block
+    dtype = torch.bfloat16
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), stride=stride, padding=pad).clamp_min(0)
+    prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
+    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
+    p3 = WS.as_3d(prob)
+    td, th, tw = next(t[1:] for t in k3.spatial_tiles3(p3, bm) if stride == 1 or t[1] == 1)
+    cfg = Config(bm, bn, 64, warps, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, stream_k=1)
+    y = torch.empty(want.shape, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    for _ in range(3):
+        y.fill_(float("nan"))
+        WS.run(prob, x, wt, b, y, cfg)
+        assert_close(y, want, dtype, f"implicit_gemm_ws stream-K [{cfg.describe()}] {case}")
+    launch = Launch()
+    for _ in range(3):
+        y.fill_(float("nan"))
+        WS.run(prob, x, wt, b, y, cfg, launch=launch)
+        assert_close(y, want, dtype, f"implicit_gemm_ws stream-K [{cfg.describe()}] replayed {case}")
+    assert launch.fast_ready

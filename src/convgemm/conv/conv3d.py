@@ -895,7 +895,39 @@ class Ws3d(Algorithm):
                         out.append(replace(cfg, persistent=2))
                 if n_tiles < 1.5 * sms:
                     out += [replace(cfg, split_k=sk) for sk in self._splits(n_tiles, k_steps, sms)]
+                if self.STREAM_CANDIDATES:
+                    out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
         return out + self.side_by_side(prob, sms, bk, deep)
+
+    #: whether the tuner times ``stream_configs`` (off until the stream-K form has been run and
+    #: timed on the GPU: ``tools/config_probe.py --try "implicit_gemm_ws:...,stream_k=1"``)
+    STREAM_CANDIDATES = False
+
+    @staticmethod
+    def stream_ok(prob: ConvProblem3d) -> bool:
+        """Whether every tile runs all its K steps (stream-K's even split of (tile, K step) pairs
+        needs it): a filter one tap deep with no depth padding, read without the phase-grid view
+        (a 2-D layer through ``implicit_gemm_ws`` always)."""
+        return (
+            prob.t == 1
+            and prob.pad[0] == 0
+            and prob.pad_end[0] == 0
+            and not (strided3(prob) and phase_grid(prob.stride, (prob.t, prob.r, prob.s), prob.pad, prob.d))
+        )
+
+    @classmethod
+    def stream_configs(cls, prob: ConvProblem3d, cfg: Config, n_tiles: int, k_steps: int, sms: int) -> list[Config]:
+        """``cfg`` as stream-K (one program per SM, the (tile, K step) pairs split evenly) where its
+        tiles fill the SMs' last wave less than 90%: ResNet-50's 14x14 and 7x7 stages make 98 tiles
+        of 128 x 256 or 64 x 256 on 132 SMs (74%), and K splits there cost a partial per split
+        and a second kernel (session 33's tuner log: 52.9 us split 4 against 39.6 unsplit on l4
+        3x3 (first)). One consumer, unsplit, one program per SM."""
+        fill = n_tiles / (cdiv(n_tiles, sms) * sms)
+        if not cls.stream_ok(prob) or cfg.persistent != 1 or fill >= 0.9 or k_steps < 8:
+            return []
+        if n_tiles * k_steps * sms >= 2**31:
+            return []
+        return [replace(cfg, stream_k=1)]
 
     #: consumer partitions of ``side_by_side``'s tiles, each a warpgroup with 64 output pixels
     CONSUMERS = 3

@@ -2189,7 +2189,7 @@ class ImplicitGemmWs(Algorithm):
             # a warm plan: the [1, C, N, H, W] views only describe the same addresses again, and
             # a channels_last weight is its own KRSC matrix (C is a multiple of the K tile here)
             wp = w if krsc_in_place(w) else krsc_weight(w, prob.c)
-            ws_conv3d_replay(launch, x, wp, yo, bias, cfg.split_k)
+            ws_conv3d_replay(launch, x, wp, yo, bias, cfg.split_k, cfg.stream_k)
         else:
             from .ws3d import ws_run
 

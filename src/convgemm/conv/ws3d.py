@@ -49,7 +49,7 @@ from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free, phase_grid
 from .loaders3d import _tile3, depth_k_range, phase_grid_coord
-from .ws_replay import fast_ready, ws_conv3d_replay
+from .ws_replay import fast_ready, stream_locks, ws_conv3d_replay
 
 
 @gluon.jit
@@ -120,46 +120,165 @@ def _x_coord(n, d0, h0, w0, t, r, s, c0, view, STRIDED: gl.constexpr):
 
 
 @gluon.jit
-def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
-              TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-              STRIDED: gl.constexpr, CONS: gl.constexpr):  # fmt: skip
+def _segment(pos, end, k_steps):
+    """Stream-K: the segment of a program's share ``[pos, end)`` of the (tile, K step) pairs that
+    starts at ``pos``: (tile, first K step, end K step), up to the tile's end or the share's."""
+    tile = pos // k_steps
+    kt0 = pos - tile * k_steps
+    return tile, kt0, gl.minimum(k_steps, kt0 + (end - pos))
+
+
+@gluon.jit
+def _share(num_units, k_steps):
+    """Stream-K: this program's share ``[first, end)`` of the ``num_units * k_steps`` (tile, K
+    step) pairs (``matmul.blocks.stream_k_owner``'s split: program p owns ``[p * T // programs,
+    (p + 1) * T // programs)``)."""
+    total = num_units * k_steps
+    pid = gl.program_id(0)
+    programs = gl.num_programs(0)
+    return pid * total // programs, (pid + 1) * total // programs
+
+
+@gluon.jit
+def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
+                TW: gl.constexpr, STAGES: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr):  # fmt: skip
+    """The producer's K steps ``[k0, k1)`` of one tile into the ring (slot counter ``it``, returned
+    advanced): per step, each consumer's input box shifted by the step's tap and the weight tile."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BK: gl.constexpr = w_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
     # a slot holds one input box per consumer (their pixel blocks side by side along the columns)
     # and the weight tile they share
     nbytes: gl.constexpr = CONS * x_desc.block_type.nbytes + w_desc.block_type.nbytes
-    it = 0
-    for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
-        for kt in range(k0, k1):
-            slot = it % STAGES
-            # a slot's first fill waits on the barrier's initial (completed) phase
-            mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)
-            tap = kt // c_tiles
-            cb = kt - tap * c_tiles
-            t = tap // (R * S)
-            rs = tap - t * (R * S)
-            r = rs // S
-            s = rs - r * S
-            mbarrier.expect(ready.index(slot), nbytes)
-            for ci in gl.static_range(CONS):
-                coord = _x_coord(n, d0, h0, w0 + ci * TW, t, r, s, cb * BK,
-                                 (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)  # fmt: skip
-                tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot * CONS + ci))
-            tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
-            it += 1
+    for kt in range(k0, k1):
+        slot = it % STAGES
+        # a slot's first fill waits on the barrier's initial (completed) phase
+        mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)
+        tap = kt // c_tiles
+        cb = kt - tap * c_tiles
+        t = tap // (R * S)
+        rs = tap - t * (R * S)
+        r = rs // S
+        s = rs - r * S
+        mbarrier.expect(ready.index(slot), nbytes)
+        for ci in gl.static_range(CONS):
+            coord = _x_coord(n, d0, h0, w0 + ci * TW, t, r, s, cb * BK,
+                             (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)  # fmt: skip
+            tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot * CONS + ci))
+        tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
+        it += 1
+    return it
 
 
 @gluon.jit
-def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
+def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
+              TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
+              STRIDED: gl.constexpr, CONS: gl.constexpr, STREAM: gl.constexpr):  # fmt: skip
+    (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
+    it = 0
+    if STREAM:
+        # the consumer walks the same segments (``_consumer``)
+        pos, end = _share(num_units, k_steps)
+        while pos < end:
+            tile, k0, k1 = _segment(pos, end, k_steps)
+            pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+            it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
+                             TW, STAGES, STRIDED, CONS)  # fmt: skip
+            pos += k1 - k0
+    else:
+        for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
+            pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
+            it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
+                             TW, STAGES, STRIDED, CONS)  # fmt: skip
+
+
+@gluon.jit
+def _mma_steps(acc, ready, empty, x_bufs, w_bufs, it, k0, k1, BP: gl.constexpr, STAGES: gl.constexpr,
+               CONS: gl.constexpr, CI: gl.constexpr):  # fmt: skip
+    """Consumer ``CI``'s wgmma over the ring slots of K steps ``[k0, k1)`` (slot counter ``it``);
+    returns the finished accumulator and the advanced counter. Each slot goes back to the
+    producer once the next one's wgmma is issued, the last one when all are done."""
+    BK: gl.constexpr = w_bufs.type.shape[2]
+    for kt in range(k0, k1):
+        slot = it % STAGES
+        mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+        a = x_bufs.index(slot * CONS + CI).reshape([BP, BK])
+        b = w_bufs.index(slot).permute((1, 0))
+        acc = warpgroup_mma(a, b, acc, is_async=True)
+        # one wgmma in flight: the previous step's slot is read, hand it back
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kt > k0)
+        it += 1
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    # the last slot read goes back; a unit with no K steps (all its taps padding) read none
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=k1 > k0)
+    return acc, it
+
+
+@gluon.jit
+def _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0, acc_layout: gl.constexpr,
+              HAS_BIAS: gl.constexpr, ACT: gl.constexpr):  # fmt: skip
+    """Bias, activation and the TMA store of one finished tile (after the previous store has read
+    the staging buffer)."""
+    BN: gl.constexpr = y_desc.block_type.shape[4]
+    if HAS_BIAS:
+        offs = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+        bias = gl.load(bias_ptr + offs, mask=offs < K, other=0.0).to(gl.float32)
+        acc = acc + gl.expand_dims(bias, 0)
+    if ACT == "relu":
+        acc = gl.where(acc < 0, 0.0, acc)
+    tma.store_wait(0)  # the previous tile's store has read c_smem
+    c_2d.store(acc.to(y_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0, pid_n * BN], c_mine)
+
+
+@gluon.jit
+def _stream_owner(it, programs, total):
+    # the program whose share holds pair ``it`` (``matmul.blocks.stream_k_owner``)
+    return ((it + 1) * programs - 1) // total
+
+
+@gluon.jit
+def _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, total, pos, first):
+    """Stream-K: the partial sum ``acc`` of a tile that several programs share; returns (the
+    tile's sum, whether this program finishes it). As ``matmul.blocks.stream_k_reduce``: each
+    program writes at most two partials (its first segment to slot 2p, its last to 2p + 1), takes
+    a ticket from the tile's counter, and the one that draws the last ticket sums them all in
+    program order (the result does not depend on timing) and zeroes the counter. Nobody waits
+    for anybody, so the programs need not all be resident at once."""
+    BP: gl.constexpr = acc.type.shape[0]
+    BN: gl.constexpr = acc.type.shape[1]
+    programs = gl.num_programs(0)
+    pid = gl.program_id(0)
+    slot = 2 * pid + gl.where(pos == first, 0, 1)
+    gl.store(ws_ptr + slot.to(gl.int64) * (BP * BN) + offs, acc)
+    gl.thread_barrier()  # every thread's partial is written before the ticket is taken
+    start = tile * k_steps
+    q0 = _stream_owner(start, programs, total)
+    q1 = _stream_owner(start + k_steps - 1, programs, total)
+    ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    last = ticket == q1 - q0
+    out = gl.zeros_like(acc)
+    if last:
+        for q in range(q0, q1 + 1):
+            # the tile is program q's first segment when q's share starts inside it
+            sq = 2 * q + gl.where(q * total // programs >= start, 0, 1)
+            # .cg: the other programs' partials were written by other SMs, past this SM's L1
+            out += gl.load(ws_ptr + sq.to(gl.int64) * (BP * BN) + offs, cache_modifier=".cg")
+        gl.store(lock_ptr + tile, 0)
+    return out, last
+
+
+@gluon.jit
+def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
-              STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr):  # fmt: skip
+              STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr,
+              STREAM: gl.constexpr):  # fmt: skip
     """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on)."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BN: gl.constexpr = y_desc.block_type.shape[4]
     BP: gl.constexpr = TD * TH * TW
-    BK: gl.constexpr = w_bufs.type.shape[2]
     WARPS: gl.constexpr = gl.num_warps()
     # wgmma's K is 32 bytes of operand: 16 for 16-bit types, 8 for fp32 (TF32 products)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -167,49 +286,49 @@ def _consumer(y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, ge
     )
     c_mine = c_smem.index(CI)
     c_2d = c_mine.reshape([BP, BN])
+    # a tile's fp32 partial as written to / read from the workspace (split-K, stream-K)
+    rows = gl.arange(0, BP, layout=gl.SliceLayout(1, acc_layout))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+    offs = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
     it = 0
-    for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-        pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
-        acc = gl.zeros([BP, BN], gl.float32, acc_layout)
-        for kt in range(k0, k1):
-            slot = it % STAGES
-            mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-            a = x_bufs.index(slot * CONS + CI).reshape([BP, BK])
-            b = w_bufs.index(slot).permute((1, 0))
-            acc = warpgroup_mma(a, b, acc, is_async=True)
-            # one wgmma in flight: the previous step's slot is read, hand it back
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kt > k0)
-            it += 1
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        # the last slot read goes back; a unit with no K steps (all its taps padding) read none
-        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=k1 > k0)
-        if SPLIT > 1:
-            # this unit's fp32 partial, for ws_split_finish_kernel (tile-major, then split)
-            rows = gl.arange(0, BP, layout=gl.SliceLayout(1, acc_layout))
-            cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-            offs = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
-            gl.store(ws_ptr + u.to(gl.int64) * (BP * BN) + offs, acc)
-        else:
-            if HAS_BIAS:
-                offs = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-                bias = gl.load(bias_ptr + offs, mask=offs < K, other=0.0).to(gl.float32)
-                acc = acc + gl.expand_dims(bias, 0)
-            if ACT == "relu":
-                acc = gl.where(acc < 0, 0.0, acc)
-            tma.store_wait(0)  # the previous tile's store has read c_smem
-            c_2d.store(acc.to(y_desc.dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0 + CI * TW, pid_n * BN], c_mine)
+    if STREAM:
+        # the (tile, K step) pairs split evenly over the programs: where the tiles are fewer than
+        # the SMs (ResNet-50's 14x14 and 7x7 stages: 98 tiles on 132 SMs) every SM still gets the
+        # same number of K steps; a tile several programs share is summed by _stream_reduce
+        first, end = _share(num_units, k_steps)
+        pos = first
+        while pos < end:
+            tile, k0, k1 = _segment(pos, end, k_steps)
+            pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+            acc, it = _mma_steps(gl.zeros([BP, BN], gl.float32, acc_layout), ready, empty, x_bufs, w_bufs, it, k0,
+                                 k1, BP, STAGES, CONS, CI)  # fmt: skip
+            last = True
+            if k1 - k0 < k_steps:
+                acc, last = _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, num_units * k_steps, pos,
+                                           first)  # fmt: skip
+            if last:
+                _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0, acc_layout, HAS_BIAS, ACT)
+            pos += k1 - k0
+    else:
+        for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
+            pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
+            acc, it = _mma_steps(gl.zeros([BP, BN], gl.float32, acc_layout), ready, empty, x_bufs, w_bufs, it, k0,
+                                 k1, BP, STAGES, CONS, CI)  # fmt: skip
+            if SPLIT > 1:
+                # this unit's fp32 partial, for ws_split_finish_kernel (tile-major, then split)
+                gl.store(ws_ptr + u.to(gl.int64) * (BP * BN) + offs, acc)
+            else:
+                _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0 + CI * TW, acc_layout,
+                          HAS_BIAS, ACT)  # fmt: skip
     tma.store_wait(0)
 
 
 @gluon.jit
-def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh,
+def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh,
                      dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr,
                      TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
                      SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr, CWARPS: gl.constexpr,
-                     CREGS: gl.constexpr):  # fmt: skip
+                     CREGS: gl.constexpr, STREAM: gl.constexpr):  # fmt: skip
     """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
 
     ``SPLIT`` > 1: every output tile's K steps are split in that many units, each of which
@@ -222,6 +341,7 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, til
     one shared weight tile: a tile of 3 x 64 pixels, which no power-of-two block is, as
     cuBLAS's 192-pixel tiles that fill the H200's 132 SMs where 128- and 256-pixel ones leave a
     partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
+    gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
     c_smem = gl.allocate_shared_memory(y_desc.dtype, [CONS] + y_desc.block_type.shape, y_desc.layout)
@@ -235,10 +355,10 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, til
     if CONS == 1:
         gl.warp_specialize(
             [
-                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
-                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
+                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
-                             CONS)),
+                             CONS, STREAM)),
             ],
             [1],
             [48],
@@ -246,12 +366,12 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, til
     elif CONS == 2:
         gl.warp_specialize(
             [
-                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
-                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0)),
-                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
-                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
+                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
+                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
-                             CONS)),
+                             CONS, STREAM)),
             ],
             [CWARPS, 1],
             [CREGS, 48],
@@ -260,14 +380,14 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, K, num_units, til
         gl.static_assert(CONS == 3, "ws_conv3d_kernel: 1, 2 or 3 consumer partitions")
         gl.warp_specialize(
             [
-                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
-                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0)),
-                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
-                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1)),
-                (_consumer, (y_desc, bias_ptr, ws_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD, TH, TW,
-                             HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
+                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
+                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
+                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
-                             CONS)),
+                             CONS, STREAM)),
             ],
             [CWARPS, CWARPS, 1],
             [CREGS, CREGS, 48],
@@ -385,7 +505,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
               block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
               stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False, launch=None,
-              consumers: int = 1):  # fmt: skip
+              consumers: int = 1, stream: int = 0):  # fmt: skip
     """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1) with
     ``ws_conv3d_kernel``.
 
@@ -404,6 +524,9 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     bound by this call; ``ws_run`` replays it on later calls (``ws_replay``).
     ``consumers`` (1-3, unsplit): consumer partitions of ``warps`` warps each, every one with its
     own ``tile`` of pixels, side by side along the output columns (a tile of ``consumers * tile``).
+    ``stream`` > 0 (one consumer, unsplit, a filter one tap deep and unpadded in depth, so that
+    every tile has all K steps): stream-K, the (tile, K step) pairs split evenly over ``per_sm``
+    programs a SM, a tile that several programs share summed in the kernel (``_stream_reduce``).
     """
     b = y if bias is None else bias
     n, c, d, h, wd = x.shape
@@ -431,10 +554,22 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
         raise ValueError(f"ws_conv3d: a pixel block of {td}x{th}x{tw} = {td * th * tw} pixels on {warps} warps; "
                          f"it must be 16 per warp ({16 * warps}): change tile_n/tile_h/tile_w or num_warps")  # fmt: skip
     units = num_tiles * split
-    ws = torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
-    grid = (min(units, per_sm * sm_count()),)
-    args = (x_desc, w_desc, y_desc, y if bias is None else bias, ws, k, units, tiles_n, od, p, q, *pad, *dilation,
-            r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c)  # fmt: skip
+    if stream:
+        if split > 1 or consumers > 1 or t > 1 or pad[0] or grid_view:
+            raise ValueError("ws_conv3d: stream-K takes one consumer, no K split, and a filter one tap deep with no "
+                             "depth padding (every tile then runs all its K steps)")  # fmt: skip
+        programs = min(units * k_steps, per_sm * sm_count())
+        if units * k_steps * programs >= 2**31:
+            raise ValueError("ws_conv3d: stream-K's pair arithmetic would overflow int32; use a K split instead")
+        ws = torch.empty(2 * programs * td * th * tw * block_n, dtype=torch.float32, device=x.device)
+        locks = stream_locks(x.device, units)
+        grid = (programs,)
+    else:
+        ws = torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
+        locks = ws  # unused (STREAM is a constexpr)
+        grid = (min(units, per_sm * sm_count()),)
+    args = (x_desc, w_desc, y_desc, y if bias is None else bias, ws, locks, k, units, tiles_n, od, p, q, *pad,
+            *dilation, r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c)  # fmt: skip
     # registers are allocated for the consumers' warps + 4 (the producer's warpgroup) at launch,
     # then moved from the producer (48 a thread for its warp, 24 for the three idle ones) to the
     # consumers; the worker consumers get an equal share of what is left (CREGS)
@@ -442,7 +577,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               STRIDED=2 if grid_view else int(strided),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps * consumers + 4) * 32)) // 8 * 8))  # fmt: skip
     # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
-    kw.update(CONS=consumers, CWARPS=warps,
+    kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0),
               CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
     launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
@@ -458,7 +593,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     if split > 1:
         gluon_launch(aux_of(launch), *launches[1])
     if launch is not None:
-        launch.extra = ws.numel()
+        launch.extra = (ws.numel(), units) if stream else ws.numel()
     return None
 
 
@@ -468,12 +603,12 @@ def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", laun
     candidates compile in parallel. ``launch``: the call plan's handle; once bound (a warm plan),
     the call is its replay, with nothing built."""
     if fast_ready(launch, cfg.split_k):
-        ws_conv3d_replay(launch, x, wp, y, bias, cfg.split_k)
+        ws_conv3d_replay(launch, x, wp, y, bias, cfg.split_k, cfg.stream_k)
         return
     from .fprop import COMPILE_ONLY
 
     call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,
-                split=cfg.split_k, stride=stride, consumers=max(1, cfg.parts))  # fmt: skip
+                split=cfg.split_k, stride=stride, consumers=max(1, cfg.parts), stream=cfg.stream_k)  # fmt: skip
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
     if COMPILE_ONLY.get():
         # the split-K finish kernel too: left to the first launch, its compile (0.15-0.6 s on the

@@ -11,6 +11,23 @@ from __future__ import annotations
 
 import torch
 
+from .._runtime import may_cache
+
+_locks: dict = {}
+
+
+def stream_locks(device: torch.device, tiles: int) -> torch.Tensor:
+    """Stream-K's per-tile ticket counters (``ws3d._stream_reduce``): zero when a launch starts,
+    and every launch leaves them zero, so one buffer per device serves every launch on the
+    default stream (launches on one stream never overlap). On a CUDA graph's side stream
+    (``may_cache`` False) a fresh zeroed buffer, which the graph records."""
+    if not may_cache(device):
+        return torch.zeros(max(tiles, 1), dtype=torch.int32, device=device)
+    locks = _locks.get(device)
+    if locks is None or locks.numel() < tiles:
+        locks = _locks[device] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+    return locks
+
 
 def fast_ready(launch, split: int) -> bool:
     """Whether a call can be replayed from ``launch`` alone (``Launch.fast``: no descriptors
@@ -32,14 +49,21 @@ def _workspace(launch, split: int, unused: torch.Tensor) -> torch.Tensor:
     return unused
 
 
-def ws_conv3d_replay(launch, x, wp, y, bias, split: int) -> None:
+def ws_conv3d_replay(launch, x, wp, y, bias, split: int, stream: int = 0) -> None:
     """A warm ``ws3d.ws_conv3d`` call (``fast_ready(launch, split)``): the first call's launches
     on new tensors. Only their addresses matter, so ``x``, ``wp`` and ``y`` may be the caller's
     own tensors rather than the views the first call described (same data pointers: a call plan
-    fixes every shape and stride)."""
+    fixes every shape and stride). ``stream``: a stream-K launch, whose ``launch.extra`` is
+    (partials' elements, output tiles): a fresh workspace and the ticket counters."""
     b = y if bias is None else bias
+    if stream:
+        elems, tiles = launch.extra
+        ws = torch.empty(elems, dtype=torch.float32, device=y.device)
+        launch.fast((x, wp, y, b, ws, stream_locks(y.device, tiles)))
+        return
     ws = _workspace(launch, split, y)
-    launch.fast((x, wp, y, b, ws))
+    # the counters' pointer is unused without stream-K (STREAM is a constexpr)
+    launch.fast((x, wp, y, b, ws, ws))
     if split > 1:
         launch.aux.fast((ws, y, b))
 
