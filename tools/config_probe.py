@@ -45,7 +45,12 @@ def main() -> int:
                     help="also time every tuning candidate of ALGORITHM on the layer")  # fmt: skip
     ap.add_argument("--parts", action="store_true",
                     help="also time implicit_gemm_tma's parts_configs (pixel-tile parts, not yet tuner candidates)")  # fmt: skip
+    ap.add_argument("--stream", action="store_true",
+                    help="also time implicit_gemm_ws's candidates with their stream-K forms (not yet offered to the "
+                         "tuner: conv3d.Ws3d.STREAM_CANDIDATES)")  # fmt: skip
     a = ap.parse_args()
+    if a.stream:
+        a.configs = [*a.configs, "implicit_gemm_ws"]
     if not torch.cuda.is_available():
         print("config_probe: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -90,6 +95,11 @@ def main() -> int:
     dil = shp.dil if isinstance(shp.dil, tuple) else (shp.dil, shp.dil)
     prob, xn, y = _prepare(x, w, b, stride, pads, dil, shp.groups)
     tries = list(a.tries)
+    if a.stream:
+        # after the tuned call, so that its pick is the tuner's without stream-K
+        from convgemm.conv import conv3d
+
+        conv3d.Ws3d.STREAM_CANDIDATES = True
     for name in a.configs:
         for cfg in ALGORITHMS[name].configs(prob) if name in ALGORITHMS else [None]:
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if cfg else {}

@@ -523,6 +523,13 @@ PY
         timeout 120 python3 -m pytest -q -n 3 tests/test_models.py -k 768 -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee -a "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad 150 --suite resnet50 --direction dgrad ;;
+    s35a)  # stream-K on the Gluon kernel (session 34, untimed): GPU tests, then its forms on the 98-tile layers
+        timeout 150 python3 -m pytest -q -n 12 tests/test_ws_consumers.py -k stream -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
+        for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias \
+            64,256,14,14,256,3,3,1,1,1,1,nobias 64,256,28,28,256,3,3,2,1,1,1,nobias 64,2048,7,7,512,1,1,1,0,1,1,nobias; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape --stream
+        done 2>&1 | tee "$OUT/stream-probe.log" ;;
     s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)
         {
             for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do
