@@ -530,6 +530,11 @@ PY
             64,256,14,14,256,3,3,1,1,1,1,nobias 64,256,28,28,256,3,3,2,1,1,1,nobias 64,2048,7,7,512,1,1,1,0,1,1,nobias; do
             CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape --stream
         done 2>&1 | tee "$OUT/stream-probe.log" ;;
+    s35b)  # the TF32 all suite from empty caches (session 34 ran ResNet-50 and CRAFT only, after the Gluon kernel took TF32)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-tf32-all.jsonl \
+            timeout 560 python3 -m convgemm bench --dtype tf32 --check --suite all --direction fwd \
+            --json "$OUT/tf32-all.json" > "$OUT/tf32-all.log" 2>&1
+        echo "rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-all.log" | tail -4 ;;
     s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)
         {
             for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do
