@@ -490,6 +490,26 @@ def test_conv3d_ws_every_candidate_config(case, dtype):
         assert_close(y, want, dtype, f"conv3d_ws [{cfg.describe()}] no bias {case}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [WS_CASES[i][0] for i in (0, 2, 6, 9, 11)], ids=str)
+def test_conv3d_ws_tf32_every_candidate_config(case):
+    """fp32 with TF32 on: ``conv3d_ws`` reads fp32 operands as TF32 (32-channel K steps) on dense,
+    temporal, thin, stride-phase and phase-grid layers, every config it offers, with a bias,
+    against float64 at the TF32 threshold."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        x, w, b, kw = _tensors(case, torch.float32, channels_last=True)
+        prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+        prob = replace(prob, **k3.input_flags(x, prob.stride))
+        assert prob.precision == "tf32"
+        cfgs = list(dict.fromkeys(k3.WS3D.candidates(prob, 132) + k3.WS3D.candidates(prob, 2)))
+        assert cfgs and all(c.block_k <= 32 for c in cfgs)
+        _forced(k3.WS3D, case, torch.float32, cfgs)
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
 def test_conv3d_ws_phase_grid_tiles():
     """Which strided layers ``conv3d_ws`` reads through the phase-grid view, and that their tiles
     may then be many depths deep: r3d-18's strided layer (28 x 28 outputs per depth) gets whole
