@@ -89,6 +89,32 @@ def test_strided_phases(case):
     assert_close(convgemm.conv2d_weight(x, w.shape, dy, **kw), gw, dtype, "wgrad")
 
 
+def test_strict_fp32_dgrad_tma_tile_fits(monkeypatch):
+    """Strict fp32 (3xTF32) on the one-launch strided dgrad: the default tile is 128 x 128 where
+    16-bit layers and TF32 take 128 x 256 (which asks 245 KB of shared memory at 3xTF32, over
+    the SM's 227). The GPU's tiles, also under the interpreter (whose own are 32 wide)."""
+    from convgemm.conv import backward
+
+    monkeypatch.setattr(backward, "interpreting", lambda: False)
+    x = torch.zeros(2, 128, 16, 16).to(memory_format=torch.channels_last)
+    w = torch.zeros(128, 128, 3, 3)
+    prob = replace(ConvProblem.from_tensors(x, w, None, stride=2, padding=1), precision="tf32x3")
+    cfg = backward.DGRAD_TMA.default_config(prob)
+    assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (128, 128, 4), cfg
+    for other in (replace(prob, dtype=torch.bfloat16), replace(prob, precision="tf32")):
+        assert backward.DGRAD_TMA.default_config(other).block_n == 256
+
+
+@pytest.mark.gpu
+def test_strict_fp32_strided_dgrad_wide_channels():
+    """The same on the GPU: a strided 3x3 dgrad with 128 channels (the 128-row tile) in strict
+    fp32, against float64 at the fp32 threshold."""
+    case = (2, 128, 16, 16, 128, 3, 3, 2, 1, 1, 1, False)
+    x, w, dy, kw = make(case, torch.float32)
+    gx, _ = ref_grads(x, w, dy, kw)
+    assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, "dgrad")
+
+
 def test_float64_backward():
     case = (2, 6, 7, 8, 4, 3, 3, 2, 1, 1, 2, False)
     x, w, dy, kw = make(case, torch.float64)

@@ -77,7 +77,8 @@ def _compile(fn, grid, args, constexprs, options, out: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--direction", choices=("fwd", "wgrad", "fwd3d"), default="wgrad")
+    ap.add_argument("--direction", choices=("fwd", "wgrad", "dgrad", "fwd3d"), default="wgrad",
+                    help="dgrad: the strided one-launch TMA dgrad (dgrad_tma)")  # fmt: skip
     ap.add_argument(
         "--shape",
         required=True,
@@ -129,6 +130,9 @@ def main() -> None:
             a.algorithm
         ]
         cfg = algo.default_config(prob)
+    elif a.direction == "dgrad":
+        algo = backward.DGRAD_TMA
+        cfg = algo.default_config(prob)
     else:
         algo = fprop.ALGORITHMS[a.algorithm]
         cfg = algo.default_config(prob)
@@ -144,6 +148,9 @@ def main() -> None:
         dy = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=torch.channels_last)
         dw = torch.zeros_like(w)
         algo.run(prob, x, dy, dw, cfg)
+    elif a.direction == "dgrad":
+        dy = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=torch.channels_last)
+        algo.run(prob, dy, w, torch.zeros_like(x).to(memory_format=torch.channels_last), cfg)
     else:
         y = torch.zeros(shp.n, shp.k, prob.p, prob.q, dtype=dtype).to(memory_format=fmt)
         algo.run(prob, x, algo.pack_weight(prob, w) if hasattr(algo, "pack_weight") else w, None, y, cfg)

@@ -197,6 +197,12 @@ class DgradTma:
         # Among pixel blocks the fast ones held 32-64 images and at most 4 columns (t32x2x4 at
         # 28x28, t64x2x2 at 14x14, t64x1x4 at 7x7), twice as fast as t32x1x8 at 7x7.
         bn, warps, stages = (256, 8, 4) if bm == 128 else (128, 4, 3)
+        if prob.dtype == torch.float32 and prob.precision == "tf32x3":
+            # strict fp32's three products a K step need their operands split in registers:
+            # 128x256 at 4 stages asks 245 KB of shared memory (over the SM's 227) and spills
+            # (sm_90, tools/compile_call.py --direction dgrad --dtype ieee); 128x128 takes 147 KB,
+            # 214 registers, no spills
+            bn, stages = 128, 4 if bm == 128 else 3
         tiles = spatial_tiles(prob, bn, dims)
         shaped = [t for t in tiles if 32 <= t[1] <= 64 and t[3] <= 4]
         good = next((g for f in (0.99, 0.85) if (g := [t for t in shaped if t[0] >= f * tiles[0][0]])), tiles[:1])
