@@ -312,3 +312,16 @@ def test_tf32x3_long_reductions_stay_fp32_accurate(k):
     ref = a.double() @ b.double()
     err = ((c.double() - ref).norm() / ref.norm()).item()
     assert err < 1e-6, err
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the GPU's default tiles (the interpreter's are 32 wide)")
+@pytest.mark.parametrize("tf32", [False, True])
+def test_fp32_default_tiles_run(tf32):
+    """fp32 at the default tile, TF32 on and off: 128x128x64 asked more shared memory than an SM
+    has in fp32 (262 KB with TF32), so fp32 takes 32-wide K tiles (64x128 under 3xTF32)."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    a, b = rand(300, 520, dtype=torch.float32), col_major(520, 260, torch.float32)
+    c = matmul(a, b)
+    ref = ref_mm(a, b)
+    err = ((c.double().cpu() - ref).norm() / ref.norm()).item()
+    assert err < (5e-3 if tf32 else 1e-6), err

@@ -58,7 +58,18 @@ def matmul(
         return c
     if K == 0:
         return c.zero_() if bias is None else c.copy_(bias.expand(M, N))
-    BM, BN, BK = block or ((32, 32, 32) if interpreting() else (128, 128, 64))
+    precision = fp32_precision(torch.backends.cuda.matmul.allow_tf32) if a.dtype == torch.float32 else "ieee"
+    # fp32 tiles (sm_90 compiles, 3 stages, 4 warps): 128x128x64 asks 262 KB of shared memory
+    # with TF32 (over the SM's 227) and 229 KB with 3xTF32, which also splits both operands in
+    # registers beside a second accumulator and spills; 128x128x32 (TF32) and 64x128x32 (3xTF32)
+    # fit without spilling
+    if interpreting():
+        default = (32, 32, 32)
+    elif a.dtype == torch.float32:
+        default = (64, 128, 32) if precision == "tf32x3" else (128, 128, 32)
+    else:
+        default = (128, 128, 64)
+    BM, BN, BK = block or default
     bt = b.t()  # [N, K]: B rows are output columns, K contiguous when b is column-major
     tma_ok = has_tma(a) and _desc_ok(a) and _desc_ok(bt) and _desc_ok(c) and a.dtype != torch.float64
     if use_tma is None:
@@ -84,7 +95,6 @@ def matmul(
         a_fns = (loaders.ptr_init, loaders.ptr_a_load)
         b_fns = (loaders.ptr_init, loaders.ptr_b_load)
         store = loaders.ptr_store
-    precision = fp32_precision(torch.backends.cuda.matmul.allow_tf32) if a.dtype == torch.float32 else "ieee"
     num_pid_m, num_pid_n = cdiv(M, BM), cdiv(N, BN)
     ws = locks = c
     if split_k > 1:
