@@ -538,6 +538,10 @@ PY
             timeout 560 python3 -m convgemm bench --dtype tf32 --check --suite all --direction fwd \
             --json "$OUT/tf32-all.json" > "$OUT/tf32-all.log" 2>&1
         echo "rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-all.log" | tail -4 ;;
+    s35c)  # issue 9's Inductor target (last measured in session 5, floor suite): Inductor's max-autotune per layer
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 560 python3 -m convgemm bench --dtype bf16 --suite floor,resnet50 \
+            --baseline cudnn,inductor --json "$OUT/inductor.json" > "$OUT/inductor.log" 2>&1
+        echo "rc=$?"; grep -E "geom|FAIL|Error|inductor failed" "$OUT/inductor.log" | tail -6 ;;
     s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)
         {
             for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do
