@@ -870,7 +870,8 @@ class Ws3d(Algorithm):
 
     def candidates(self, prob: ConvProblem3d, sms: int) -> list[Config]:
         """128 pixels on two consumer warpgroups or 64 on one (two programs per SM where they
-        fit), by the widest channel tile and 128; split K where the tiles leave SMs idle."""
+        fit), by the widest channel tile and 128; split K where the tiles leave SMs idle (and
+        stream-K there once ``STREAM_CANDIDATES`` is on)."""
         e = prob.dtype.itemsize
         # 128-byte box rows (the widest swizzle): 64 channels of 16 bits, 32 of fp32
         bk = next(b for b in (64, 32, 16) if prob.c % b == 0 and b * e <= 128)
