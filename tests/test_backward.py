@@ -1044,3 +1044,30 @@ def test_dgrad_route(case, route):
     assert fn.dgrad_route(prob, dy) == route
     gx, _ = ref_grads(x, w, dy, kw)
     assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, route)
+
+
+def test_dgrad_tma_candidates_and_memo(monkeypatch):
+    """The strided TMA dgrad is tuned among a few tiles (the default first; 128-wide ones only
+    for strict fp32), and its choice is memoised apart from the same problem's wgrad choice."""
+    from convgemm.conv import backward
+
+    monkeypatch.setattr(backward, "interpreting", lambda: False)
+    x = torch.zeros(8, 256, 28, 28).to(memory_format=torch.channels_last)
+    w = torch.zeros(256, 256, 3, 3)
+    prob = ConvProblem.from_tensors(x, w, None, stride=2, padding=1)
+    bf16 = replace(prob, dtype=torch.bfloat16)
+    cands = backward.DGRAD_TMA.configs(bf16)
+    assert cands[0] == backward.DGRAD_TMA.default_config(bf16) and len(cands) == len(set(cands)) >= 4
+    assert {(c.block_m, c.block_n) for c in cands} >= {(128, 256), (128, 128), (64, 128)}
+    for c in cands:
+        assert c.tile_n * c.tile_h * c.tile_w == c.block_n
+    strict = replace(prob, precision="tf32x3")
+    assert all(c.block_n <= 128 for c in backward.DGRAD_TMA.configs(strict))
+    monkeypatch.setattr(backward, "interpreting", lambda: True)
+    small = ConvProblem.from_tensors(torch.zeros(2, 32, 8, 8), torch.zeros(32, 32, 3, 3), None, stride=2, padding=1)
+    dy = torch.zeros(2, 32, 4, 4).to(memory_format=torch.channels_last)
+    dx = torch.zeros(2, 32, 8, 8).to(memory_format=torch.channels_last)
+    cfg = backward.tuned_dgrad_tma(small, dy, torch.zeros(32, 32, 3, 3), dx)  # no GPU: the default, memoised
+    assert cfg == backward.DGRAD_TMA.default_config(small) and backward.dgrad_tma_memo(small) == cfg
+    assert (small.key(), ("dgrad_tma",), "dgrad_tma") in backward._wgrad_memo
+    assert backward.dgrad_tma_memo(replace(small, k=64)) is None

@@ -114,7 +114,7 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
     plan: ``run(w, dy) -> dx`` repeating it for a weight and dy of the same shapes, strides, dtypes,
     alignment and device, or None where the route does more than a weight flip, an allocation
     and one launch (sub-pixel and per-phase dgrad, NCHW results)."""
-    from .conv.backward import DGRAD, DGRAD_TMA
+    from .conv.backward import DGRAD, DGRAD_TMA, dgrad_tma_memo
 
     sig = _dgrad_sig(input_size, weight, grad_output, stride, padding, dilation, groups, None)
     hit = _plans.get(sig) if sig is not None else None
@@ -146,7 +146,10 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
     if route == "dgrad_tma":
         if as_nhwc(grad_output) is not grad_output:
             return None
-        algo, cfg = DGRAD_TMA, DGRAD_TMA.default_config(prob)
+        # the plan's first call tuned it (its launch holds that kernel): read back from the memo
+        algo, cfg = DGRAD_TMA, dgrad_tma_memo(prob)
+        if cfg is None:
+            return None
     else:
         algo, cfg = DGRAD, DGRAD.default_config(prob)
     algo_run, alloc = algo.run, _allocator(shape, dtype, device, torch.channels_last)
@@ -640,7 +643,7 @@ def conv2d_input(
     convolutions are computed per stride phase, so no work is spent on the zeros a transposed
     convolution would insert.
     """
-    from .conv.backward import DGRAD, DGRAD_TMA
+    from .conv.backward import DGRAD, DGRAD_TMA, tuned_dgrad_tma
 
     # a repeat call (same shapes, strides, dtypes and arguments) skips validation, as conv2d does
     sig = _dgrad_sig(input_size, weight, grad_output, stride, padding, dilation, groups, memory_format)
@@ -680,7 +683,8 @@ def conv2d_input(
         out = dx if dx.is_contiguous(memory_format=torch.channels_last) else empty(dx.shape, dx.dtype, dx.device,
                                                                                    torch.channels_last)  # fmt: skip
         with _device_of(grad_output):
-            DGRAD_TMA.run(prob, as_nhwc(grad_output), weight, out, DGRAD_TMA.default_config(prob), launch)
+            dyn = as_nhwc(grad_output)
+            DGRAD_TMA.run(prob, dyn, weight, out, tuned_dgrad_tma(prob, dyn, weight, out), launch)
         if out is not dx:
             dx.copy_(out)
         return dx

@@ -312,12 +312,23 @@ def run_shape(
     return row
 
 
+def _dgrad_tma_config(x, w, dy, args: dict):
+    """The config ``conv2d_input`` ran ``dgrad_tma`` with (its tuner's memo, on the problem it
+    builds), else the default."""
+    from convgemm.conv.backward import DGRAD_TMA, dgrad_tma_memo
+    from convgemm.functional import _grad_problem
+
+    prob = _grad_problem("conv2d_input", x.shape, None, w, dy, args["stride"], args["padding"], args["dilation"],
+                         args["groups"])  # fmt: skip
+    return dgrad_tma_memo(prob) or DGRAD_TMA.default_config(prob)
+
+
 def run_shape_backward(
     shp: Shape, suite: str, dtype_key: str, layout: str, direction: str, check: bool, ceilings: dict
 ) -> Row:
     """dgrad or wgrad of one shape: convgemm against cuDNN's ``convolution_backward``."""
     import convgemm
-    from convgemm.conv.backward import DGRAD, DGRAD_TMA, choose_wgrad
+    from convgemm.conv.backward import DGRAD, choose_wgrad
     from convgemm.functional import dgrad_route
 
     dtype = DTYPES[dtype_key]
@@ -363,7 +374,7 @@ def run_shape_backward(
         row.config = {
             "dgrad_as_forward": "forward conv of dy (tuned)",
             "dgrad_by_subpixel": "one sub-pixel forward conv of dy (tuned)",
-            "dgrad_tma": DGRAD_TMA.default_config(prob).describe(),
+            "dgrad_tma": _dgrad_tma_config(x0, w0, sets[0][2], args).describe(),
             "dgrad_by_phases": "a forward conv of dy per stride phase (tuned)",
         }.get(row.algorithm) or DGRAD.default_config(prob).describe()
     row.cudnn_layout = layout

@@ -209,6 +209,30 @@ class DgradTma:
         _, tn, th, tw = min(good, key=lambda t: (-t[3], t[1]))
         return Config(bm, bn, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw)
 
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        """What the tuner times (``tuned_dgrad_tma``): the default, and the tiles session 8's sweep
+        ranked next (128 x 256 at 3 stages, 128 x 128, 64 x 128 on 4 warps, 64 x 256), each with
+        the best-covering pixel block of its width. Session 8 timed them with ``do_bench``, which
+        on that host counted launch time as GPU time, so the default was chosen on noisy numbers
+        (``tools/dgrad_sweep.py``); the tuner's timer is the benchmark's. Strict fp32 (3xTF32)
+        keeps to 128-wide tiles (wider ones spill or overflow shared memory)."""
+        default = self.default_config(prob)
+        if interpreting():
+            return [default]
+        sh, sw = prob.stride
+        dims = (prob.n, prob.h // sh, prob.w // sw)
+        bm, bk = self._bm(prob), self._bk(prob)
+        strict = prob.dtype == torch.float32 and prob.precision == "tf32x3"
+        out = [default]
+        for m, n, warps, stages in ((128, 256, 8, 3), (128, 128, 8, 4), (64, 128, 4, 3), (64, 256, 4, 3)):
+            if (m == 128 and bm != 128) or (strict and n > 128) or prob.c % m:
+                continue
+            _, tn, th, tw = spatial_tiles(prob, n, dims)[0]
+            cfg = Config(m, n, bk, warps, stages, tile_n=tn, tile_h=th, tile_w=tw)
+            if cfg not in out:
+                out.append(cfg)
+        return out
+
     def run(self, prob: ConvProblem, dy: torch.Tensor, w: torch.Tensor, dx: torch.Tensor, cfg: Config, launch=None):
         """``dx [N, C, H, W]`` (dense channels_last) from NHWC ``dy`` and ``w [K, C, R, S]``."""
         from ..functional import _flipped_weight
@@ -981,21 +1005,23 @@ def _can_time(x: torch.Tensor) -> bool:
     return x.device.type == "cuda" and not interpreting()
 
 
-def tuned_wgrad(algos: list, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor):
+def tuned_wgrad(algos: list, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor,
+                tag: str = "wgrad"):  # fmt: skip
     """``(algorithm, config)`` for ``prob`` among ``algos``: this process's memo, then the tuning
-    cache on disk (keyed like the forward's, tagged ``wgrad`` and, for several candidates, their
+    cache on disk (keyed like the forward's, tagged ``tag`` and, for several candidates, their
     names), then timing every candidate's configs on the call's own tensors (into a scratch dw).
-    The first algorithm's default config when tuning is off or there is no GPU."""
+    The first algorithm's default config when tuning is off or there is no GPU. Also serves the
+    strided TMA dgrad (``tuned_dgrad_tma``: dy, the weight and dx in the three tensor slots)."""
     from ..tune import autotune as at
 
     names = tuple(a.name for a in algos)
-    key = (prob.key(), names)
+    key = (prob.key(), names, tag)
     hit = _wgrad_memo.get(key)
     if hit is not None:
         return hit
     choice = None
     if _can_time(x) and at.autotune_enabled():
-        dkey = at.cache_key(prob, x.device) + "|wgrad" + ("|" + "+".join(names) if len(algos) > 1 else "")
+        dkey = at.cache_key(prob, x.device) + "|" + tag + ("|" + "+".join(names) if len(algos) > 1 else "")
         entry = at.disk_cache().get(dkey)
         match = {a.name: a for a in algos}.get(entry["algorithm"]) if entry is not None else None
         if match is not None:
@@ -1011,6 +1037,19 @@ def tuned_wgrad(algos: list, prob: ConvProblem, x: torch.Tensor, dy: torch.Tenso
     choice = choice or (algos[0], algos[0].default_config(prob))
     _wgrad_memo[key] = choice
     return choice
+
+
+def tuned_dgrad_tma(prob: ConvProblem, dy: torch.Tensor, w: torch.Tensor, dx: torch.Tensor) -> Config:
+    """``DgradTma``'s config for ``prob``, tuned among ``DgradTma.configs`` on the call's own dy
+    and weight into a scratch dx (memo and disk cache as ``tuned_wgrad``'s, tagged ``dgrad_tma``);
+    the default config when tuning is off or there is no GPU."""
+    return tuned_wgrad([DGRAD_TMA], prob, dy, w, dx, tag="dgrad_tma")[1]
+
+
+def dgrad_tma_memo(prob: ConvProblem) -> Config | None:
+    """The config ``tuned_dgrad_tma`` chose for ``prob`` in this process, or None: no tuning."""
+    hit = _wgrad_memo.get((prob.key(), (DGRAD_TMA.name,), "dgrad_tma"))
+    return None if hit is None else hit[1]
 
 
 def tuned_wgrad_config(algo, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor) -> Config:
