@@ -542,6 +542,10 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 560 python3 -m convgemm bench --dtype bf16 --suite floor,resnet50 \
             --baseline cudnn,inductor --json "$OUT/inductor.json" > "$OUT/inductor.log" 2>&1
         echo "rc=$?"; grep -E "geom|FAIL|Error|inductor failed" "$OUT/inductor.log" | tail -6 ;;
+    s35d)  # ResNet-50 dgrad with dgrad_tma tuned (session 34, untimed): its strided 3x3 layers were 0.75-0.85x
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-dgrad.jsonl timeout 400 python3 -m convgemm bench \
+            --dtype bf16 --check --suite resnet50 --direction dgrad --json "$OUT/dgrad.json" > "$OUT/dgrad.log" 2>&1
+        echo "rc=$?"; grep -E "geom|FAIL|Error" "$OUT/dgrad.log" | tail -4 ;;
     s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)
         {
             for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do
