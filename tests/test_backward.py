@@ -115,6 +115,28 @@ def test_strict_fp32_strided_dgrad_wide_channels():
     assert_close(convgemm.conv2d_input(x.shape, w, dy, **kw), gx, torch.float32, "dgrad")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("case", [(2, 128, 16, 16, 128, 3, 3, 2, 1, 1, 1, False),
+                                  (4, 64, 14, 14, 128, 3, 3, 2, 1, 1, 1, False)], ids=case_id)  # fmt: skip
+def test_dgrad_tma_every_candidate(case, dtype):
+    """Every tile the strided TMA dgrad's tuner times (``DgradTma.configs``), into a NaN-filled
+    dx, against float64: a wrong candidate must not be one the tuner can pick."""
+    from convgemm.conv.backward import DGRAD_TMA
+
+    x, w, dy, kw = make(case, dtype)
+    gx, _ = ref_grads(x, w, dy, kw)
+    prob = ConvProblem.from_tensors(x, w, None, **kw)
+    dyn = as_nhwc(dy)
+    assert DGRAD_TMA.supports(prob, dyn) is None, DGRAD_TMA.supports(prob, dyn)
+    cfgs = DGRAD_TMA.configs(prob)
+    assert cfgs and cfgs[0] == DGRAD_TMA.default_config(prob)
+    for cfg in cfgs:
+        dx = torch.full(x.shape, float("nan"), device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
+        DGRAD_TMA.run(prob, dyn, w, dx, cfg)
+        assert_close(dx, gx, dtype, f"dgrad_tma [{cfg.describe()}] {case}")
+
+
 def test_float64_backward():
     case = (2, 6, 7, 8, 4, 3, 3, 2, 1, 1, 2, False)
     x, w, dy, kw = make(case, torch.float64)

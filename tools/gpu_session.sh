@@ -526,7 +526,8 @@ PY
     s35a)  # stream-K on the Gluon kernel (session 34, untimed): GPU tests, then its forms on the 98-tile layers
         # (and session 34's other untested GPU tests: strict fp32's strided dgrad tile, conv3d_ws in TF32)
         timeout 150 python3 -m pytest -q -n 12 tests/test_ws_consumers.py tests/test_backward.py tests/test_conv3d.py \
-            tests/test_matmul.py -k "stream or strict_fp32 or tf32_every or default_tiles or tf32" -p no:cacheprovider \
+            tests/test_matmul.py -k "stream or strict_fp32 or tf32_every or default_tiles or tf32 or dgrad_tma" \
+            -p no:cacheprovider \
             --tb=short \
             -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
         for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias \
