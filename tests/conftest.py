@@ -106,6 +106,16 @@ def no_tf32():
     torch.backends.cudnn.allow_tf32 = old
 
 
+@pytest.fixture
+def tf32_on():
+    """fp32 convolutions on TF32 tensor cores (cuDNN's TF32 flag on) for one test, restored after
+    (after a module's ``no_tf32``, which runs first)."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
 def conv_tensors(shape, dtype):
     """Random channels_last ``(x, weight, bias, conv kwargs)`` on DEVICE for
     ``shape = (N, C, H, W, K, R, S, stride, padding, dilation, groups)``."""

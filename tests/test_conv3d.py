@@ -492,22 +492,17 @@ def test_conv3d_ws_every_candidate_config(case, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", [WS_CASES[i][0] for i in (0, 2, 6, 9, 11)], ids=str)
-def test_conv3d_ws_tf32_every_candidate_config(case):
+def test_conv3d_ws_tf32_every_candidate_config(case, tf32_on):
     """fp32 with TF32 on: ``conv3d_ws`` reads fp32 operands as TF32 (32-channel K steps) on dense,
     temporal, thin, stride-phase and phase-grid layers, every config it offers, with a bias,
     against float64 at the TF32 threshold."""
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = True
-    try:
-        x, w, b, kw = _tensors(case, torch.float32, channels_last=True)
-        prob = ConvProblem3d.from_tensors(x, w, b, **kw)
-        prob = replace(prob, **k3.input_flags(x, prob.stride))
-        assert prob.precision == "tf32"
-        cfgs = list(dict.fromkeys(k3.WS3D.candidates(prob, 132) + k3.WS3D.candidates(prob, 2)))
-        assert cfgs and all(c.block_k <= 32 for c in cfgs)
-        _forced(k3.WS3D, case, torch.float32, cfgs)
-    finally:
-        torch.backends.cudnn.allow_tf32 = old
+    x, w, b, kw = _tensors(case, torch.float32, channels_last=True)
+    prob = ConvProblem3d.from_tensors(x, w, b, **kw)
+    prob = replace(prob, **k3.input_flags(x, prob.stride))
+    assert prob.precision == "tf32"
+    cfgs = list(dict.fromkeys(k3.WS3D.candidates(prob, 132) + k3.WS3D.candidates(prob, 2)))
+    assert cfgs and all(c.block_k <= 32 for c in cfgs)
+    _forced(k3.WS3D, case, torch.float32, cfgs)
 
 
 def test_conv3d_ws_phase_grid_tiles():

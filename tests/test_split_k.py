@@ -48,11 +48,12 @@ def test_split_k_matches_reference(algorithm, shape, split_k):
 
 def test_split_k_on_a_side_stream_keeps_no_counters(monkeypatch):
     """Where ``may_cache`` says no (a CUDA graph's side stream: the graph's pool must not hold
-    tensors a cache keeps), each split-K launch gets zeroed counters of its own."""
-    from convgemm.conv import fprop
+    tensors a cache keeps), each split-K launch gets zeroed counters of its own (the counter cache
+    that split-K and the Gluon kernel's stream-K share, ``ws_replay.counters``)."""
+    from convgemm.conv import ws_replay
 
-    monkeypatch.setattr(fprop, "may_cache", lambda device: False)
-    monkeypatch.setattr(fprop, "_counters", {})
+    monkeypatch.setattr(ws_replay, "may_cache", lambda device: False)
+    monkeypatch.setattr(ws_replay, "_counters", {})
     x = torch.randn(2, 96, 4, 5, device=DEVICE).half().to(memory_format=torch.channels_last)
     w = torch.randn(40, 96, 1, 1, device=DEVICE).half().to(memory_format=torch.channels_last)
     prob = _problem(x, w, None)
@@ -60,7 +61,7 @@ def test_split_k_on_a_side_stream_keeps_no_counters(monkeypatch):
     y = y.to(memory_format=torch.channels_last)
     ALGORITHMS["gemm_1x1"].run(prob, x, w, None, y, Config(32, 32, 16, 4, 1, split_k=3))
     assert_close(y, conv2d_ref(x, w, None), torch.float16, "split-K on a side stream")
-    assert fprop._counters == {}
+    assert ws_replay._counters == {}
 
 
 @pytest.mark.parametrize("per_sm", [1, 2])

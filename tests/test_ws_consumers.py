@@ -164,14 +164,6 @@ def test_a_block_of_the_wrong_size_is_refused():
                   compile_only=True)  # fmt: skip
 
 
-@pytest.fixture
-def tf32_on():
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = True
-    yield
-    torch.backends.cudnn.allow_tf32 = old
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", GPU_CASES + [(2, 96, 10, 12, 64, 3, 3, 1, 1)], ids=str)
 def test_tf32_every_candidate(case, tf32_on):

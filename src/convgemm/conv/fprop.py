@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .._runtime import cdiv, empty, interpreting, may_cache, sm_count
+from .._runtime import cdiv, empty, interpreting, sm_count
 from ..matmul import loaders as mm
 from ..matmul.blocks import gemm_kernel, parts_gemm_kernel, persistent_gemm_kernel, stream_k_gemm_kernel
 from ..matmul.launch import Launch, aux_of, descriptor
@@ -38,7 +38,7 @@ from . import loaders as cl
 from .grouped_tma import blockdiag_weight, grouped_tma_fixup_kernel, tma_output_store_listed
 from .layout import channel_pad, krsc_in_place, krsc_weight, tma_aligned
 from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
-from .ws_replay import fast_ready, ws_conv3d_replay
+from .ws_replay import counters, fast_ready, ws_conv3d_replay
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,6 @@ class Config:
         return s
 
 
-_counters: dict = {}
-
-
 def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: int, dtype=torch.float32):
     """(workspace, counters) for a split-K launch of ``tiles`` output tiles.
 
@@ -111,15 +108,7 @@ def split_k_buffers(device: torch.device, tiles: int, split_k: int, tile_elems: 
     buffer per device and stream serves every split-K launch on that stream (launches on one
     stream never overlap).
     """
-    if not may_cache(device):  # a CUDA graph's side stream: counters of its own, zeroed in the graph
-        return (torch.empty(tiles * split_k * tile_elems, dtype=dtype, device=device),
-                torch.zeros(max(tiles, 1), dtype=torch.int32, device=device))  # fmt: skip
-    key = (device, 0)
-    locks = _counters.get(key)
-    if locks is None or locks.numel() < tiles:
-        locks = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
-        _counters[key] = locks
-    return torch.empty(tiles * split_k * tile_elems, dtype=dtype, device=device), locks
+    return torch.empty(tiles * split_k * tile_elems, dtype=dtype, device=device), counters(device, tiles)
 
 
 def stream_k_programs(cfg: Config, tiles: int, k_tiles: int) -> int:

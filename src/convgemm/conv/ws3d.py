@@ -46,10 +46,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
+from ..matmul.blocks import stream_k_owner
 from ..matmul.launch import aux_of
 from .conv3d import depth_free, phase_grid
 from .loaders3d import _tile3, depth_k_range, phase_grid_coord
-from .ws_replay import fast_ready, stream_locks, ws_conv3d_replay
+from .ws_replay import counters, fast_ready, ws_conv3d_replay
 
 
 @gluon.jit
@@ -234,12 +235,6 @@ def _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0, acc_
 
 
 @gluon.jit
-def _stream_owner(it, programs, total):
-    # the program whose share holds pair ``it`` (``matmul.blocks.stream_k_owner``)
-    return ((it + 1) * programs - 1) // total
-
-
-@gluon.jit
 def _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, total, pos, first):
     """Stream-K: the partial sum ``acc`` of a tile that several programs share; returns (the
     tile's sum, whether this program finishes it). As ``matmul.blocks.stream_k_reduce``: each
@@ -255,8 +250,8 @@ def _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, total, pos, first
     gl.store(ws_ptr + slot.to(gl.int64) * (BP * BN) + offs, acc)
     gl.thread_barrier()  # every thread's partial is written before the ticket is taken
     start = tile * k_steps
-    q0 = _stream_owner(start, programs, total)
-    q1 = _stream_owner(start + k_steps - 1, programs, total)
+    q0 = stream_k_owner(start, programs, total)
+    q1 = stream_k_owner(start + k_steps - 1, programs, total)
     ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
     last = ticket == q1 - q0
     out = gl.zeros_like(acc)
@@ -562,7 +557,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
         if units * k_steps * programs >= 2**31:
             raise ValueError("ws_conv3d: stream-K's pair arithmetic would overflow int32; use a K split instead")
         ws = torch.empty(2 * programs * td * th * tw * block_n, dtype=torch.float32, device=x.device)
-        locks = stream_locks(x.device, units)
+        locks = counters(x.device, units)
         grid = (programs,)
     else:
         ws = torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)

@@ -13,20 +13,22 @@ import torch
 
 from .._runtime import may_cache
 
-_locks: dict = {}
+_counters: dict = {}
 
 
-def stream_locks(device: torch.device, tiles: int) -> torch.Tensor:
-    """Stream-K's per-tile ticket counters (``ws3d._stream_reduce``): zero when a launch starts,
-    and every launch leaves them zero, so one buffer per device serves every launch on the
-    default stream (launches on one stream never overlap). On a CUDA graph's side stream
-    (``may_cache`` False) a fresh zeroed buffer, which the graph records."""
+def counters(device: torch.device, tiles: int) -> torch.Tensor:
+    """Per-tile int32 ticket counters for a split-K (``fprop.split_k_buffers``) or stream-K
+    (``ws3d._stream_reduce``) launch of ``tiles`` output tiles: zero when a launch starts, and
+    every launch leaves them zero, so one buffer per device serves every launch on the default
+    stream (launches on one stream never overlap). On a CUDA graph's side stream (``may_cache``
+    False) a fresh zeroed buffer, which the graph records. Here rather than in ``fprop`` so that
+    the Gluon replay path reaches it without importing the kernels."""
     if not may_cache(device):
         return torch.zeros(max(tiles, 1), dtype=torch.int32, device=device)
-    locks = _locks.get(device)
-    if locks is None or locks.numel() < tiles:
-        locks = _locks[device] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
-    return locks
+    buf = _counters.get(device)
+    if buf is None or buf.numel() < tiles:
+        buf = _counters[device] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+    return buf
 
 
 def fast_ready(launch, split: int) -> bool:
@@ -59,7 +61,7 @@ def ws_conv3d_replay(launch, x, wp, y, bias, split: int, stream: int = 0) -> Non
     if stream:
         elems, tiles = launch.extra
         ws = torch.empty(elems, dtype=torch.float32, device=y.device)
-        launch.fast((x, wp, y, b, ws, stream_locks(y.device, tiles)))
+        launch.fast((x, wp, y, b, ws, counters(y.device, tiles)))
         return
     ws = _workspace(launch, split, y)
     # the counters' pointer is unused without stream-K (STREAM is a constexpr)
