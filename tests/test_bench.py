@@ -188,6 +188,7 @@ def test_cli_rejects_bad_arguments(argv, capsys):
     [
         (["bench", "--dtype", "fp8"], "--dtype 'fp8'"),
         (["bench", "--baseline", "tensorrt"], "--baseline 'tensorrt'"),
+        (["bench", "--baseline", "cudnn,inductor,inductor-triton"], "give one of inductor and inductor-triton"),
         (["bench", "--shape", "1,2,3"], "expected 7 to 11 integers"),
         (["bench", "--suite", "nope"], "unknown suite 'nope'"),
         (["bench", "--rounds", "0"], "--rounds 0: give at least 1"),
@@ -368,6 +369,20 @@ def test_inductor_columns_only_when_measured(data):
     text = _render(report.tables(d))
     footers = [[c.strip() for c in ln.split("│")[1:-1]] for ln in text.splitlines() if "geomean" in ln]
     assert footers[0][5:7] == ["", f"{want:.2f}×"] and len(footers[1]) == 10
+
+
+def test_inductor_template_only_is_named(data):
+    """--baseline inductor-triton (the template alone, issue 9's comparison) is named so in both
+    tables; rows without the backends field (results before session 35) read as plain Inductor."""
+    d = json.loads(json.dumps(data))
+    floor = [r for r in d["rows"] if r["suite"] == "floor"]
+    for r in floor:
+        r["inductor_us"], r["inductor_speedup"], r["inductor_backends"] = 80.0, 80.0 / r["convgemm_us"], "TRITON"
+    md = report.markdown_table(d)
+    assert "× over Inductor (Triton template)" in md
+    assert "Inductor (Triton template) µs" in _render(report.tables(d))
+    floor[0]["inductor_backends"] = "ATEN,TRITON"  # mixed runs are not called template-only
+    assert "(Triton template)" not in report.markdown_table(d)
 
 
 def test_same_layout_columns_only_for_nchw_runs(data):

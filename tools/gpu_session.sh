@@ -547,6 +547,11 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-dgrad.jsonl timeout 400 python3 -m convgemm bench \
             --dtype bf16 --check --suite resnet50 --direction dgrad --json "$OUT/dgrad.json" > "$OUT/dgrad.log" 2>&1
         echo "rc=$?"; grep -E "geom|FAIL|Error" "$OUT/dgrad.log" | tail -4 ;;
+    s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
+        # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 570 python3 -m convgemm bench --dtype bf16 --suite floor,resnet50 \
+            --baseline cudnn,inductor-triton --json "$OUT/inductor-triton.json" > "$OUT/inductor-triton.log" 2>&1
+        echo "rc=$?"; grep -E "geom|FAIL|Error|inductor failed" "$OUT/inductor-triton.log" | tail -6 ;;
     s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)
         {
             for f in tests/test_backward.py tests/test_tune_cache.py "tests/test_models.py -k 768" tests/test_nn.py; do

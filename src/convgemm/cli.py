@@ -53,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--layout", default="channels_last", choices=["channels_last", "nchw"], help="convgemm's input layout"
     )
-    b.add_argument("--baseline", default="cudnn", help="comma-separated: cudnn, inductor")
+    b.add_argument(
+        "--baseline",
+        default="cudnn",
+        help="comma-separated: cudnn, and inductor (max-autotune: its Triton conv template or cuDNN, "
+        "whichever it times faster) or inductor-triton (the Triton template alone)",
+    )
     b.add_argument("--json", default=None, metavar="PATH", help="write the full result as JSON")
     b.add_argument("--csv", default=None, metavar="PATH", help="write the rows as CSV")
     b.add_argument("--plot", default=None, metavar="PATH.png", help="write a speedup / %% of roofline figure")
@@ -159,9 +164,12 @@ def cmd_bench(args) -> int:
             return 2
     baselines = [b.strip() for b in args.baseline.split(",")]
     for b in baselines:
-        if b not in ("cudnn", "inductor"):
-            console.print(f"[red]--baseline {b!r}: choose from cudnn, inductor[/red]")
+        if b not in ("cudnn", *runner.INDUCTOR_BACKENDS):
+            console.print(f"[red]--baseline {b!r}: choose from cudnn, {', '.join(runner.INDUCTOR_BACKENDS)}[/red]")
             return 2
+    if len([b for b in baselines if b in runner.INDUCTOR_BACKENDS]) > 1:
+        console.print("[red]--baseline: give one of inductor and inductor-triton (they share the Inductor columns)[/red]")
+        return 2
     if args.rounds < 1:
         console.print(f"[red]--rounds {args.rounds}: give at least 1[/red]")
         return 2

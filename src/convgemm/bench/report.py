@@ -69,7 +69,7 @@ def tables(data: dict | Result):
         if ind:  # only when --baseline inductor ran: its time and convgemm's speedup over it
             gm_ind = geomean(r.get("inductor_speedup") for r in rows)
             cols[5:5] = [
-                ("Inductor µs", "", "right"),
+                (f"{_inductor_name(rows)} µs", "", "right"),
                 ("vs Inductor", _fmt(gm_ind, ".2f") + "×" if gm_ind else "-", "right"),
             ]
         # an NCHW run also shows cuDNN on the same NCHW input (issue 9's target), beside its best layout
@@ -104,6 +104,13 @@ def tables(data: dict | Result):
             t.add_row(*cells, style=style)
         out.append(t)
     return out
+
+
+def _inductor_name(rows: list[dict]) -> str:
+    """The Inductor baseline's name in tables: its Triton conv template alone, or max-autotune's
+    pick between the template and cuDNN (results before session 35 have no backends field)."""
+    backends = {r.get("inductor_backends") for r in rows if r.get("inductor_us")}
+    return "Inductor (Triton template)" if backends == {"TRITON"} else "Inductor"
 
 
 def write_json(data: Result, path: str) -> None:
@@ -175,7 +182,7 @@ def markdown_table(data: dict, max_rows: int | None = None) -> str:
         ind = any(r.get("inductor_us") for r in rows)
         if ind:
             lines[-1] = lines[-1].rstrip("\n") + (
-                f"; {_fmt(geomean(r.get('inductor_speedup') for r in rows), '.2f')}× over Inductor\n"
+                f"; {_fmt(geomean(r.get('inductor_speedup') for r in rows), '.2f')}× over {_inductor_name(rows)}\n"
             )
         extra_h, extra_a = (" Inductor µs | vs Inductor |", "--:|--:|") if ind else ("", "")
         lines.append(

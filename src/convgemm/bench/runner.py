@@ -27,6 +27,9 @@ from ..problem import dtype_name
 from .suites import Shape, Shape3d
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
+#: ``--baseline`` names of Inductor's max-autotune and the conv backends each lets it choose among
+INDUCTOR_BACKENDS = {"inductor": "ATEN,TRITON", "inductor-triton": "TRITON"}
+
 #: relative difference from the baseline's output above which --check fails a row
 CHECK_TOL = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 4e-3, "bf16": 2e-2}
 
@@ -50,6 +53,10 @@ class Row:
     cudnn_same_us: float | None = None
     same_speedup: float | None = None
     inductor_speedup: float | None = None
+    # what Inductor's max-autotune chose among: "ATEN,TRITON" (--baseline inductor: its Triton conv
+    # template or cuDNN, whichever it timed faster) or "TRITON" (--baseline inductor-triton: the
+    # template alone, issue 9's comparison)
+    inductor_backends: str | None = None
     tflops: float | None = None
     cudnn_tflops: float | None = None
     roofline_us: float | None = None
@@ -290,17 +297,23 @@ def run_shape(
         if check:
             row.rel_err = ((y.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
             row.ok = bool(math.isfinite(row.rel_err) and row.rel_err <= CHECK_TOL[dtype_key])
-    if "inductor" in baselines:
+    ind = [b for b in baselines if b in INDUCTOR_BACKENDS]
+    if ind:
+        row.inductor_backends = INDUCTOR_BACKENDS[ind[0]]
         try:
-            fn = torch.compile(
-                lambda x, w, b: F.conv2d(x, w, b, **args), mode="max-autotune-no-cudagraphs", dynamic=False
-            )
-            fn(*sets[0])
+            import torch._inductor.config as inductor_config
+
+            torch._dynamo.reset()  # each layer compiles and autotunes afresh, under these backends
+            with inductor_config.patch(max_autotune_conv_backends=row.inductor_backends):
+                fn = torch.compile(
+                    lambda x, w, b: F.conv2d(x, w, b, **args), mode="max-autotune-no-cudagraphs", dynamic=False
+                )
+                fn(*sets[0])
             irot = _Rotation(sets)
             row.inductor_us = _bench(lambda: fn(*irot.next()))
             row.inductor_speedup = row.inductor_us / row.convgemm_us
         except Exception as e:  # noqa: BLE001 - a failed baseline is reported, not fatal
-            row.note = f"inductor failed: {type(e).__name__}"
+            row.note = f"inductor failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
 
     row.tflops = shp.flops / row.convgemm_us / 1e6
     row.roofline_us = roofline_us(shp, dtype_key, ceilings)
