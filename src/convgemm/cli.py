@@ -168,7 +168,9 @@ def cmd_bench(args) -> int:
             console.print(f"[red]--baseline {b!r}: choose from cudnn, {', '.join(runner.INDUCTOR_BACKENDS)}[/red]")
             return 2
     if len([b for b in baselines if b in runner.INDUCTOR_BACKENDS]) > 1:
-        console.print("[red]--baseline: give one of inductor and inductor-triton (they share the Inductor columns)[/red]")
+        console.print(
+            "[red]--baseline: give one of inductor and inductor-triton (they share the Inductor columns)[/red]"
+        )
         return 2
     if args.rounds < 1:
         console.print(f"[red]--rounds {args.rounds}: give at least 1[/red]")
