@@ -315,3 +315,95 @@ def test_stream_k_matches_reference(case, block):
         WS.run(prob, x, wt, b, y, cfg, launch=launch)
         assert_close(y, want, dtype, f"implicit_gemm_ws stream-K [{cfg.describe()}] replayed {case}")
     assert launch.fast_ready
+
+
+# ---------------------------------------------------------------- direct stores (Config.direct)
+def test_direct_configs_take_the_staging_tiles_room(monkeypatch):
+    """The direct-store form is offered (when the switch is on) where dropping the staging tile
+    makes room for more ring stages: 128 x 256 fp32 (TF32) from 2 stages to 4, 16-bit from 3 to
+    4; never for a tile that already has 4, and only unsplit."""
+    big = Config(128, 256, 64, 8, 3, tile_n=1, tile_h=16, tile_w=8, persistent=1)
+    assert k3.Ws3d.direct_configs(big, 2) == [replace(big, direct=1, num_stages=4)]
+    tf32 = replace(big, block_k=32, num_stages=2)
+    assert k3.Ws3d.direct_configs(tf32, 4) == [replace(tf32, direct=1, num_stages=4)]
+    assert k3.Ws3d.direct_configs(replace(big, block_m=64, block_n=128, num_stages=4), 2) == []
+    assert replace(big, direct=1).describe().endswith(" ds")
+    l3 = WS.as_3d(_prob(64, 256, 28, 28, 256, 3, 3, pad=1))
+    monkeypatch.setattr(k3.Ws3d, "DIRECT_CANDIDATES", True)
+    direct = [c for c in k3.WS3D.candidates(l3, 132) if c.direct]
+    assert direct and all(c.split_k == 1 and not c.stream_k and c.num_stages == 4 for c in direct)
+    monkeypatch.setattr(k3.Ws3d, "DIRECT_CANDIDATES", False)
+    assert not any(c.direct for c in k3.WS3D.candidates(l3, 132))
+
+
+def test_direct_store_refuses_split_and_stream():
+    """``ws_conv3d(direct=1)`` with a K split (whose partials a second kernel stores) says why."""
+    from convgemm.conv.ws3d import ws_conv3d
+
+    x = torch.zeros(1, 64, 1, 8, 16, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    wp = torch.zeros(128, 9 * 64, dtype=torch.bfloat16)
+    y = torch.zeros(1, 128, 1, 8, 16, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    with pytest.raises(ValueError, match="direct epilogue"):
+        ws_conv3d(x, wp, None, y, (1, 3, 3), (0, 1, 1), (1, 1, 1), (1, 4, 16), 128, warps=4, split=2, direct=1,
+                  compile_only=True)  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_CASES, ids=str)
+@pytest.mark.parametrize("dtype", ["bf16", "tf32"])
+@pytest.mark.parametrize("block", [(64, 128, 4), (128, 256, 8)], ids=str)
+def test_direct_store_matches_reference(case, dtype, block):
+    """Stores from registers (``direct``), with a bias and the fused ReLU, against float64: tiles
+    past the image's edge, a partial channel tile (K = 96), the strided phase view; twice, then
+    replayed through a call plan's Launch (whose warm calls pass y as the workspace pointer)."""
+    n, c, h, w, k, r, s, stride, pad = case
+    bm, bn, warps = block
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+    try:
+        x = torch.randn(n, c, h, w, device=DEVICE).to(dt).contiguous(memory_format=torch.channels_last)
+        wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dt)
+        b = torch.randn(k, device=DEVICE).to(dt)
+        want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), stride=stride, padding=pad)
+        want = want.clamp_min(0)
+        prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
+        prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
+        assert WS.supports(prob) is None, WS.supports(prob)
+        p3 = WS.as_3d(prob)
+        td, th, tw = next(t[1:] for t in k3.spatial_tiles3(p3, bm) if stride == 1 or t[1] == 1)
+        cfg = Config(bm, bn, 64 if dtype == "bf16" else 32, warps, 4, tile_n=td, tile_h=th, tile_w=tw, persistent=1,
+                     direct=1)  # fmt: skip
+        y = torch.empty(want.shape, device=DEVICE, dtype=dt).contiguous(memory_format=torch.channels_last)
+        for _ in range(2):
+            y.fill_(float("nan"))
+            WS.run(prob, x, wt, b, y, cfg)
+            assert_close(y, want, dt, f"implicit_gemm_ws direct [{cfg.describe()}] {dtype} {case}")
+        launch = Launch()
+        for _ in range(3):
+            y.fill_(float("nan"))
+            WS.run(prob, x, wt, b, y, cfg, launch=launch)
+            assert_close(y, want, dt, f"implicit_gemm_ws direct [{cfg.describe()}] {dtype} replayed {case}")
+        assert launch.fast_ready
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+@pytest.mark.gpu
+def test_direct_store_into_a_stride_phase():
+    """The direct stores use y's own strides: into ``dx[:, :, 1::2, ::2]``, the other phases
+    untouched."""
+    dtype = torch.bfloat16
+    x = torch.randn(2, 64, 12, 40, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(128, 64, 3, 3, device=DEVICE) / (64 * 9) ** 0.5).to(dtype)
+    want = F.conv2d(x.double().cpu(), wt.double().cpu(), padding=1)
+    prob = ConvProblem.from_tensors(x, wt, padding=1)
+    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True)
+    big = torch.full((2, 128, 24, 80), float("nan"), device=DEVICE, dtype=dtype).contiguous(
+        memory_format=torch.channels_last
+    )
+    y = big[:, :, 1::2, ::2]
+    cfg = Config(128, 128, 64, 8, 4, tile_n=1, tile_h=4, tile_w=32, persistent=1, direct=1)
+    WS.run(prob, x, wt, None, y, cfg)
+    assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] into a stride phase")
+    assert torch.isnan(big[:, :, 0::2]).all() and torch.isnan(big[:, :, 1::2, 1::2]).all()

@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("--per-sm", type=int, default=1)
     ap.add_argument("--consumers", type=int, default=1, help="fwd: consumer partitions, each with its own --tile")
     ap.add_argument("--stream", type=int, default=0, help="fwd: stream-K (programs per SM: --per-sm)")
+    ap.add_argument("--direct", type=int, default=0, help="fwd: 1 = stores from registers, no staging tile")
     ap.add_argument("--sms", type=int, default=132, help="SM count the grid is sized for")
     ap.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="fp32: TF32 products (fwd)")
     ap.add_argument("--out", default="/tmp/compile_gluon")
@@ -109,7 +110,7 @@ def main() -> int:
         wp = torch.zeros(k, t * r * s * c, dtype=dt)
         fn, grid, args, kw = ws3d.ws_conv3d(x, wp, None, y, (t, r, s), pad, dil, tile, bn, a.block_k, a.stages,
                                             a.warps, a.per_sm, "", a.split, stride, compile_only=True,
-                                            consumers=a.consumers, stream=a.stream)[0]  # fmt: skip
+                                            consumers=a.consumers, stream=a.stream, direct=a.direct)[0]  # fmt: skip
     summary = compile_sm90(fn, args, kw, a.out)
     print(f"grid={grid} " + "  ".join(f"{key}={v}" for key, v in summary.items()))
     return 0

@@ -48,8 +48,13 @@ def main() -> int:
     ap.add_argument("--stream", action="store_true",
                     help="also time implicit_gemm_ws's candidates with their stream-K forms (not yet offered to the "
                          "tuner: conv3d.Ws3d.STREAM_CANDIDATES)")  # fmt: skip
+    ap.add_argument("--dtype", choices=("bf16", "tf32"), default="bf16",
+                    help="tf32: fp32 tensors with TF32 on for cuDNN and convgemm, as bench --dtype tf32")  # fmt: skip
+    ap.add_argument("--direct", action="store_true",
+                    help="also time implicit_gemm_ws's candidates with their direct-store forms (not yet offered to "
+                         "the tuner: conv3d.Ws3d.DIRECT_CANDIDATES)")  # fmt: skip
     a = ap.parse_args()
-    if a.stream:
+    if a.stream or a.direct:
         a.configs = [*a.configs, "implicit_gemm_ws"]
     if not torch.cuda.is_available():
         print("config_probe: needs a CUDA GPU", file=sys.stderr)
@@ -64,11 +69,11 @@ def main() -> int:
     shp = parse_shape(a.shape)
     dev = torch.device("cuda")
     fmt = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format
-    x = torch.randn(shp.n, shp.c, shp.h, shp.w, device=dev).to(torch.bfloat16).contiguous(memory_format=fmt)
-    w = (torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device=dev) / (shp.c * shp.r * shp.s) ** 0.5).to(
-        torch.bfloat16
-    )
-    b = torch.randn(shp.k, device=dev).to(torch.bfloat16) if shp.bias else None
+    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    torch.backends.cudnn.allow_tf32 = a.dtype == "tf32"
+    x = torch.randn(shp.n, shp.c, shp.h, shp.w, device=dev).to(dt).contiguous(memory_format=fmt)
+    w = (torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device=dev) / (shp.c * shp.r * shp.s) ** 0.5).to(dt)
+    b = torch.randn(shp.k, device=dev).to(dt) if shp.bias else None
     kw = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
     flush = l2_flush(dev)
 
@@ -100,6 +105,10 @@ def main() -> int:
         from convgemm.conv import conv3d
 
         conv3d.Ws3d.STREAM_CANDIDATES = True
+    if a.direct:
+        from convgemm.conv import conv3d
+
+        conv3d.Ws3d.DIRECT_CANDIDATES = True
     for name in a.configs:
         for cfg in ALGORITHMS[name].configs(prob) if name in ALGORITHMS else [None]:
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if cfg else {}

@@ -547,6 +547,17 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-dgrad.jsonl timeout 400 python3 -m convgemm bench \
             --dtype bf16 --check --suite resnet50 --direction dgrad --json "$OUT/dgrad.json" > "$OUT/dgrad.log" 2>&1
         echo "rc=$?"; grep -E "geom|FAIL|Error" "$OUT/dgrad.log" | tail -4 ;;
+    s35f)  # direct stores (session 35): GPU tests, then the direct forms in TF32 and bf16 on layers whose
+        # 128 x 256 tile had 2 (TF32) or 3 (bf16) ring stages under the staging tile
+        timeout 120 python3 -m pytest -q -n 12 tests/test_ws_consumers.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
+        for dt in tf32 bf16; do
+            for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,256,28,28,256,3,3,2,1,1,1,nobias \
+                64,256,14,14,256,3,3,1,1,1,1,nobias 1,512,96,96,512,3,3,1,1,1,1 1,128,384,384,128,3,3,1,1,1,1; do
+                echo "== $dt $shape"
+                CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 60 python3 tools/config_probe.py --shape $shape --dtype $dt --direct
+            done
+        done 2>&1 | grep -v -E "Warning|_tune" | tee "$OUT/direct-probe.log" ;;
     s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
         # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 570 python3 -m convgemm bench --dtype bf16 --suite floor,resnet50 \

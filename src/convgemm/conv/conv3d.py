@@ -892,6 +892,8 @@ class Ws3d(Algorithm):
                 cfg = Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
                 if 2 * n_tiles >= sms:
                     out.append(cfg)
+                    if self.DIRECT_CANDIDATES:
+                        out += self.direct_configs(cfg, e)
                     if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
                         out.append(replace(cfg, persistent=2))
                 if n_tiles < 1.5 * sms:
@@ -899,6 +901,19 @@ class Ws3d(Algorithm):
                 if self.STREAM_CANDIDATES:
                     out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
         return out + self.side_by_side(prob, sms, bk, deep)
+
+    #: whether the tuner times ``direct_configs`` (off until their GPU timing:
+    #: ``tools/config_probe.py --try "implicit_gemm_ws:...,direct=1"``)
+    DIRECT_CANDIDATES = False
+
+    @staticmethod
+    def direct_configs(cfg: Config, itemsize: int) -> list[Config]:
+        """``cfg`` storing from registers (``direct``: no staging tile of ``block_m x block_n``
+        outputs in shared memory) where that frees room for more ring stages, up to 4: a 128 x
+        256 tile of fp32 (TF32) goes from 2 stages to 4, of 16-bit types from 3 to 4."""
+        ring = (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize
+        stages = min(4, 225_000 // ring)
+        return [replace(cfg, direct=1, num_stages=stages)] if stages > cfg.num_stages else []
 
     #: whether the tuner times ``stream_configs`` (off until the stream-K form has been run and
     #: timed on the GPU: ``tools/config_probe.py --try "implicit_gemm_ws:...,stream_k=1"``)

@@ -74,6 +74,9 @@ class Config:
     # implicit_gemm_ws / conv3d_ws (2 or 3): this many consumer partitions, each with its own
     # block of block_m pixels side by side along the columns (ws3d's CONS)
     parts: int = 0
+    # 1: implicit_gemm_ws / conv3d_ws store tiles from registers, without a shared-memory staging
+    # tile (ws3d's EPI), which leaves room for more ring stages
+    direct: int = 0
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -97,6 +100,8 @@ class Config:
             s += " red"
         if self.parts > 1:
             s += f" x{self.parts}"
+        if self.direct:
+            s += " ds"
         return s
 
 

@@ -217,11 +217,13 @@ def _mma_steps(acc, ready, empty, x_bufs, w_bufs, it, k0, k1, BP: gl.constexpr, 
 
 
 @gluon.jit
-def _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0, acc_layout: gl.constexpr,
+def _epilogue(acc, y_desc, bias_ptr, c_smem, CI: gl.constexpr, K, pid_n, n, d0, h0, w0, acc_layout: gl.constexpr,
               HAS_BIAS: gl.constexpr, ACT: gl.constexpr):  # fmt: skip
-    """Bias, activation and the TMA store of one finished tile (after the previous store has read
-    the staging buffer)."""
+    """Bias, activation and the TMA store of one finished tile through consumer ``CI``'s staging
+    buffer in ``c_smem`` (after the previous store has read it)."""
     BN: gl.constexpr = y_desc.block_type.shape[4]
+    c_mine = c_smem.index(CI)
+    c_2d = c_mine.reshape([acc.type.shape[0], BN])
     if HAS_BIAS:
         offs = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
         bias = gl.load(bias_ptr + offs, mask=offs < K, other=0.0).to(gl.float32)
@@ -232,6 +234,34 @@ def _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0, acc_
     c_2d.store(acc.to(y_desc.dtype))
     fence_async_shared()
     tma.async_copy_shared_to_global(y_desc, [n, d0, h0, w0, pid_n * BN], c_mine)
+
+
+@gluon.jit
+def _epilogue_direct(acc, y_ptr, bias_ptr, ys, K, OD, P, Q, pid_n, n, d0, h0, w0, acc_layout: gl.constexpr,
+                     TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr):  # fmt: skip
+    """``_epilogue`` without the shared-memory staging tile: bias, activation and plain stores from
+    the accumulator's registers (``EPI`` = 1). A consumer's 64 x 256 fp32 staging tile is 64 KB,
+    which left a 128 x 256 TF32 tile two ring stages; without it, four fit. In wgmma's
+    accumulator layout four threads hold 8 neighbouring channels of a pixel, so every 32-byte
+    sector a store touches (fp32) is written whole. ``ys``: y's (image, depth, row, column)
+    strides in elements, its channel stride 1."""
+    BP: gl.constexpr = acc.type.shape[0]
+    BN: gl.constexpr = acc.type.shape[1]
+    syn, syd, syh, syw = ys
+    rows = gl.arange(0, BP, layout=gl.SliceLayout(1, acc_layout))
+    cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+    od = d0 + rows // (TH * TW)
+    oh = h0 + (rows // TW) % TH
+    ow = w0 + rows % TW
+    row_off = n.to(gl.int64) * syn + od.to(gl.int64) * syd + oh * syh + ow * syw
+    if HAS_BIAS:
+        bias = gl.load(bias_ptr + cols, mask=cols < K, other=0.0).to(gl.float32)
+        acc = acc + gl.expand_dims(bias, 0)
+    if ACT == "relu":
+        acc = gl.where(acc < 0, 0.0, acc)
+    mask = gl.expand_dims((od < OD) & (oh < P) & (ow < Q), 1) & gl.expand_dims(cols < K, 0)
+    ptrs = y_ptr + (gl.expand_dims(row_off, 1) + gl.expand_dims(cols, 0))
+    gl.store(ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @gluon.jit
@@ -266,10 +296,10 @@ def _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, total, pos, first
 
 
 @gluon.jit
-def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K,
+def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
               STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr,
-              STREAM: gl.constexpr):  # fmt: skip
+              STREAM: gl.constexpr, EPI: gl.constexpr):  # fmt: skip
     """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on)."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BN: gl.constexpr = y_desc.block_type.shape[4]
@@ -279,8 +309,6 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 256 // x_bufs.dtype.primitive_bitwidth]
     )
-    c_mine = c_smem.index(CI)
-    c_2d = c_mine.reshape([BP, BN])
     # a tile's fp32 partial as written to / read from the workspace (split-K, stream-K)
     rows = gl.arange(0, BP, layout=gl.SliceLayout(1, acc_layout))
     cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
@@ -302,7 +330,7 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
                 acc, last = _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, num_units * k_steps, pos,
                                            first)  # fmt: skip
             if last:
-                _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0, acc_layout, HAS_BIAS, ACT)
+                _epilogue(acc, y_desc, bias_ptr, c_smem, CI, K, pid_n, n, d0, h0, w0, acc_layout, HAS_BIAS, ACT)
             pos += k1 - k0
     else:
         for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
@@ -312,19 +340,28 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
             if SPLIT > 1:
                 # this unit's fp32 partial, for ws_split_finish_kernel (tile-major, then split)
                 gl.store(ws_ptr + u.to(gl.int64) * (BP * BN) + offs, acc)
+            elif EPI == 1:
+                # unsplit, no stream-K: the workspace pointer is y itself (ws_conv3d)
+                _epilogue_direct(acc, ws_ptr, bias_ptr, ys, K, OD, P, Q, pid_n, n, d0, h0, w0 + CI * TW, acc_layout,
+                                 TH, TW, HAS_BIAS, ACT)  # fmt: skip
             else:
-                _epilogue(acc, y_desc, bias_ptr, c_mine, c_2d, K, pid_n, n, d0, h0, w0 + CI * TW, acc_layout,
+                _epilogue(acc, y_desc, bias_ptr, c_smem, CI, K, pid_n, n, d0, h0, w0 + CI * TW, acc_layout,
                           HAS_BIAS, ACT)  # fmt: skip
     tma.store_wait(0)
 
 
 @gluon.jit
 def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh,
-                     dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr,
+                     dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, syn, syd, syh, syw, TD: gl.constexpr,
+                     TH: gl.constexpr,
                      TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
                      SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr, CWARPS: gl.constexpr,
-                     CREGS: gl.constexpr, STREAM: gl.constexpr):  # fmt: skip
+                     CREGS: gl.constexpr, STREAM: gl.constexpr, EPI: gl.constexpr):  # fmt: skip
     """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
+
+    ``EPI`` = 1 (unsplit, no stream-K): tiles are stored from registers (``_epilogue_direct``)
+    into y, passed as ``ws_ptr`` with its strides ``syn, syd, syh, syw``, and no staging tile
+    takes shared memory; 0: through a staging tile and a TMA store.
 
     ``SPLIT`` > 1: every output tile's K steps are split in that many units, each of which
     writes its fp32 partial to ``ws_ptr`` for ``ws_split_finish_kernel``. ``STRIDED``: ``x_desc``
@@ -339,7 +376,11 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
-    c_smem = gl.allocate_shared_memory(y_desc.dtype, [CONS] + y_desc.block_type.shape, y_desc.layout)
+    gl.static_assert(EPI == 0 or (SPLIT == 1 and STREAM == 0), "ws_conv3d_kernel: EPI = 1 unsplit, no stream-K")
+    if EPI == 0:
+        c_smem = gl.allocate_shared_memory(y_desc.dtype, [CONS] + y_desc.block_type.shape, y_desc.layout)
+    else:
+        c_smem = x_bufs  # never read: _epilogue_direct stores from registers
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -347,11 +388,12 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         # every consumer hands a slot back
         mbarrier.init(empty.index(i), count=CONS)
     geo = (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C)
+    ys = (syn, syd, syh, syw)
     if CONS == 1:
         gl.warp_specialize(
             [
-                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
-                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
+                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
                              CONS, STREAM)),
             ],
@@ -361,10 +403,10 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     elif CONS == 2:
         gl.warp_specialize(
             [
-                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
-                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM)),
-                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
-                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
+                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
+                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
                              CONS, STREAM)),
             ],
@@ -375,12 +417,12 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.static_assert(CONS == 3, "ws_conv3d_kernel: 1, 2 or 3 consumer partitions")
         gl.warp_specialize(
             [
-                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
-                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM)),
-                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
-                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM)),
-                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, TD,
-                             TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
+                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
+                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI)),
+                (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
+                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM, EPI)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
                              CONS, STREAM)),
             ],
@@ -500,7 +542,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
               block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
               stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False, launch=None,
-              consumers: int = 1, stream: int = 0):  # fmt: skip
+              consumers: int = 1, stream: int = 0, direct: int = 0):  # fmt: skip
     """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1) with
     ``ws_conv3d_kernel``.
 
@@ -522,6 +564,8 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     ``stream`` > 0 (one consumer, unsplit, a filter one tap deep and unpadded in depth, so that
     every tile has all K steps): stream-K, the (tile, K step) pairs split evenly over ``per_sm``
     programs a SM, a tile that several programs share summed in the kernel (``_stream_reduce``).
+    ``direct`` = 1 (unsplit, no stream-K): tiles stored from registers, no staging tile in shared
+    memory (``_epilogue_direct``), which leaves room for more ``stages``.
     """
     b = y if bias is None else bias
     n, c, d, h, wd = x.shape
@@ -549,6 +593,9 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
         raise ValueError(f"ws_conv3d: a pixel block of {td}x{th}x{tw} = {td * th * tw} pixels on {warps} warps; "
                          f"it must be 16 per warp ({16 * warps}): change tile_n/tile_h/tile_w or num_warps")  # fmt: skip
     units = num_tiles * split
+    if direct and (split > 1 or stream):
+        raise ValueError("ws_conv3d: the direct epilogue (direct=1) is for unsplit tiles without stream-K, whose "
+                         "epilogue stores the output; use direct=0 with split or stream")  # fmt: skip
     if stream:
         if split > 1 or consumers > 1 or t > 1 or pad[0] or grid_view:
             raise ValueError("ws_conv3d: stream-K takes one consumer, no K split, and a filter one tap deep with no "
@@ -560,11 +607,15 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
         locks = counters(x.device, units)
         grid = (programs,)
     else:
-        ws = torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
+        # unsplit, the workspace pointer is unused, or with direct=1 the output itself (as
+        # ws_replay's warm calls pass it)
+        ws = y if direct else torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32,
+                                          device=x.device)  # fmt: skip
         locks = ws  # unused (STREAM is a constexpr)
         grid = (min(units, per_sm * sm_count()),)
     args = (x_desc, w_desc, y_desc, y if bias is None else bias, ws, locks, k, units, tiles_n, od, p, q, *pad,
-            *dilation, r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c)  # fmt: skip
+            *dilation, r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c, y.stride(0), y.stride(2), y.stride(3),
+            y.stride(4))  # fmt: skip
     # registers are allocated for the consumers' warps + 4 (the producer's warpgroup) at launch,
     # then moved from the producer (48 a thread for its warp, 24 for the three idle ones) to the
     # consumers; the worker consumers get an equal share of what is left (CREGS)
@@ -572,7 +623,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               STRIDED=2 if grid_view else int(strided),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps * consumers + 4) * 32)) // 8 * 8))  # fmt: skip
     # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
-    kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0),
+    kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0), EPI=int(direct > 0),
               CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
     launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
@@ -603,7 +654,8 @@ def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", laun
     from .fprop import COMPILE_ONLY
 
     call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,
-                split=cfg.split_k, stride=stride, consumers=max(1, cfg.parts), stream=cfg.stream_k)  # fmt: skip
+                split=cfg.split_k, stride=stride, consumers=max(1, cfg.parts), stream=cfg.stream_k,
+                direct=cfg.direct)  # fmt: skip
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
     if COMPILE_ONLY.get():
         # the split-K finish kernel too: left to the first launch, its compile (0.15-0.6 s on the
