@@ -327,6 +327,8 @@ def test_direct_configs_take_the_staging_tiles_room(monkeypatch):
     tf32 = replace(big, block_k=32, num_stages=2)
     assert k3.Ws3d.direct_configs(tf32, 4) == [replace(tf32, direct=1, num_stages=4)]
     assert k3.Ws3d.direct_configs(replace(big, block_m=64, block_n=128, num_stages=4), 2) == []
+    three = Config(64, 128, 32, 4, 3, tile_n=1, tile_h=1, tile_w=64, persistent=1, parts=3)  # fp32: 40 KB a slot
+    assert k3.Ws3d.direct_configs(three, 4) == [replace(three, direct=1, num_stages=4)]
     assert replace(big, direct=1).describe().endswith(" ds")
     l3 = WS.as_3d(_prob(64, 256, 28, 28, 256, 3, 3, pad=1))
     monkeypatch.setattr(k3.Ws3d, "DIRECT_CANDIDATES", True)

@@ -910,8 +910,10 @@ class Ws3d(Algorithm):
     def direct_configs(cfg: Config, itemsize: int) -> list[Config]:
         """``cfg`` storing from registers (``direct``: no staging tile of ``block_m x block_n``
         outputs in shared memory) where that frees room for more ring stages, up to 4: a 128 x
-        256 tile of fp32 (TF32) goes from 2 stages to 4, of 16-bit types from 3 to 4."""
-        ring = (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize
+        256 tile of fp32 (TF32) goes from 2 stages to 4, of 16-bit types from 3 to 4, the
+        three-consumer 192 x 128 fp32 tile from 3 to 4."""
+        # a ring slot holds every consumer's pixel box and the weight tile they share
+        ring = (cfg.block_m * max(1, cfg.parts) + cfg.block_n) * cfg.block_k * itemsize
         stages = min(4, 225_000 // ring)
         return [replace(cfg, direct=1, num_stages=stages)] if stages > cfg.num_stages else []
 
@@ -986,7 +988,8 @@ class Ws3d(Algorithm):
         stages = 4
         while stages > 2 and stages * (parts * 64 + bn) * bk * e + parts * 64 * bn * e > 225_000:
             stages -= 1
-        return [Config(64, bn, bk, 4, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts)]
+        cfg = Config(64, bn, bk, 4, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts)
+        return [cfg, *(cls.direct_configs(cfg, e) if cls.DIRECT_CANDIDATES else [])]
 
     def default_config(self, prob: ConvProblem3d) -> Config:
         cands = self.candidates(prob, max(sm_count(), 2))
