@@ -557,7 +557,15 @@ PY
                 echo "== $dt $shape"
                 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 60 python3 tools/config_probe.py --shape $shape --dtype $dt --direct
             done
-        done 2>&1 | grep -v -E "Warning|_tune" | tee "$OUT/direct-probe.log" ;;
+        done 2>&1 | grep -v -E "Warning|_tune" | tee "$OUT/direct-probe.log"
+        # two 128-pixel consumers under one 128-channel weight tile (256 pixels a tile: half the
+        # weight reads from L2 per pixel) on the 128-channel strided layer (0.80x)
+        b="implicit_gemm_ws:block_m=128,block_n=128,block_k=64,num_warps=8,tile_n=16,tile_h=4,tile_w=2,persistent=1"
+        c="implicit_gemm_ws:block_m=128,block_n=128,block_k=64,num_warps=8,tile_n=8,tile_h=4,tile_w=4,persistent=1"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 90 python3 tools/config_probe.py --shape 64,128,56,56,128,3,3,2,1,1,1,nobias \
+            --try "$b,parts=2,num_stages=3" --try "$b,parts=2,num_stages=4,direct=1" --try "$c,parts=2,num_stages=3" \
+            --try "$c,parts=2,num_stages=4,direct=1" --try "$c,num_stages=4,direct=1" 2>&1 | grep -v -E "Warning|_tune" \
+            | tee "$OUT/parts2-probe.log" ;;
     s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
         # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 570 python3 -m convgemm bench --dtype bf16 --suite floor,resnet50 \
