@@ -551,12 +551,11 @@ PY
         # 128 x 256 tile had 2 (TF32) or 3 (bf16) ring stages under the staging tile
         timeout 120 python3 -m pytest -q -n 12 tests/test_ws_consumers.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
-        for dt in tf32 bf16; do
-            for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,256,28,28,256,3,3,2,1,1,1,nobias \
-                64,256,14,14,256,3,3,1,1,1,1,nobias 1,512,96,96,512,3,3,1,1,1,1 1,128,384,384,128,3,3,1,1,1,1; do
-                echo "== $dt $shape"
-                CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 60 python3 tools/config_probe.py --shape $shape --dtype $dt --direct
-            done
+        for job in tf32:64,512,14,14,512,3,3,2,1,1,1,nobias tf32:64,256,14,14,256,3,3,1,1,1,1,nobias \
+            tf32:1,512,96,96,512,3,3,1,1,1,1 bf16:64,256,14,14,256,3,3,1,1,1,1,nobias bf16:1,128,384,384,128,3,3,1,1,1,1; do
+            echo "== $job"
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 60 python3 tools/config_probe.py --shape "${job#*:}" --dtype "${job%%:*}" \
+                --direct
         done 2>&1 | grep -v -E "Warning|_tune" | tee "$OUT/direct-probe.log"
         # two 128-pixel consumers under one 128-channel weight tile (256 pixels a tile: half the
         # weight reads from L2 per pixel) on the 128-channel strided layer (0.80x)
@@ -568,7 +567,7 @@ PY
             | tee "$OUT/parts2-probe.log" ;;
     s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
         # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 570 python3 -m convgemm bench --dtype bf16 --suite floor,resnet50 \
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 540 python3 -m convgemm bench --dtype bf16 --suite "${INDUCTOR_SUITE:-resnet50}" \
             --baseline cudnn,inductor-triton --json "$OUT/inductor-triton.json" > "$OUT/inductor-triton.log" 2>&1
         echo "rc=$?"; grep -E "geom|FAIL|Error|inductor failed" "$OUT/inductor-triton.log" | tail -6 ;;
     s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)
