@@ -323,15 +323,15 @@ def test_direct_configs_take_the_staging_tiles_room(monkeypatch):
     makes room for more ring stages: 128 x 256 fp32 (TF32) from 2 stages to 4, 16-bit from 3 to
     4; never for a tile that already has 4, and only unsplit."""
     big = Config(128, 256, 64, 8, 3, tile_n=1, tile_h=16, tile_w=8, persistent=1)
-    assert k3.Ws3d.direct_configs(big, 2) == [replace(big, direct=1, num_stages=4)]
+    assert k3.Ws3d.direct_configs(big, 2) == []  # 16-bit: slower on the H200 (session 35)
     tf32 = replace(big, block_k=32, num_stages=2)
     assert k3.Ws3d.direct_configs(tf32, 4) == [replace(tf32, direct=1, num_stages=4)]
-    assert k3.Ws3d.direct_configs(replace(big, block_m=64, block_n=128, num_stages=4), 2) == []
+    assert k3.Ws3d.direct_configs(replace(tf32, block_m=64, block_n=128, num_stages=4), 4) == []
     three = Config(64, 128, 32, 4, 3, tile_n=1, tile_h=1, tile_w=64, persistent=1, parts=3)  # fp32: 40 KB a slot
     assert k3.Ws3d.direct_configs(three, 4) == [replace(three, direct=1, num_stages=4)]
     assert replace(big, direct=1).describe().endswith(" ds")
-    l3 = WS.as_3d(_prob(64, 256, 28, 28, 256, 3, 3, pad=1))
-    monkeypatch.setattr(k3.Ws3d, "DIRECT_CANDIDATES", True)
+    l3 = replace(WS.as_3d(_prob(64, 256, 28, 28, 256, 3, 3, pad=1)), dtype=torch.float32)
+    assert not any(c.direct for c in k3.WS3D.candidates(replace(l3, dtype=torch.bfloat16), 132))
     direct = [c for c in k3.WS3D.candidates(l3, 132) if c.direct]
     assert direct and all(c.split_k == 1 and not c.stream_k and c.num_stages == 4 for c in direct)
     monkeypatch.setattr(k3.Ws3d, "DIRECT_CANDIDATES", False)

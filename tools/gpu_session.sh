@@ -565,9 +565,15 @@ PY
             --try "$b,parts=2,num_stages=3" --try "$b,parts=2,num_stages=4,direct=1" --try "$c,parts=2,num_stages=3" \
             --try "$c,parts=2,num_stages=4,direct=1" --try "$c,num_stages=4,direct=1" 2>&1 | grep -v -E "Warning|_tune" \
             | tee "$OUT/parts2-probe.log" ;;
+    s35g)  # the TF32 all suite with the direct-store forms offered (fp32 only), then the Inductor template on the floor
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-tf32-all.jsonl timeout 270 python3 -m convgemm bench \
+            --dtype tf32 --check --suite all --direction fwd --json "$OUT/tf32-all.json" > "$OUT/tf32-all.log" 2>&1
+        echo "tf32 rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-all.log" | tail -3
+        INDUCTOR_SUITE=floor INDUCTOR_TIMEOUT=290 bash "$0" s35e ;;
     s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
         # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 540 python3 -m convgemm bench --dtype bf16 --suite "${INDUCTOR_SUITE:-resnet50}" \
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${INDUCTOR_TIMEOUT:-540}" python3 -m convgemm bench --dtype bf16 \
+            --suite "${INDUCTOR_SUITE:-resnet50}" \
             --baseline cudnn,inductor-triton --json "$OUT/inductor-triton.json" > "$OUT/inductor-triton.log" 2>&1
         echo "rc=$?"; grep -E "geom|FAIL|Error|inductor failed" "$OUT/inductor-triton.log" | tail -6 ;;
     s34d)  # session 33's untested files, and the fp32 tests on the 3xTF32 default (100-110 s each)

@@ -902,17 +902,21 @@ class Ws3d(Algorithm):
                     out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
         return out + self.side_by_side(prob, sms, bk, deep)
 
-    #: whether the tuner times ``direct_configs`` (off until their GPU timing:
-    #: ``tools/config_probe.py --try "implicit_gemm_ws:...,direct=1"``)
-    DIRECT_CANDIDATES = False
+    #: whether the tuner times ``direct_configs`` (``tools/config_probe.py --direct``)
+    DIRECT_CANDIDATES = True
 
     @staticmethod
     def direct_configs(cfg: Config, itemsize: int) -> list[Config]:
         """``cfg`` storing from registers (``direct``: no staging tile of ``block_m x block_n``
-        outputs in shared memory) where that frees room for more ring stages, up to 4: a 128 x
-        256 tile of fp32 (TF32) goes from 2 stages to 4, of 16-bit types from 3 to 4, the
-        three-consumer 192 x 128 fp32 tile from 3 to 4."""
+        outputs in shared memory) where that frees room for more ring stages, up to 4, for fp32
+        (TF32) only: a 128 x 256 tile goes from 2 stages to 4, 64 x 256 and the three-consumer
+        192 x 128 tile from 3 to 4."""
         # a ring slot holds every consumer's pixel box and the weight tile they share
+        if itemsize < 4:
+            # 16-bit outputs: slower on every layer timed (session 35, 128 x 256 at 4 stages
+            # direct against 3 staged: 41.7 against 38.3 us on ResNet-50's l3 3x3), the stores
+            # from registers costing more than the extra stage gains
+            return []
         ring = (cfg.block_m * max(1, cfg.parts) + cfg.block_n) * cfg.block_k * itemsize
         stages = min(4, 225_000 // ring)
         return [replace(cfg, direct=1, num_stages=stages)] if stages > cfg.num_stages else []
