@@ -318,24 +318,32 @@ def test_stream_k_matches_reference(case, block):
 
 
 # ---------------------------------------------------------------- direct stores (Config.direct)
-def test_direct_configs_take_the_staging_tiles_room(monkeypatch):
-    """The direct-store form is offered (when the switch is on) where dropping the staging tile
-    makes room for more ring stages: 128 x 256 fp32 (TF32) from 2 stages to 4, 16-bit from 3 to
-    4; never for a tile that already has 4, and only unsplit."""
-    big = Config(128, 256, 64, 8, 3, tile_n=1, tile_h=16, tile_w=8, persistent=1)
-    assert k3.Ws3d.direct_configs(big, 2) == []  # 16-bit: slower on the H200 (session 35)
-    tf32 = replace(big, block_k=32, num_stages=2)
-    assert k3.Ws3d.direct_configs(tf32, 4) == [replace(tf32, direct=1, num_stages=4)]
-    assert k3.Ws3d.direct_configs(replace(tf32, block_m=64, block_n=128, num_stages=4), 4) == []
-    three = Config(64, 128, 32, 4, 3, tile_n=1, tile_h=1, tile_w=64, persistent=1, parts=3)  # fp32: 40 KB a slot
-    assert k3.Ws3d.direct_configs(three, 4) == [replace(three, direct=1, num_stages=4)]
-    assert replace(big, direct=1).describe().endswith(" ds")
+def test_direct_form_takes_the_staging_tiles_room():
+    """The direct-store form replaces the staged one where dropping the staging tile makes room
+    for more ring stages, in fp32 (TF32) with 9 or more K steps: 128 x 256 from 2 stages to 4,
+    the three-consumer tile from 3 to 4; never 16-bit, a tile that already has 4, short K loops
+    or with the switch off."""
+    tf32 = Config(128, 256, 32, 8, 2, tile_n=1, tile_h=16, tile_w=8, persistent=1)
+    assert k3.Ws3d.direct_form(tf32, 4, 72) == replace(tf32, direct=1, num_stages=4)
+    assert replace(tf32, direct=1).describe().endswith(" ds")
+    assert k3.Ws3d.direct_form(tf32, 4, 8) == tf32  # a 1x1 layer of 256 channels
+    bf16 = replace(tf32, block_k=64, num_stages=3)
+    assert k3.Ws3d.direct_form(bf16, 2, 72) == bf16  # 16-bit: slower on the H200 (session 35)
+    small = replace(tf32, block_m=64, block_n=128, num_stages=4)
+    assert k3.Ws3d.direct_form(small, 4, 72) == small
+    three = Config(64, 128, 32, 4, 3, tile_n=1, tile_h=1, tile_w=64, persistent=1, parts=3)  # 40 KB a slot
+    assert k3.Ws3d.direct_form(three, 4, 72) == replace(three, direct=1, num_stages=4)
     l3 = replace(WS.as_3d(_prob(64, 256, 28, 28, 256, 3, 3, pad=1)), dtype=torch.float32)
-    assert not any(c.direct for c in k3.WS3D.candidates(replace(l3, dtype=torch.bfloat16), 132))
-    direct = [c for c in k3.WS3D.candidates(l3, 132) if c.direct]
+    cands = k3.WS3D.candidates(l3, 132)
+    direct = [c for c in cands if c.direct]
     assert direct and all(c.split_k == 1 and not c.stream_k and c.num_stages == 4 for c in direct)
-    monkeypatch.setattr(k3.Ws3d, "DIRECT_CANDIDATES", False)
-    assert not any(c.direct for c in k3.WS3D.candidates(l3, 132))
+    # in place of the staged forms: no tile is offered both ways
+    shapes = [(c.block_m, c.block_n, c.parts, c.persistent, c.split_k) for c in cands]
+    assert len(shapes) == len(set(shapes))
+    assert not any(c.direct for c in k3.WS3D.candidates(replace(l3, dtype=torch.bfloat16), 132))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(k3.Ws3d, "DIRECT_CANDIDATES", False)
+        assert not any(c.direct for c in k3.WS3D.candidates(l3, 132))
 
 
 def test_direct_store_refuses_split_and_stream():

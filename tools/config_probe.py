@@ -51,8 +51,8 @@ def main() -> int:
     ap.add_argument("--dtype", choices=("bf16", "tf32"), default="bf16",
                     help="tf32: fp32 tensors with TF32 on for cuDNN and convgemm, as bench --dtype tf32")  # fmt: skip
     ap.add_argument("--direct", action="store_true",
-                    help="also time implicit_gemm_ws's candidates with their direct-store forms (not yet offered to "
-                         "the tuner: conv3d.Ws3d.DIRECT_CANDIDATES)")  # fmt: skip
+                    help="time implicit_gemm_ws's candidates both staged and in the direct-store form that the tuner "
+                         "offers in their place (conv3d.Ws3d.direct_form)")  # fmt: skip
     a = ap.parse_args()
     if a.stream or a.direct:
         a.configs = [*a.configs, "implicit_gemm_ws"]
@@ -106,8 +106,15 @@ def main() -> int:
 
         conv3d.Ws3d.STREAM_CANDIDATES = True
     if a.direct:
+        # the staged forms first; the candidates themselves (direct forms in their place) follow
         from convgemm.conv import conv3d
 
+        conv3d.Ws3d.DIRECT_CANDIDATES = False
+        for cfg in ALGORITHMS["implicit_gemm_ws"].configs(prob):
+            fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+            text = "implicit_gemm_ws:" + ",".join(f"{k}={v}" for k, v in fields.items())
+            if text not in tries:
+                tries.append(text)
         conv3d.Ws3d.DIRECT_CANDIDATES = True
     for name in a.configs:
         for cfg in ALGORITHMS[name].configs(prob) if name in ALGORITHMS else [None]:

@@ -891,9 +891,7 @@ class Ws3d(Algorithm):
                     stages -= 1
                 cfg = Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
                 if 2 * n_tiles >= sms:
-                    out.append(cfg)
-                    if self.DIRECT_CANDIDATES:
-                        out += self.direct_configs(cfg, e)
+                    out.append(self.direct_form(cfg, e, k_steps))
                     if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
                         out.append(replace(cfg, persistent=2))
                 if n_tiles < 1.5 * sms:
@@ -902,24 +900,28 @@ class Ws3d(Algorithm):
                     out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
         return out + self.side_by_side(prob, sms, bk, deep)
 
-    #: whether the tuner times ``direct_configs`` (``tools/config_probe.py --direct``)
+    #: whether the tuner's unsplit tiles store from registers where ``direct_form`` says so
+    #: (``tools/config_probe.py --direct`` times both forms)
     DIRECT_CANDIDATES = True
 
-    @staticmethod
-    def direct_configs(cfg: Config, itemsize: int) -> list[Config]:
+    @classmethod
+    def direct_form(cls, cfg: Config, itemsize: int, k_steps: int) -> Config:
         """``cfg`` storing from registers (``direct``: no staging tile of ``block_m x block_n``
-        outputs in shared memory) where that frees room for more ring stages, up to 4, for fp32
-        (TF32) only: a 128 x 256 tile goes from 2 stages to 4, 64 x 256 and the three-consumer
-        192 x 128 tile from 3 to 4."""
+        outputs in shared memory) where that frees room for more ring stages, up to 4, in place
+        of the staged form; else ``cfg``. fp32 (TF32) only: a 128 x 256 tile goes from 2 stages
+        to 4, 64 x 256 and the three-consumer 192 x 128 tile from 3 to 4. In session 35's TF32
+        `all` suite the direct form beat its staged twin in 57 of 62 pairs (1.22x in geometric
+        mean); the five exceptions had 2-8 K steps (1x1 layers of 64-256 channels), where the
+        loop is too short for the stages to matter and the asynchronous TMA store wins."""
+        if not cls.DIRECT_CANDIDATES or itemsize < 4 or k_steps < 9:
+            # 16-bit outputs: slower on both layers timed (session 35: 128 x 256 at 4 stages
+            # direct against 3 staged, 41.7 against 38.3 us on ResNet-50's l3 3x3), a thread's
+            # stores from registers costing more than the extra stage gains
+            return cfg
         # a ring slot holds every consumer's pixel box and the weight tile they share
-        if itemsize < 4:
-            # 16-bit outputs: slower on every layer timed (session 35, 128 x 256 at 4 stages
-            # direct against 3 staged: 41.7 against 38.3 us on ResNet-50's l3 3x3), the stores
-            # from registers costing more than the extra stage gains
-            return []
         ring = (cfg.block_m * max(1, cfg.parts) + cfg.block_n) * cfg.block_k * itemsize
         stages = min(4, 225_000 // ring)
-        return [replace(cfg, direct=1, num_stages=stages)] if stages > cfg.num_stages else []
+        return replace(cfg, direct=1, num_stages=stages) if stages > cfg.num_stages else cfg
 
     #: whether the tuner times ``stream_configs`` (off until the stream-K form has been run and
     #: timed on the GPU: ``tools/config_probe.py --try "implicit_gemm_ws:...,stream_k=1"``)
@@ -993,7 +995,7 @@ class Ws3d(Algorithm):
         while stages > 2 and stages * (parts * 64 + bn) * bk * e + parts * 64 * bn * e > 225_000:
             stages -= 1
         cfg = Config(64, bn, bk, 4, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts)
-        return [cfg, *(cls.direct_configs(cfg, e) if cls.DIRECT_CANDIDATES else [])]
+        return [cls.direct_form(cfg, e, prob.t * prob.r * prob.s * (prob.c // bk))]
 
     def default_config(self, prob: ConvProblem3d) -> Config:
         cands = self.candidates(prob, max(sm_count(), 2))
