@@ -130,10 +130,11 @@ def test_consumers_match_reference(case, dtype, parts):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("parts", [1, 3])
+@pytest.mark.parametrize("parts", [1, 3, "direct"])
 def test_stores_into_a_stride_phase(parts):
     """Strided dgrad writes each phase's forward into ``dx[:, :, a::2, b::2]``: the kernel stores
-    into that view in place (TMA over its strides) and leaves the other phases alone."""
+    into that view in place (TMA over its strides; ``direct``: stores from registers through y's
+    own strides) and leaves the other phases alone."""
     dtype = torch.bfloat16
     x = torch.randn(2, 64, 12, 40, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
     wt = (torch.randn(128, 64, 3, 3, device=DEVICE) / (64 * 9) ** 0.5).to(dtype)
@@ -146,6 +147,8 @@ def test_stores_into_a_stride_phase(parts):
     y = big[:, :, 1::2, ::2]
     cfg = (Config(64, 128, 64, 4, 3, tile_n=1, tile_h=4, tile_w=16, persistent=1, parts=3) if parts == 3
            else Config(128, 128, 64, 8, 3, tile_n=1, tile_h=4, tile_w=32, persistent=1))  # fmt: skip
+    if parts == "direct":
+        cfg = replace(cfg, num_stages=4, direct=1)
     WS.run(prob, x, wt, None, y, cfg)
     assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] into a stride phase")
     assert torch.isnan(big[:, :, 0::2]).all() and torch.isnan(big[:, :, 1::2, 1::2]).all()
@@ -292,28 +295,42 @@ def test_stream_k_matches_reference(case, block):
     """Stream-K (forced: not a tuner candidate yet) with a bias and the fused ReLU against
     float64, three times in a row (the ticket counters must be back at zero after each launch),
     then replayed through a call plan's Launch."""
-    n, c, h, w, k, r, s, stride, pad = case
     bm, bn, warps = block
     dtype = torch.bfloat16
+    x, wt, b, want, prob, (td, th, tw) = _relu_case(case, dtype, bm)
+    cfg = Config(bm, bn, 64, warps, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, stream_k=1)
+    _runs_and_replays(prob, x, wt, b, want, cfg, f"implicit_gemm_ws stream-K [{cfg.describe()}] {case}")
+
+
+def _relu_case(case, dtype, bm):
+    """(x, w, bias, float64 reference with ReLU, the problem with the fused ReLU, a pixel block
+    of ``bm`` pixels that the layer's view takes) for a GPU case tuple."""
+    n, c, h, w, k, r, s, stride, pad = case
     x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
     wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
     b = torch.randn(k, device=DEVICE).to(dtype)
     want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), stride=stride, padding=pad).clamp_min(0)
     prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
     prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
-    p3 = WS.as_3d(prob)
-    td, th, tw = next(t[1:] for t in k3.spatial_tiles3(p3, bm) if stride == 1 or t[1] == 1)
-    cfg = Config(bm, bn, 64, warps, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, stream_k=1)
-    y = torch.empty(want.shape, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    assert WS.supports(prob) is None, WS.supports(prob)
+    tile = next(t[1:] for t in k3.spatial_tiles3(WS.as_3d(prob), bm) if stride == 1 or t[1] == 1)
+    return x, wt, b, want, prob, tile
+
+
+def _runs_and_replays(prob, x, wt, b, want, cfg, label):
+    """Three plain runs into a NaN-filled output (persistent state, counters, must be back where
+    a launch expects them), then three through a call plan's Launch (the first binds, the next
+    ones replay)."""
+    y = torch.empty(want.shape, device=DEVICE, dtype=x.dtype).contiguous(memory_format=torch.channels_last)
     for _ in range(3):
         y.fill_(float("nan"))
         WS.run(prob, x, wt, b, y, cfg)
-        assert_close(y, want, dtype, f"implicit_gemm_ws stream-K [{cfg.describe()}] {case}")
+        assert_close(y, want, x.dtype, label)
     launch = Launch()
     for _ in range(3):
         y.fill_(float("nan"))
         WS.run(prob, x, wt, b, y, cfg, launch=launch)
-        assert_close(y, want, dtype, f"implicit_gemm_ws stream-K [{cfg.describe()}] replayed {case}")
+        assert_close(y, want, x.dtype, f"{label} replayed")
     assert launch.fast_ready
 
 
@@ -366,54 +383,14 @@ def test_direct_store_matches_reference(case, dtype, block):
     """Stores from registers (``direct``), with a bias and the fused ReLU, against float64: tiles
     past the image's edge, a partial channel tile (K = 96), the strided phase view; twice, then
     replayed through a call plan's Launch (whose warm calls pass y as the workspace pointer)."""
-    n, c, h, w, k, r, s, stride, pad = case
     bm, bn, warps = block
     dt = torch.bfloat16 if dtype == "bf16" else torch.float32
     old = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = dtype == "tf32"
     try:
-        x = torch.randn(n, c, h, w, device=DEVICE).to(dt).contiguous(memory_format=torch.channels_last)
-        wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dt)
-        b = torch.randn(k, device=DEVICE).to(dt)
-        want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), stride=stride, padding=pad)
-        want = want.clamp_min(0)
-        prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
-        prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
-        assert WS.supports(prob) is None, WS.supports(prob)
-        p3 = WS.as_3d(prob)
-        td, th, tw = next(t[1:] for t in k3.spatial_tiles3(p3, bm) if stride == 1 or t[1] == 1)
+        x, wt, b, want, prob, (td, th, tw) = _relu_case(case, dt, bm)
         cfg = Config(bm, bn, 64 if dtype == "bf16" else 32, warps, 4, tile_n=td, tile_h=th, tile_w=tw, persistent=1,
                      direct=1)  # fmt: skip
-        y = torch.empty(want.shape, device=DEVICE, dtype=dt).contiguous(memory_format=torch.channels_last)
-        for _ in range(2):
-            y.fill_(float("nan"))
-            WS.run(prob, x, wt, b, y, cfg)
-            assert_close(y, want, dt, f"implicit_gemm_ws direct [{cfg.describe()}] {dtype} {case}")
-        launch = Launch()
-        for _ in range(3):
-            y.fill_(float("nan"))
-            WS.run(prob, x, wt, b, y, cfg, launch=launch)
-            assert_close(y, want, dt, f"implicit_gemm_ws direct [{cfg.describe()}] {dtype} replayed {case}")
-        assert launch.fast_ready
+        _runs_and_replays(prob, x, wt, b, want, cfg, f"implicit_gemm_ws direct [{cfg.describe()}] {dtype} {case}")
     finally:
         torch.backends.cudnn.allow_tf32 = old
-
-
-@pytest.mark.gpu
-def test_direct_store_into_a_stride_phase():
-    """The direct stores use y's own strides: into ``dx[:, :, 1::2, ::2]``, the other phases
-    untouched."""
-    dtype = torch.bfloat16
-    x = torch.randn(2, 64, 12, 40, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
-    wt = (torch.randn(128, 64, 3, 3, device=DEVICE) / (64 * 9) ** 0.5).to(dtype)
-    want = F.conv2d(x.double().cpu(), wt.double().cpu(), padding=1)
-    prob = ConvProblem.from_tensors(x, wt, padding=1)
-    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True)
-    big = torch.full((2, 128, 24, 80), float("nan"), device=DEVICE, dtype=dtype).contiguous(
-        memory_format=torch.channels_last
-    )
-    y = big[:, :, 1::2, ::2]
-    cfg = Config(128, 128, 64, 8, 4, tile_n=1, tile_h=4, tile_w=32, persistent=1, direct=1)
-    WS.run(prob, x, wt, None, y, cfg)
-    assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] into a stride phase")
-    assert torch.isnan(big[:, :, 0::2]).all() and torch.isnan(big[:, :, 1::2, 1::2]).all()
