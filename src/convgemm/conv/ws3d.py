@@ -10,7 +10,9 @@ the way CUTLASS's Hopper kernels split it:
   weight tile, into a ring of ``STAGES`` shared-memory slots guarded by mbarriers;
 - the *consumer* warpgroups (the default partition) run ``wgmma`` on each slot as it fills, free
   it once the next one is issued, and finish each tile (bias, activation, TMA store) while the
-  producer already fills the ring with the next tile's operands.
+  producer already fills the ring with the next tile's operands. With ``EPI`` = 1 the tile is
+  stored from the accumulator's registers instead (``_epilogue_direct``), and the shared memory
+  of the staging tile goes to more ring stages (fp32 / TF32 tiles: ``conv3d.Ws3d.direct_form``).
 
 Programs are persistent: program ``p`` takes work units ``p, p + programs, ...`` (an output
 tile, or with ``SPLIT`` > 1 one of its K ranges, whose fp32 partials ``ws_split_finish_kernel``
