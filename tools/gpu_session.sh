@@ -570,6 +570,12 @@ PY
             --dtype tf32 --check --suite all --direction fwd --json "$OUT/tf32-all.json" > "$OUT/tf32-all.log" 2>&1
         echo "tf32 rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-all.log" | tail -3
         INDUCTOR_SUITE=floor INDUCTOR_TIMEOUT=290 bash "$0" s35e ;;
+    s36a)  # session 35's untested bits: the refactored ws tests, the direct form in place of the staged one
+        # (TF32 all suite: tuning time back near 1.3 s median?), then the Inductor template on ResNet-50
+        timeout 120 python3 -m pytest -q -n 12 tests/test_ws_consumers.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
+        bash "$0" s35b
+        INDUCTOR_TIMEOUT=400 bash "$0" s35e ;;
     s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
         # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${INDUCTOR_TIMEOUT:-540}" python3 -m convgemm bench --dtype bf16 \
