@@ -320,7 +320,7 @@ def _relu_case(case, dtype, bm):
 def _runs_and_replays(prob, x, wt, b, want, cfg, label):
     """Three plain runs into a NaN-filled output (persistent state, counters, must be back where
     a launch expects them), then three through a call plan's Launch (the first binds, the next
-    ones replay)."""
+    ones replay), each into a fresh output: a replay must write where the new tensor is."""
     y = torch.empty(want.shape, device=DEVICE, dtype=x.dtype).contiguous(memory_format=torch.channels_last)
     for _ in range(3):
         y.fill_(float("nan"))
@@ -328,7 +328,7 @@ def _runs_and_replays(prob, x, wt, b, want, cfg, label):
         assert_close(y, want, x.dtype, label)
     launch = Launch()
     for _ in range(3):
-        y.fill_(float("nan"))
+        y = torch.full_like(y, float("nan"))
         WS.run(prob, x, wt, b, y, cfg, launch=launch)
         assert_close(y, want, x.dtype, f"{label} replayed")
     assert launch.fast_ready
@@ -370,9 +370,44 @@ def test_direct_store_refuses_split_and_stream():
     x = torch.zeros(1, 64, 1, 8, 16, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
     wp = torch.zeros(128, 9 * 64, dtype=torch.bfloat16)
     y = torch.zeros(1, 128, 1, 8, 16, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
-    with pytest.raises(ValueError, match="direct epilogue"):
-        ws_conv3d(x, wp, None, y, (1, 3, 3), (0, 1, 1), (1, 1, 1), (1, 4, 16), 128, warps=4, split=2, direct=1,
-                  compile_only=True)  # fmt: skip
+    for bad in (dict(split=2), dict(stream=1)):
+        with pytest.raises(ValueError, match="direct epilogue"):
+            ws_conv3d(x, wp, None, y, (1, 3, 3), (0, 1, 1), (1, 1, 1), (1, 4, 16), 128, warps=4, direct=1,
+                      compile_only=True, **bad)  # fmt: skip
+
+
+def test_direct_config_reaches_the_kernel():
+    """``Config.direct`` becomes the kernel's ``EPI`` = 1 with y itself in the workspace slot
+    (what the warm-call replay passes), through the algorithm's own ``run``; 0 otherwise."""
+    from convgemm.conv import ws3d
+    from convgemm.conv.fprop import COMPILE_ONLY
+
+    x = torch.zeros(2, 64, 8, 32, dtype=torch.float32).to(memory_format=torch.channels_last)
+    wt = torch.zeros(128, 64, 3, 3, dtype=torch.float32)
+    prob = replace(ConvProblem.from_tensors(x, wt, padding=1), tma_ok=True, input_tma_ok=True, input_dense=True)
+    y = torch.zeros(2, 128, 8, 32).to(memory_format=torch.channels_last)
+    seen = []
+    real = ws3d.ws_conv3d
+
+    def spy(*args, **kw):
+        launches = real(*args, **{**kw, "compile_only": True})
+        seen.append(launches[0])
+        return launches if kw.get("compile_only") else None
+
+    cfg = Config(128, 128, 32, 8, 4, tile_n=1, tile_h=4, tile_w=32, persistent=1, direct=1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ws3d, "ws_conv3d", spy)
+        token = COMPILE_ONLY.set(False)
+        try:
+            for c in (cfg, replace(cfg, direct=0, num_stages=2)):
+                WS.run(prob, x, wt, None, y, c)
+        finally:
+            COMPILE_ONLY.reset(token)
+    (_, _, args_d, kw_d), (_, _, args_s, kw_s) = seen
+    assert kw_d["EPI"] == 1 and kw_s["EPI"] == 0
+    ws_slot = 4  # x_desc, w_desc, y_desc, bias, ws, ...
+    assert args_d[ws_slot].data_ptr() == y.data_ptr() and args_d[ws_slot].dtype == y.dtype
+    assert args_s[ws_slot].data_ptr() != y.data_ptr()
 
 
 @pytest.mark.gpu
@@ -381,7 +416,8 @@ def test_direct_store_refuses_split_and_stream():
 @pytest.mark.parametrize("block", [(64, 128, 4), (128, 256, 8)], ids=str)
 def test_direct_store_matches_reference(case, dtype, block):
     """Stores from registers (``direct``), with a bias and the fused ReLU, against float64: tiles
-    past the image's edge, a partial channel tile (K = 96), the strided phase view; twice, then
+    past the image's edge, a partial channel tile (K = 96), the strided phase view; three times,
+    then
     replayed through a call plan's Launch (whose warm calls pass y as the workspace pointer)."""
     bm, bn, warps = block
     dt = torch.bfloat16 if dtype == "bf16" else torch.float32

@@ -110,12 +110,14 @@ def main() -> int:
         from convgemm.conv import conv3d
 
         conv3d.Ws3d.DIRECT_CANDIDATES = False
-        for cfg in ALGORITHMS["implicit_gemm_ws"].configs(prob):
-            fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-            text = "implicit_gemm_ws:" + ",".join(f"{k}={v}" for k, v in fields.items())
-            if text not in tries:
-                tries.append(text)
-        conv3d.Ws3d.DIRECT_CANDIDATES = True
+        try:
+            for cfg in ALGORITHMS["implicit_gemm_ws"].configs(prob):
+                fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+                text = "implicit_gemm_ws:" + ",".join(f"{k}={v}" for k, v in fields.items())
+                if text not in tries:
+                    tries.append(text)
+        finally:
+            conv3d.Ws3d.DIRECT_CANDIDATES = True
     for name in a.configs:
         for cfg in ALGORITHMS[name].configs(prob) if name in ALGORITHMS else [None]:
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if cfg else {}

@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--baseline",
         default="cudnn",
         help="comma-separated: cudnn, and inductor (max-autotune: its Triton conv template or cuDNN, "
-        "whichever it times faster) or inductor-triton (the Triton template alone)",
+        "whichever it times faster) or inductor-triton (its TRITON conv backend alone: the template, and a matmul "
+        "for 1x1 stride-1 layers)",
     )
     b.add_argument("--json", default=None, metavar="PATH", help="write the full result as JSON")
     b.add_argument("--csv", default=None, metavar="PATH", help="write the rows as CSV")

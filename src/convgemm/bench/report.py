@@ -107,8 +107,9 @@ def tables(data: dict | Result):
 
 
 def _inductor_name(rows: list[dict]) -> str:
-    """The Inductor baseline's name in tables: its Triton conv template alone, or max-autotune's
-    pick between the template and cuDNN (results before session 35 have no backends field)."""
+    """The Inductor baseline's name in tables: its TRITON conv backend alone (the conv template,
+    and for 1x1 stride-1 layers also Inductor's matmul lowering, ``aten_conv1x1_via_mm``), or
+    max-autotune's pick among those and cuDNN (results before session 35 have no backends field)."""
     backends = {r.get("inductor_backends") for r in rows if r.get("inductor_us")}
     return "Inductor (Triton template)" if backends == {"TRITON"} else "Inductor"
 
@@ -184,7 +185,7 @@ def markdown_table(data: dict, max_rows: int | None = None) -> str:
             lines[-1] = lines[-1].rstrip("\n") + (
                 f"; {_fmt(geomean(r.get('inductor_speedup') for r in rows), '.2f')}× over {_inductor_name(rows)}\n"
             )
-        extra_h, extra_a = (" Inductor µs | vs Inductor |", "--:|--:|") if ind else ("", "")
+        extra_h, extra_a = (f" {_inductor_name(rows)} µs | vs Inductor |", "--:|--:|") if ind else ("", "")
         lines.append(
             "| shape | GFLOP | convgemm µs | cuDNN µs | speedup |" + extra_h
             + " TFLOP/s | % roofline | cuDNN % roofline | algorithm |"

@@ -55,7 +55,8 @@ class Row:
     inductor_speedup: float | None = None
     # what Inductor's max-autotune chose among: "ATEN,TRITON" (--baseline inductor: its Triton conv
     # template or cuDNN, whichever it timed faster) or "TRITON" (--baseline inductor-triton: the
-    # template alone, issue 9's comparison)
+    # template, issue 9's comparison; for 1x1 stride-1 unpadded layers Inductor's TRITON backend
+    # also offers a matmul, aten_conv1x1_via_mm; dilated layers get no choice and fail)
     inductor_backends: str | None = None
     tflops: float | None = None
     cudnn_tflops: float | None = None

@@ -255,7 +255,9 @@ def _epilogue_direct(acc, y_ptr, bias_ptr, ys, K, OD, P, Q, pid_n, n, d0, h0, w0
     od = d0 + rows // (TH * TW)
     oh = h0 + (rows // TW) % TH
     ow = w0 + rows % TW
-    row_off = n.to(gl.int64) * syn + od.to(gl.int64) * syd + oh * syh + ow * syw
+    # int64 throughout: a flat 1x1 layer's view is one row of N*H*W pixels, whose column offset
+    # alone passes 2**31 elements on large outputs
+    row_off = n.to(gl.int64) * syn + od.to(gl.int64) * syd + oh.to(gl.int64) * syh + ow.to(gl.int64) * syw
     if HAS_BIAS:
         bias = gl.load(bias_ptr + cols, mask=cols < K, other=0.0).to(gl.float32)
         acc = acc + gl.expand_dims(bias, 0)
