@@ -576,6 +576,11 @@ PY
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
         bash "$0" s35b
         INDUCTOR_TIMEOUT=400 bash "$0" s35e ;;
+    s36b)  # where stream-K's 14-21 us go (session 35: every stream-K form lost): Nsight Compute on l4 3x3 (first),
+        # its 64 x 256 tile unsplit and as stream-K
+        t="implicit_gemm_ws:block_m=64,block_n=256,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
+        NCU_ARGS="--shape 64,512,14,14,512,3,3,2,1,1,1,nobias --try $t,persistent=1 --try $t,persistent=1,stream_k=1" \
+            bash "$0" ncu ;;
     s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
         # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${INDUCTOR_TIMEOUT:-540}" python3 -m convgemm bench --dtype bf16 \
