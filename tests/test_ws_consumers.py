@@ -90,14 +90,9 @@ GPU_CASES = [
 ]
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("case", GPU_CASES, ids=str)
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("parts", [2, 3])
-def test_consumers_match_reference(case, dtype, parts):
-    """Tiles of 2 or 3 consumer blocks, with a bias and the fused ReLU, twice (a persistent
-    program reuses its ring and store buffers), against float64; and the flat view unsplit on one
-    consumer."""
+def _relu_case(case, dtype, bm):
+    """(x, w, bias, float64 reference with ReLU, the problem with the fused ReLU, a pixel block
+    of ``bm`` pixels that the layer's view takes) for a GPU case tuple."""
     n, c, h, w, k, r, s, stride, pad = case
     x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
     wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
@@ -106,27 +101,42 @@ def test_consumers_match_reference(case, dtype, parts):
     prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
     prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
     assert WS.supports(prob) is None, WS.supports(prob)
-    p3 = WS.as_3d(prob)
-    deep = stride == 1
-    td, th, tw = next(t[1:] for t in k3.spatial_tiles3(p3, 64) if deep or t[1] == 1)
+    tile = next(t[1:] for t in k3.spatial_tiles3(WS.as_3d(prob), bm) if stride == 1 or t[1] == 1)
+    return x, wt, b, want, prob, tile
+
+
+def _runs_and_replays(prob, x, wt, b, want, cfg, label):
+    """Three plain runs into a NaN-filled output (persistent state, counters, must be back where
+    a launch expects them), then three through a call plan's Launch (the first binds, the next
+    ones replay), each into a fresh output: a replay must write where the new tensor is."""
+    y = torch.empty(want.shape, device=DEVICE, dtype=x.dtype).contiguous(memory_format=torch.channels_last)
+    for _ in range(3):
+        y.fill_(float("nan"))
+        WS.run(prob, x, wt, b, y, cfg)
+        assert_close(y, want, x.dtype, label)
+    launch = Launch()
+    for _ in range(3):
+        y = torch.full_like(y, float("nan"))
+        WS.run(prob, x, wt, b, y, cfg, launch=launch)
+        assert_close(y, want, x.dtype, f"{label} replayed")
+    assert launch.fast_ready
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("parts", [2, 3])
+def test_consumers_match_reference(case, dtype, parts):
+    """Tiles of 2 or 3 consumer blocks, with a bias and the fused ReLU, against float64, run and
+    replayed (a persistent program reuses its ring and store buffers); and the flat view unsplit
+    on one consumer."""
+    x, wt, b, want, prob, (td, th, tw) = _relu_case(case, dtype, 64)
     cfgs = [Config(64, 128, 64, 4, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts)]
     if parts == 3:
         cfgs.append(Config(128, 128, 64, 8, 3, tile_n=1, tile_h=1, tile_w=128, persistent=1) if WS.flat(prob)
                     else cfgs[0])  # fmt: skip
     for cfg in cfgs:
-        y = torch.full(want.shape, float("nan"), device=DEVICE, dtype=dtype).contiguous(
-            memory_format=torch.channels_last
-        )
-        WS.run(prob, x, wt, b, y, cfg)
-        WS.run(prob, x, wt, b, y, cfg)
-        assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] {case}")
-        # a call plan's path: the first call binds the launcher, the next ones replay it
-        launch = Launch()
-        for _ in range(3):
-            y.fill_(float("nan"))
-            WS.run(prob, x, wt, b, y, cfg, launch=launch)
-            assert_close(y, want, dtype, f"implicit_gemm_ws [{cfg.describe()}] replayed {case}")
-        assert launch.fast_ready
+        _runs_and_replays(prob, x, wt, b, want, cfg, f"implicit_gemm_ws [{cfg.describe()}] {case}")
 
 
 @pytest.mark.gpu
@@ -202,7 +212,7 @@ def test_strict_fp32_is_refused():
 
 # ---------------------------------------------------------------- stream-K (Config.stream_k)
 def _stream_pairs(tiles, k_steps, programs):
-    """A mirror of ws3d's stream-K arithmetic (``_share``, ``_segment``, ``_stream_reduce``'s
+    """A mirror of ws3d's stream-K arithmetic (``_share``, ``_segment``, ``stream_k_reduce``'s
     slots): per program its segments (tile, k0, k1, slot written or None)."""
     total = tiles * k_steps
     out = []
@@ -225,7 +235,7 @@ def _stream_pairs(tiles, k_steps, programs):
 def test_stream_k_split_covers_each_pair_once(tiles, k_steps, programs):
     """Every (tile, K step) pair is run by exactly one program; a program writes at most two
     partials, to its own two slots; the slots the last ticket holder reads for a shared tile
-    (``_stream_reduce``'s program-order sum over owners q0..q1) are exactly the ones written for
+    (``stream_k_reduce``'s program-order sum over owners q0..q1) are exactly the ones written for
     that tile, and their number is the ticket count that makes the last one (q1 - q0 + 1)."""
     total = tiles * k_steps
     seen = {}
@@ -300,38 +310,6 @@ def test_stream_k_matches_reference(case, block):
     x, wt, b, want, prob, (td, th, tw) = _relu_case(case, dtype, bm)
     cfg = Config(bm, bn, 64, warps, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, stream_k=1)
     _runs_and_replays(prob, x, wt, b, want, cfg, f"implicit_gemm_ws stream-K [{cfg.describe()}] {case}")
-
-
-def _relu_case(case, dtype, bm):
-    """(x, w, bias, float64 reference with ReLU, the problem with the fused ReLU, a pixel block
-    of ``bm`` pixels that the layer's view takes) for a GPU case tuple."""
-    n, c, h, w, k, r, s, stride, pad = case
-    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
-    wt = (torch.randn(k, c, r, s, device=DEVICE) / (c * r * s) ** 0.5).to(dtype)
-    b = torch.randn(k, device=DEVICE).to(dtype)
-    want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), stride=stride, padding=pad).clamp_min(0)
-    prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad)
-    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True, activation="relu")
-    assert WS.supports(prob) is None, WS.supports(prob)
-    tile = next(t[1:] for t in k3.spatial_tiles3(WS.as_3d(prob), bm) if stride == 1 or t[1] == 1)
-    return x, wt, b, want, prob, tile
-
-
-def _runs_and_replays(prob, x, wt, b, want, cfg, label):
-    """Three plain runs into a NaN-filled output (persistent state, counters, must be back where
-    a launch expects them), then three through a call plan's Launch (the first binds, the next
-    ones replay), each into a fresh output: a replay must write where the new tensor is."""
-    y = torch.empty(want.shape, device=DEVICE, dtype=x.dtype).contiguous(memory_format=torch.channels_last)
-    for _ in range(3):
-        y.fill_(float("nan"))
-        WS.run(prob, x, wt, b, y, cfg)
-        assert_close(y, want, x.dtype, label)
-    launch = Launch()
-    for _ in range(3):
-        y = torch.full_like(y, float("nan"))
-        WS.run(prob, x, wt, b, y, cfg, launch=launch)
-        assert_close(y, want, x.dtype, f"{label} replayed")
-    assert launch.fast_ready
 
 
 # ---------------------------------------------------------------- direct stores (Config.direct)

@@ -48,7 +48,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .._runtime import cdiv, sm_count
-from ..matmul.blocks import stream_k_owner
+from ..matmul.blocks import stream_k_reduce
 from ..matmul.launch import aux_of
 from .conv3d import depth_free, phase_grid
 from .loaders3d import _tile3, depth_k_range, phase_grid_coord
@@ -269,37 +269,6 @@ def _epilogue_direct(acc, y_ptr, bias_ptr, ys, K, OD, P, Q, pid_n, n, d0, h0, w0
 
 
 @gluon.jit
-def _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, total, pos, first):
-    """Stream-K: the partial sum ``acc`` of a tile that several programs share; returns (the
-    tile's sum, whether this program finishes it). As ``matmul.blocks.stream_k_reduce``: each
-    program writes at most two partials (its first segment to slot 2p, its last to 2p + 1), takes
-    a ticket from the tile's counter, and the one that draws the last ticket sums them all in
-    program order (the result does not depend on timing) and zeroes the counter. Nobody waits
-    for anybody, so the programs need not all be resident at once."""
-    BP: gl.constexpr = acc.type.shape[0]
-    BN: gl.constexpr = acc.type.shape[1]
-    programs = gl.num_programs(0)
-    pid = gl.program_id(0)
-    slot = 2 * pid + gl.where(pos == first, 0, 1)
-    gl.store(ws_ptr + slot.to(gl.int64) * (BP * BN) + offs, acc)
-    gl.thread_barrier()  # every thread's partial is written before the ticket is taken
-    start = tile * k_steps
-    q0 = stream_k_owner(start, programs, total)
-    q1 = stream_k_owner(start + k_steps - 1, programs, total)
-    ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
-    last = ticket == q1 - q0
-    out = gl.zeros_like(acc)
-    if last:
-        for q in range(q0, q1 + 1):
-            # the tile is program q's first segment when q's share starts inside it
-            sq = 2 * q + gl.where(q * total // programs >= start, 0, 1)
-            # .cg: the other programs' partials were written by other SMs, past this SM's L1
-            out += gl.load(ws_ptr + sq.to(gl.int64) * (BP * BN) + offs, cache_modifier=".cg")
-        gl.store(lock_ptr + tile, 0)
-    return out, last
-
-
-@gluon.jit
 def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
               STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr,
@@ -321,7 +290,7 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
     if STREAM:
         # the (tile, K step) pairs split evenly over the programs: where the tiles are fewer than
         # the SMs (ResNet-50's 14x14 and 7x7 stages: 98 tiles on 132 SMs) every SM still gets the
-        # same number of K steps; a tile several programs share is summed by _stream_reduce
+        # same number of K steps; a tile several programs share is summed by matmul.blocks.stream_k_reduce
         first, end = _share(num_units, k_steps)
         pos = first
         while pos < end:
@@ -331,8 +300,10 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
                                  k1, BP, STAGES, CONS, CI)  # fmt: skip
             last = True
             if k1 - k0 < k_steps:
-                acc, last = _stream_reduce(acc, ws_ptr, lock_ptr, offs, tile, k_steps, num_units * k_steps, pos,
-                                           first)  # fmt: skip
+                # matmul.blocks' stream-K reduction, on the wgmma layout's offsets
+                acc, last = stream_k_reduce(acc, gl.zeros_like(acc), ws_ptr, lock_ptr, offs, tile, k_steps,
+                                            gl.program_id(0), pos == first, gl.num_programs(0), num_units * k_steps,
+                                            BP, BN)  # fmt: skip
             if last:
                 _epilogue(acc, y_desc, bias_ptr, c_smem, CI, K, pid_n, n, d0, h0, w0, acc_layout, HAS_BIAS, ACT)
             pos += k1 - k0
@@ -567,7 +538,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     own ``tile`` of pixels, side by side along the output columns (a tile of ``consumers * tile``).
     ``stream`` > 0 (one consumer, unsplit, a filter one tap deep and unpadded in depth, so that
     every tile has all K steps): stream-K, the (tile, K step) pairs split evenly over ``per_sm``
-    programs a SM, a tile that several programs share summed in the kernel (``_stream_reduce``).
+    programs a SM, a tile that several programs share summed in the kernel (``matmul.blocks.stream_k_reduce``).
     ``direct`` = 1 (unsplit, no stream-K): tiles stored from registers, no staging tile in shared
     memory (``_epilogue_direct``), which leaves room for more ``stages``.
     """

@@ -18,7 +18,7 @@ _counters: dict = {}
 
 def counters(device: torch.device, tiles: int) -> torch.Tensor:
     """Per-tile int32 ticket counters for a split-K (``fprop.split_k_buffers``) or stream-K
-    (``ws3d._stream_reduce``) launch of ``tiles`` output tiles: zero when a launch starts, and
+    (``ws3d``, through ``matmul.blocks.stream_k_reduce``) launch of ``tiles`` output tiles: zero when a launch starts, and
     every launch leaves them zero, so one buffer per device serves every launch on the default
     stream (launches on one stream never overlap). On a CUDA graph's side stream (``may_cache``
     False) a fresh zeroed buffer, which the graph records. Here rather than in ``fprop`` so that

@@ -500,10 +500,25 @@ def stream_k_owner(it, programs, total):
 
 @triton.jit
 def stream_k_reduce(
-    acc, ws_ptr, lock_ptr, tile, k_tiles, pid, is_first, programs, total, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+    acc,
+    zero,
+    ws_ptr,
+    lock_ptr,
+    offs,
+    tile,
+    k_tiles,
+    pid,
+    is_first,
+    programs,
+    total,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Combine the partial sums of an output tile whose K iterations several stream-K programs
-    share; returns (sum, is_last).
+    share; returns (sum, is_last). ``offs``: each accumulator element's offset in a
+    ``BLOCK_M x BLOCK_N`` row-major partial, and ``zero`` a zero tensor, both in the
+    accumulator's layout (the Gluon kernel, ``conv.ws3d``, calls this with its wgmma layout's,
+    which a Triton helper cannot name: Gluon's zeros need a layout).
 
     Each program writes at most two partials (its first segment and its last one; every segment
     in between is a whole tile), to workspace slots ``2 * pid`` and ``2 * pid + 1``. As in
@@ -512,7 +527,6 @@ def stream_k_reduce(
     finishes the tile and zeroes the counter. Nobody waits for anybody, so the programs need not
     all be resident at once.
     """
-    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     slot = 2 * pid + tl.where(is_first, 0, 1)
     tl.store(ws_ptr + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + offs, acc)
     tl.debug_barrier()  # every thread's partial is written before the ticket is taken
@@ -521,7 +535,7 @@ def stream_k_reduce(
     q1 = stream_k_owner(start + k_tiles - 1, programs, total)
     ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
     is_last = ticket == q1 - q0
-    out = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype)
+    out = zero
     if is_last:
         for q in range(q0, q1 + 1):
             # the tile is program q's first segment when q's share starts inside it
@@ -589,8 +603,21 @@ def stream_k_gemm_kernel(
         acc = k_loop(a_state, b_state, kt0, kt1, A_LOAD, B_LOAD, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, UPCAST)
         is_last = True
         if kt1 - kt0 < k_tiles:
+            offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
             acc, is_last = stream_k_reduce(
-                acc, ws_ptr, lock_ptr, tile, k_tiles, pid, it == first, programs, total, BLOCK_M, BLOCK_N
+                acc,
+                tl.zeros((BLOCK_M, BLOCK_N), dtype=acc.dtype),
+                ws_ptr,
+                lock_ptr,
+                offs,
+                tile,
+                k_tiles,
+                pid,
+                it == first,
+                programs,
+                total,
+                BLOCK_M,
+                BLOCK_N,
             )
         if is_last:
             if BIAS_ALONG_M:
