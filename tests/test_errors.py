@@ -50,6 +50,7 @@ def test_the_guard_catches_kernel_launches():
                 "depthwise_rows",
                 "grouped",
                 "grouped_tma",
+                "grouped_ws",
                 "width_unfold",
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",

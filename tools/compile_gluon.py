@@ -82,6 +82,7 @@ def main() -> int:
     ap.add_argument("--consumers", type=int, default=1, help="fwd: consumer partitions, each with its own --tile")
     ap.add_argument("--stream", type=int, default=0, help="fwd: stream-K (programs per SM: --per-sm)")
     ap.add_argument("--direct", type=int, default=0, help="fwd: 1 = stores from registers, no staging tile")
+    ap.add_argument("--groups", default="", help="fwd: GC,KS = a super-group's input and output channels")
     ap.add_argument("--sms", type=int, default=132, help="SM count the grid is sized for")
     ap.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="fp32: TF32 products (fwd)")
     ap.add_argument("--out", default="/tmp/compile_gluon")
@@ -107,10 +108,13 @@ def main() -> int:
         fn, grid, args, kw = ws_wgrad.ws_wgrad3d(x, y, dw, (t, r, s), pad, dil, stride, tile, bm, bn, a.stages,
                                                  a.warps, a.split, a.per_sm, compile_only=True)  # fmt: skip
     else:
-        wp = torch.zeros(k, t * r * s * c, dtype=dt)
+        sg = _ints(a.groups) if a.groups else None
+        wp = torch.zeros(k, t * r * s * (sg[0] if sg else c), dtype=dt)
+        fix = torch.zeros(1024, dtype=torch.int32) if sg else None
         fn, grid, args, kw = ws3d.ws_conv3d(x, wp, None, y, (t, r, s), pad, dil, tile, bn, a.block_k, a.stages,
                                             a.warps, a.per_sm, "", a.split, stride, compile_only=True,
-                                            consumers=a.consumers, stream=a.stream, direct=a.direct)[0]  # fmt: skip
+                                            consumers=a.consumers, stream=a.stream, direct=a.direct,
+                                            super_groups=sg, fix=fix)[0]  # fmt: skip
     summary = compile_sm90(fn, args, kw, a.out)
     print(f"grid={grid} " + "  ".join(f"{key}={v}" for key, v in summary.items()))
     return 0

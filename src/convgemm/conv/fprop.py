@@ -2124,12 +2124,12 @@ class ImplicitGemmWs(Algorithm):
                 and prob.input_dense and not prob.output_strided)  # fmt: skip
 
     @staticmethod
-    def as_3d(prob: ConvProblem):
+    def as_3d(prob: ConvProblem, spatial: bool = False):
         """The 3-D problem the kernel runs: [1, C, N, H, W] with a 1 x R x S filter, or a ``flat``
-        layer as [1, C, 1, 1, N*H*W] with a 1x1x1 filter."""
+        layer (unless ``spatial``) as [1, C, 1, 1, N*H*W] with a 1x1x1 filter."""
         from ..problem3d import ConvProblem3d
 
-        if ImplicitGemmWs.flat(prob):
+        if ImplicitGemmWs.flat(prob) and not spatial:
             return ConvProblem3d(1, prob.c, 1, 1, prob.n * prob.h * prob.w, prob.k, 1, 1, 1, (1, 1, 1), (0, 0, 0),
                                  (0, 0, 0), (1, 1, 1), prob.groups, prob.dtype, prob.precision,
                                  tma_input_ok=prob.input_tma_ok and prob.tma_ok, input_phases_ok=True)  # fmt: skip
@@ -2195,17 +2195,157 @@ class ImplicitGemmWs(Algorithm):
             y.copy_(yo)
 
 
+class GroupedWs(Algorithm):
+    """Narrow groups on the Gluon kernel (``conv/ws3d.py``): ``cfg.gt`` neighbouring groups taken
+    as one super-group of ``GC = gt*C/g`` input and ``KS = gt*K/g`` output channels, the weight
+    expanded block-diagonally (``grouped_tma.blockdiag_weight``), with output *pixels* on M and a
+    super-group's channels on N and K, so that a tile's channel block lies in one super-group and
+    its K steps read that super-group's channels only. ``grouped_tma`` has the output channels on
+    M, where wgmma's 64-row minimum makes a narrower merge waste in M what it saves in K; here a
+    32-channel super-group (fp32: one 128-byte TMA box row) multiplies 4x the useful products on
+    ResNeXt's 8-channel groups where ``grouped_tma``'s 64-channel ones multiply 8x, which bounds
+    that layer in TF32 (benchmarks/NOTES.md, session 35). 2-D layers through ``implicit_gemm_ws``'s
+    [1, C, N, H, W] view (never its flat one: the fix-up reads 2-D tiles); tiles whose sums are not
+    finite are recomputed exactly (``grouped_tma_fixup_kernel``), as in ``grouped_tma``."""
+
+    name = "grouped_ws"
+    fuses_activation = True
+    #: whether the tuner offers it: off until the GPU tests have run it and
+    #: ``tools/config_probe.py`` has timed it against ``grouped_tma`` (written without a GPU)
+    CANDIDATES = False
+
+    @staticmethod
+    def widths(prob: ConvProblem) -> list[int]:
+        """The ``gt`` (groups per super-group, powers of two dividing the group count) whose
+        super-group's input channels are 128, 64 or 256 bytes (in that order: one full-swizzle box
+        row, half of one, two of them; box rows of 32 bytes ran 1.4-2.3x slower in session 26),
+        and at most 256 output channels (one channel block: wgmma's widest N). Narrower merges
+        multiply fewer zeros; wider ones read fewer, longer box rows."""
+        e = prob.dtype.itemsize
+        found = {}
+        gt = 1
+        while gt <= prob.groups:
+            gc, ks = gt * prob.cg, gt * prob.kg
+            if prob.groups % gt == 0 and gc * e in (64, 128, 256) and ks <= 256 and (ks * e) % 16 == 0 and ks % 8 == 0:
+                found[gc * e] = gt
+            gt *= 2
+        return [found[b] for b in (128, 64, 256) if b in found]
+
+    @staticmethod
+    def block_k(prob: ConvProblem, gt: int) -> int:
+        return min(gt * prob.cg, 128 // prob.dtype.itemsize)
+
+    def dense(self, prob: ConvProblem) -> ConvProblem:
+        """The problem with one group, for the checks the kernel shares with ``implicit_gemm_ws``
+        (dtype, device, TMA, strides, channel counts)."""
+        return replace(prob, groups=1)
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.groups == 1:
+            return "not a grouped convolution (groups = 1)"
+        if prob.cg == 1:
+            return "one channel per group: that is the depthwise algorithms' problem"
+        reason = _WS.supports(self.dense(prob))
+        if reason:
+            # the kernel's own reasons, in this algorithm's name
+            return reason.replace("implicit_gemm_ws", self.name).replace("conv3d_ws", self.name)
+        if not self.widths(prob):
+            return (f"{prob.groups} groups of {prob.cg} -> {prob.kg} channels: no power-of-two number of them makes "
+                    f"a super-group of 64-256 bytes of input channels and at most 256 output channels")  # fmt: skip
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False
+
+    def accepts(self, cfg: Config) -> bool:
+        return cfg.gt >= 1
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if not self.CANDIDATES:
+            return []
+        return self.candidates(prob, sm_count())
+
+    def candidates(self, prob: ConvProblem, sms: int) -> list[Config]:
+        """For the first two merges of ``widths``: 128 pixels on two consumer warpgroups or 64 on
+        one (two programs per SM where shared memory allows), the whole super-group's output
+        channels a tile; fp32 tiles store from registers where that frees ring stages
+        (``Ws3d.direct_form``)."""
+        from .conv3d import Ws3d, spatial_tiles3
+
+        e = prob.dtype.itemsize
+        p3 = ImplicitGemmWs.as_3d(prob, spatial=True)
+        deep = Ws3d._deep(p3)
+        out = []
+        for gt in self.widths(prob)[:2]:
+            bk, bn = self.block_k(prob, gt), gt * prob.kg
+            k_steps = prob.r * prob.s * (gt * prob.cg // bk)
+            for bm, warps in ((128, 8), (64, 4)):
+                tiles = [t for t in spatial_tiles3(p3, bm) if deep or t[1] == 1]
+                _, td, th, tw = tiles[0]
+                stages = 4
+                while stages > 2 and stages * (bm + bn) * bk * e + bm * bn * e > 225_000:
+                    stages -= 1
+                cfg = Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, gt=gt)
+                out.append(Ws3d.direct_form(cfg, e, k_steps))
+                if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
+                    out.append(replace(cfg, persistent=2))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        return self.candidates(prob, max(sm_count(), 2))[0]
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
+        from ..functional import _derived_weight
+
+        gt, groups = cfg.gt, prob.groups
+        gc, ks = gt * prob.cg, gt * prob.kg
+        wx = w if gt == 1 else _derived_weight(w, ("blockdiag", gt, groups), lambda v: blockdiag_weight(v, gt, groups))
+        wp = wx if krsc_in_place(wx) and fast_ready(launch, 1) else krsc_weight(wx, gc).view(prob.k, -1)
+        yo = _nhwc_out(y, prob.k)
+        num_m = ks // cfg.block_n  # channel blocks per super-group
+        num_n = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)  # pixel blocks
+        tiles = num_m * num_n * (groups // gt)
+        fix = Grouped.fix_list(x.device, tiles)
+        if fast_ready(launch, 1):
+            ws_conv3d_replay(launch, x, wp, yo, bias, 1, locks=fix)
+        else:
+            from .ws3d import ws_run
+
+            ws_run(ImplicitGemmWs.view_3d(x), wp, bias, ImplicitGemmWs.view_3d(yo), (1, prob.r, prob.s),
+                   (0, prob.pad_h[0], prob.pad_w[0]), (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation,
+                   launch, super_groups=(gc, ks), fix=fix)  # fmt: skip
+        args = (x, w, yo if bias is None else bias, yo, fix, num_m, num_n, prob.h, prob.w, prob.p, prob.q, prob.n,
+                prob.cg, prob.kg, ks, x.stride(0), x.stride(2), x.stride(3), w.stride(0), w.stride(1), w.stride(2),
+                w.stride(3), yo.stride(0), yo.stride(2), yo.stride(3), prob.stride[0], prob.stride[1], prob.pad_h[0],
+                prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.r, prob.s, cfg.block_n, cfg.tile_n,
+                cfg.tile_h, cfg.tile_w)  # fmt: skip
+
+        def constexprs():
+            return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)
+
+        # one program per SM at most: with an empty list each reads one integer and a ticket
+        _run_kernel(aux_of(launch), grouped_tma_fixup_kernel, (min(tiles, sm_count()),), args, constexprs,
+                    {"num_warps": 4, "num_stages": 1})  # fmt: skip
+        if yo is not y and not COMPILE_ONLY.get():
+            y.copy_(yo)
+
+
+_WS = ImplicitGemmWs()
+_GROUPED_WS = GroupedWs()
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
         Gemm1x1(),
         _TMA,
-        ImplicitGemmWs(),
+        _WS,
         Head1x1(),
         Depthwise(),
         DepthwiseRows(),
         Grouped(),
         GroupedTma(),
+        _GROUPED_WS,
         SmallK(),
         WidthUnfold(),
         ImplicitGemm(),

@@ -51,6 +51,7 @@ from .._runtime import cdiv, sm_count
 from ..matmul.blocks import stream_k_reduce
 from ..matmul.launch import aux_of
 from .conv3d import depth_free, phase_grid
+from .loaders import fix_list_append_if_nonfinite
 from .loaders3d import _tile3, depth_k_range, phase_grid_coord
 from .ws_replay import counters, fast_ready, ws_conv3d_replay
 
@@ -143,13 +144,20 @@ def _share(num_units, k_steps):
 
 
 @gluon.jit
-def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
-                TW: gl.constexpr, STAGES: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr):  # fmt: skip
+def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo, grp,
+                TW: gl.constexpr, STAGES: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr,
+                GROUPED: gl.constexpr):  # fmt: skip
     """The producer's K steps ``[k0, k1)`` of one tile into the ring (slot counter ``it``, returned
-    advanced): per step, each consumer's input box shifted by the step's tap and the weight tile."""
+    advanced): per step, each consumer's input box shifted by the step's tap and the weight tile.
+    ``GROUPED``: the tile's channel block ``pid_n`` lies in super-group ``pid_n // KB``, whose
+    ``GC`` input channels are the K steps' channels (``grp`` = (GC, KB, NPIX))."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BK: gl.constexpr = w_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
+    c_base = 0
+    if GROUPED:
+        GC, KB, NPIX = grp
+        c_base = (pid_n // KB) * GC
     # a slot holds one input box per consumer (their pixel blocks side by side along the columns)
     # and the weight tile they share
     nbytes: gl.constexpr = CONS * x_desc.block_type.nbytes + w_desc.block_type.nbytes
@@ -165,7 +173,7 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
         s = rs - r * S
         mbarrier.expect(ready.index(slot), nbytes)
         for ci in gl.static_range(CONS):
-            coord = _x_coord(n, d0, h0, w0 + ci * TW, t, r, s, cb * BK,
+            coord = _x_coord(n, d0, h0, w0 + ci * TW, t, r, s, c_base + cb * BK,
                              (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)  # fmt: skip
             tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot * CONS + ci))
         tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
@@ -174,9 +182,9 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
 
 
 @gluon.jit
-def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
+def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-              STRIDED: gl.constexpr, CONS: gl.constexpr, STREAM: gl.constexpr):  # fmt: skip
+              STRIDED: gl.constexpr, CONS: gl.constexpr, STREAM: gl.constexpr, GROUPED: gl.constexpr):  # fmt: skip
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     it = 0
     if STREAM:
@@ -186,13 +194,13 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo,
             tile, k0, k1 = _segment(pos, end, k_steps)
             pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
             it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
-                             TW, STAGES, STRIDED, CONS)  # fmt: skip
+                             grp, TW, STAGES, STRIDED, CONS, GROUPED)  # fmt: skip
             pos += k1 - k0
     else:
         for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
             pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
             it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
-                             TW, STAGES, STRIDED, CONS)  # fmt: skip
+                             grp, TW, STAGES, STRIDED, CONS, GROUPED)  # fmt: skip
 
 
 @gluon.jit
@@ -269,11 +277,26 @@ def _epilogue_direct(acc, y_ptr, bias_ptr, ys, K, OD, P, Q, pid_n, n, d0, h0, w0
 
 
 @gluon.jit
-def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
+def _list_nonfinite(acc, fix_ptr, pid_n, n, d0, h0, w0, OD, P, Q, grp, TD: gl.constexpr, TH: gl.constexpr,
+                    TW: gl.constexpr):  # fmt: skip
+    """``GROUPED``: a block-diagonal zero times an Inf input is a NaN in another group's output, so a
+    pixel block whose sum is not finite goes on the fix-up list (``grouped_tma``'s exact-NaN scheme:
+    ``loaders.fix_list_append_if_nonfinite``, recomputed by ``grouped_tma_fixup_kernel``). Its id
+    is ``pid_n * NPIX + pixel block``, the pixel blocks of ``TD x TH x TW`` in ``_tile_origin``'s
+    order, which the fix-up kernel reads as (channel block, pixel tile) of a 2-D layer whose
+    batch is this view's depth."""
+    GC, KB, NPIX = grp
+    pix = ((n * gl.cdiv(OD, TD) + d0 // TD) * gl.cdiv(P, TH) + h0 // TH) * gl.cdiv(Q, TW) + w0 // TW
+    fix_list_append_if_nonfinite(acc, fix_ptr, pid_n * NPIX + pix)
+
+
+@gluon.jit
+def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys, grp,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
               STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr,
-              STREAM: gl.constexpr, EPI: gl.constexpr):  # fmt: skip
-    """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on)."""
+              STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr):  # fmt: skip
+    """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on).
+    ``GROUPED`` (unsplit, no stream-K): ``lock_ptr`` is the fix-up list (``_list_nonfinite``)."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BN: gl.constexpr = y_desc.block_type.shape[4]
     BP: gl.constexpr = TD * TH * TW
@@ -312,6 +335,8 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
             pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
             acc, it = _mma_steps(gl.zeros([BP, BN], gl.float32, acc_layout), ready, empty, x_bufs, w_bufs, it, k0,
                                  k1, BP, STAGES, CONS, CI)  # fmt: skip
+            if GROUPED:
+                _list_nonfinite(acc, lock_ptr, pid_n, n, d0, h0, w0 + CI * TW, OD, P, Q, grp, TD, TH, TW)
             if SPLIT > 1:
                 # this unit's fp32 partial, for ws_split_finish_kernel (tile-major, then split)
                 gl.store(ws_ptr + u.to(gl.int64) * (BP * BN) + offs, acc)
@@ -327,11 +352,12 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
 
 @gluon.jit
 def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh,
-                     dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, syn, syd, syh, syw, TD: gl.constexpr,
+                     dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C, syn, syd, syh, syw, GC, KB, NPIX,
+                     TD: gl.constexpr,
                      TH: gl.constexpr,
                      TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
                      SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr, CWARPS: gl.constexpr,
-                     CREGS: gl.constexpr, STREAM: gl.constexpr, EPI: gl.constexpr):  # fmt: skip
+                     CREGS: gl.constexpr, STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr):  # fmt: skip
     """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
 
     ``EPI`` = 1 (unsplit, no stream-K): tiles are stored from registers (``_epilogue_direct``)
@@ -349,6 +375,7 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     cuBLAS's 192-pixel tiles that fill the H200's 132 SMs where 128- and 256-pixel ones leave a
     partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
     gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
+    gl.static_assert(GROUPED == 0 or (SPLIT == 1 and STREAM == 0), "ws_conv3d_kernel: groups unsplit, no stream-K")
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
     gl.static_assert(EPI == 0 or (SPLIT == 1 and STREAM == 0), "ws_conv3d_kernel: EPI = 1 unsplit, no stream-K")
@@ -364,13 +391,14 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         mbarrier.init(empty.index(i), count=CONS)
     geo = (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C)
     ys = (syn, syd, syh, syw)
+    grp = (GC, KB, NPIX)
     if CONS == 1:
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI)),
-                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
-                             CONS, STREAM)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED)),
+                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
+                             STRIDED, CONS, STREAM, GROUPED)),
             ],
             [1],
             [48],
@@ -379,11 +407,11 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI)),
-                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
-                             CONS, STREAM)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED)),
+                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
+                             STRIDED, CONS, STREAM, GROUPED)),
             ],
             [CWARPS, 1],
             [CREGS, 48],
@@ -393,13 +421,13 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM, EPI)),
-                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED,
-                             CONS, STREAM)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM, EPI, GROUPED)),
+                (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
+                             STRIDED, CONS, STREAM, GROUPED)),
             ],
             [CWARPS, CWARPS, 1],
             [CREGS, CREGS, 48],
@@ -517,9 +545,10 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               pad: tuple[int, int, int], dilation: tuple[int, int, int], tile: tuple[int, int, int], block_n: int,
               block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
               stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False, launch=None,
-              consumers: int = 1, stream: int = 0, direct: int = 0):  # fmt: skip
-    """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1) with
-    ``ws_conv3d_kernel``.
+              consumers: int = 1, stream: int = 0, direct: int = 0, super_groups: tuple[int, int] | None = None,
+              fix: torch.Tensor | None = None):  # fmt: skip
+    """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1, or wide groups:
+    ``super_groups``) with ``ws_conv3d_kernel``.
 
     ``x`` [N, C, D, H, W] and ``y`` [N, K, OD, P, Q] are 16-bit, or fp32 (TF32 products, then
     ``block_k`` at most 32), with channel stride 1 and
@@ -541,6 +570,12 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     programs a SM, a tile that several programs share summed in the kernel (``matmul.blocks.stream_k_reduce``).
     ``direct`` = 1 (unsplit, no stream-K): tiles stored from registers, no staging tile in shared
     memory (``_epilogue_direct``), which leaves room for more ``stages``.
+    ``super_groups`` = (GC, KS) (unsplit, no stream-K): a grouped layer whose groups are ``GC``
+    input and ``KS`` output channels wide (``grouped_tma``'s super-groups: ``GT`` narrow groups
+    and a block-diagonal weight); ``wp`` is then [K, T*R*S*GC], ``block_k`` divides GC and
+    ``block_n`` divides KS, so that every tile lies in one super-group. ``fix`` is the int32
+    fix-up list (``fprop.Grouped.fix_list``) the kernel appends the pixel blocks whose sums are
+    not finite to (``_list_nonfinite``); the caller launches the fix-up.
     """
     b = y if bias is None else bias
     n, c, d, h, wd = x.shape
@@ -559,7 +594,16 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     y_desc = ndhwc_desc(y, tile, block_n)
     tiles_n = cdiv(k, block_n)
     num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw * consumers)
-    k_steps = t * r * s * (c // block_k)
+    gc, ks = super_groups or (c, k)
+    if super_groups is not None:
+        if gc % block_k or ks % block_n or split > 1 or stream or fix is None:
+            raise ValueError(f"ws_conv3d: super-groups of {gc} input and {ks} output channels need block_k ({block_k}) "
+                             f"dividing the first and block_n ({block_n}) the second, no K split or stream-K, and a "
+                             "fix-up list (fix)")  # fmt: skip
+        grp = (gc, ks // block_n, n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw))
+    else:
+        grp = (0, 1, 0)
+    k_steps = t * r * s * (gc // block_k)
     assert split == 1 or (split - 1) * cdiv(k_steps, split) < k_steps, "ws_conv3d: a K split would be empty"
     assert consumers in (1, 2, 3) and (split == 1 or consumers == 1), "ws_conv3d: 1-3 consumers, unsplit if several"
     if td * th * tw != 16 * warps:
@@ -586,11 +630,12 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
         # ws_replay's warm calls pass it)
         ws = y if direct else torch.empty(units * td * th * tw * block_n if split > 1 else 1, dtype=torch.float32,
                                           device=x.device)  # fmt: skip
-        locks = ws  # unused (STREAM is a constexpr)
+        # unused (STREAM is a constexpr), or a grouped layer's fix-up list
+        locks = fix if super_groups is not None else ws
         grid = (min(units, per_sm * sm_count()),)
     args = (x_desc, w_desc, y_desc, y if bias is None else bias, ws, locks, k, units, tiles_n, od, p, q, *pad,
-            *dilation, r, s, c // block_k, k_steps, d, h // sh, sd, sh, sw, c, y.stride(0), y.stride(2), y.stride(3),
-            y.stride(4))  # fmt: skip
+            *dilation, r, s, gc // block_k, k_steps, d, h // sh, sd, sh, sw, c, y.stride(0), y.stride(2), y.stride(3),
+            y.stride(4), *grp)  # fmt: skip
     # registers are allocated for the consumers' warps + 4 (the producer's warpgroup) at launch,
     # then moved from the producer (48 a thread for its warp, 24 for the three idle ones) to the
     # consumers; the worker consumers get an equal share of what is left (CREGS)
@@ -598,7 +643,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               STRIDED=2 if grid_view else int(strided),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps * consumers + 4) * 32)) // 8 * 8))  # fmt: skip
     # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
-    kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0), EPI=int(direct > 0),
+    kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0), EPI=int(direct > 0), GROUPED=int(bool(super_groups)),
               CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
     launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
@@ -618,19 +663,20 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     return None
 
 
-def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", launch=None) -> None:
+def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", launch=None,
+           super_groups: tuple[int, int] | None = None, fix: torch.Tensor | None = None) -> None:  # fmt: skip
     """``ws_conv3d`` with an algorithm ``Config`` (``conv3d.Ws3d``'s fields). Under the tuner's
     compile-only pass (``fprop.COMPILE_ONLY``) the kernel is compiled, not launched, so that the
     candidates compile in parallel. ``launch``: the call plan's handle; once bound (a warm plan),
-    the call is its replay, with nothing built."""
+    the call is its replay, with nothing built. ``super_groups``, ``fix``: ``ws_conv3d``'s."""
     if fast_ready(launch, cfg.split_k):
-        ws_conv3d_replay(launch, x, wp, y, bias, cfg.split_k, cfg.stream_k)
+        ws_conv3d_replay(launch, x, wp, y, bias, cfg.split_k, cfg.stream_k, locks=fix)
         return
     from .fprop import COMPILE_ONLY
 
     call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,
                 split=cfg.split_k, stride=stride, consumers=max(1, cfg.parts), stream=cfg.stream_k,
-                direct=cfg.direct)  # fmt: skip
+                direct=cfg.direct, super_groups=super_groups, fix=fix)  # fmt: skip
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
     if COMPILE_ONLY.get():
         # the split-K finish kernel too: left to the first launch, its compile (0.15-0.6 s on the

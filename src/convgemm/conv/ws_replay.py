@@ -51,12 +51,13 @@ def _workspace(launch, split: int, unused: torch.Tensor) -> torch.Tensor:
     return unused
 
 
-def ws_conv3d_replay(launch, x, wp, y, bias, split: int, stream: int = 0) -> None:
+def ws_conv3d_replay(launch, x, wp, y, bias, split: int, stream: int = 0, locks: torch.Tensor | None = None) -> None:
     """A warm ``ws3d.ws_conv3d`` call (``fast_ready(launch, split)``): the first call's launches
     on new tensors. Only their addresses matter, so ``x``, ``wp`` and ``y`` may be the caller's
     own tensors rather than the views the first call described (same data pointers: a call plan
     fixes every shape and stride). ``stream``: a stream-K launch, whose ``launch.extra`` is
-    (partials' elements, output tiles): a fresh workspace and the ticket counters."""
+    (partials' elements, output tiles): a fresh workspace and the ticket counters. ``locks``: a
+    grouped launch's fix-up list (``ws3d.ws_conv3d``'s ``fix``)."""
     b = y if bias is None else bias
     if stream:
         elems, tiles = launch.extra
@@ -64,8 +65,9 @@ def ws_conv3d_replay(launch, x, wp, y, bias, split: int, stream: int = 0) -> Non
         launch.fast((x, wp, y, b, ws, counters(y.device, tiles)))
         return
     ws = _workspace(launch, split, y)
-    # the counters' pointer is unused without stream-K (STREAM is a constexpr)
-    launch.fast((x, wp, y, b, ws, ws))
+    # the counters' pointer is unused without stream-K (STREAM is a constexpr) unless it is a
+    # grouped launch's fix-up list
+    launch.fast((x, wp, y, b, ws, ws if locks is None else locks))
     if split > 1:
         launch.aux.fast((ws, y, b))
 

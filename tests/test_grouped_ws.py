@@ -1,0 +1,229 @@
+"""``grouped_ws``: narrow groups merged into super-groups on the Gluon kernel (``ws3d`` with
+``GROUPED``), output pixels on M and a super-group's channels on N and K.
+
+The kernel is Gluon, so only the GPU tests run it; the CPU tests check which merges and tiles are
+offered, what reaches the kernel through the algorithm's own ``run``, and the refusals."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE
+from reference import assert_close
+
+import convgemm
+from convgemm.conv.fprop import ALGORITHMS, COMPILE_ONLY, GroupedWs
+from convgemm.conv.grouped_tma import blockdiag_weight
+from convgemm.matmul.launch import Launch
+from convgemm.problem import ConvProblem
+
+GWS = ALGORITHMS["grouped_ws"]
+
+pytestmark = pytest.mark.usefixtures("no_tf32")
+
+
+def _prob(n, c, h, w, k, r, s, groups, stride=1, pad=1, dtype=torch.bfloat16):
+    x = torch.zeros(n, c, h, w, dtype=dtype).to(memory_format=torch.channels_last)
+    wt = torch.zeros(k, c // groups, r, s, dtype=dtype)
+    prob = ConvProblem.from_tensors(x, wt, stride=stride, padding=pad, groups=groups)
+    return replace(prob, tma_ok=True, input_tma_ok=True, input_tma_rows_ok=True, input_dense=True, input_phases_ok=True)
+
+
+@pytest.mark.parametrize(
+    "dtype,width,want",
+    [
+        # ResNeXt-50's 3x3 layers: 32 groups of width/32 channels
+        (torch.bfloat16, 128, [16, 8, 32]),  # 4 a group: 64 channels (128 bytes), 32, 128
+        (torch.bfloat16, 256, [8, 4, 16]),
+        (torch.bfloat16, 1024, [2, 1, 4]),  # 32 a group: one group is 64 bytes
+        (torch.float32, 128, [8, 4, 16]),  # fp32: 32 channels are one 128-byte box row
+        (torch.float32, 512, [2, 1, 4]),
+        (torch.float32, 1024, [1, 2]),  # 32 a group: one group is 128 bytes; no 64-byte merge
+    ],
+)
+def test_widths_prefer_one_full_box_row(dtype, width, want):
+    """The merges offered: a super-group of 128 input-channel bytes first, then 64, then 256."""
+    prob = _prob(2, width, 8, 8, width, 3, 3, 32, dtype=dtype)
+    got = GroupedWs.widths(prob)
+    assert got == want
+    e = dtype.itemsize
+    for gt in got:
+        assert prob.groups % gt == 0 and gt * prob.kg <= 256 and gt * prob.cg * e in (64, 128, 256)
+
+
+def test_candidates_keep_tiles_in_one_super_group():
+    """Every candidate's channel tile is the super-group's output channels and its K step divides
+    the super-group's input channels, so no tile reads another super-group's channels; pixel
+    blocks are 16 per warp."""
+    for dtype in (torch.bfloat16, torch.float32):
+        for width, stride in ((128, 1), (256, 2), (512, 1), (1024, 2)):
+            prob = _prob(64, width, 28 * stride, 28 * stride, width, 3, 3, 32, stride=stride, dtype=dtype)
+            cands = GWS.candidates(prob, 132)
+            assert cands, (dtype, width)
+            assert {c.gt for c in cands} == set(GroupedWs.widths(prob)[:2])
+            for c in cands:
+                gc, ks = c.gt * prob.cg, c.gt * prob.kg
+                assert c.block_n == ks and gc % c.block_k == 0 and c.block_k * dtype.itemsize <= 128
+                assert c.tile_n * c.tile_h * c.tile_w == c.block_m == 16 * c.num_warps
+                assert c.split_k == 1 and not c.stream_k and c.parts <= 1
+                assert not c.direct or dtype == torch.float32
+
+
+def test_not_a_tuner_candidate_until_timed(monkeypatch):
+    """``CANDIDATES`` off: the tuner's ``configs`` is empty (the forced algorithm still runs)."""
+    prob = _prob(2, 128, 8, 8, 128, 3, 3, 32)
+    monkeypatch.setattr(GroupedWs, "CANDIDATES", False)
+    assert GWS.configs(prob) == []
+
+
+def test_refusals_say_why():
+    assert "groups = 1" in GWS.supports(_prob(2, 64, 8, 8, 64, 3, 3, 1))
+    assert "depthwise" in GWS.supports(_prob(2, 64, 8, 8, 64, 3, 3, 64))
+    reason = GWS.supports(_prob(2, 128, 8, 8, 128, 3, 3, 32))
+    # under the interpreter (CI) the Gluon kernel cannot run; on a GPU the layer is supported
+    assert reason is None or "grouped_ws" in reason, reason
+    x = torch.zeros(1, 96, 8, 8).to(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="grouped_ws"):
+        convgemm.conv2d(x, torch.zeros(96, 32, 3, 3), padding=1, groups=3, algorithm="grouped_ws")
+
+
+def test_run_hands_the_kernel_the_super_groups(monkeypatch):
+    """Through the algorithm's own ``run`` (compile-only launches caught): ``GROUPED`` = 1, the
+    weight packed as [K, R*S*GC] from the block-diagonal expansion, K steps over GC channels, the
+    fix-up list in the counters' slot, and the fix-up ids' pixel-block count."""
+    from convgemm.conv import fprop, ws3d
+
+    n, c, hw, groups = 2, 128, 8, 32
+    x = torch.zeros(n, c, hw, hw, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    wt = torch.randn(c, c // groups, 3, 3).to(torch.bfloat16)
+    prob = _prob(n, c, hw, hw, c, 3, 3, groups)
+    cfg = GWS.candidates(prob, 132)[0]
+    gt = cfg.gt
+    gc, ks = gt * prob.cg, gt * prob.kg
+    y = torch.zeros(n, c, hw, hw, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    seen, fixups = [], []
+    real = ws3d.ws_conv3d
+
+    def spy(*args, **kw):
+        launches = real(*args, **{**kw, "compile_only": True})
+        seen.append((args, kw, launches[0]))
+        return launches if kw.get("compile_only") else None
+
+    monkeypatch.setattr(ws3d, "ws_conv3d", spy)
+    monkeypatch.setattr(fprop, "_run_kernel", lambda *a, **k: fixups.append(a))
+    token = COMPILE_ONLY.set(False)
+    try:
+        GWS.run(prob, x, wt, None, y, cfg)
+    finally:
+        COMPILE_ONLY.reset(token)
+    ((args, kw, (_, _, kargs, kconst)),) = seen
+    wp = args[1]
+    assert wp.shape == (c, 9 * gc)
+    want = blockdiag_weight(wt, gt, groups).permute(0, 2, 3, 1).reshape(c, -1)
+    assert torch.equal(wp, want)
+    assert kw["super_groups"] == (gc, ks)
+    assert kconst["GROUPED"] == 1
+    fix = kw["fix"]
+    assert kargs[5] is fix  # x_desc, w_desc, y_desc, bias, ws, locks
+    npix = -(-n // cfg.tile_n) * -(-hw // cfg.tile_h) * -(-hw // cfg.tile_w)
+    assert kargs[-3:] == (gc, ks // cfg.block_n, npix)
+    assert kargs[20] == gc // cfg.block_k  # c_tiles (after K, units, tiles_n, OD, P, Q, 3 pads, 3 dilations, R, S)
+    assert fix.numel() >= (c // cfg.block_n) * npix + 2
+    # the fix-up reads the same list and numbering: (super-group channel blocks, pixel blocks)
+    ((_, fn, _, fargs, _, _),) = fixups
+    assert fn is fprop.grouped_tma_fixup_kernel
+    assert fargs[4] is fix and fargs[5:7] == (ks // cfg.block_n, npix)
+    assert fargs[-4:] == (cfg.block_n, cfg.tile_n, cfg.tile_h, cfg.tile_w)
+
+
+def test_ws_conv3d_refuses_a_tile_across_super_groups():
+    from convgemm.conv.ws3d import ws_conv3d
+
+    x = torch.zeros(1, 128, 2, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    y = torch.zeros(1, 128, 2, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    wp = torch.zeros(128, 9 * 64, dtype=torch.bfloat16)
+    fix = torch.zeros(1026, dtype=torch.int32)
+    for bad in (dict(block_n=128), dict(block_n=64, split=2), dict(block_n=64, fix=None)):
+        kw = dict(block_n=64, fix=fix) | bad
+        with pytest.raises(ValueError, match="super-groups"):
+            ws_conv3d(x, wp, None, y, (1, 3, 3), (0, 1, 1), (1, 1, 1), (2, 8, 8), kw.pop("block_n"), warps=8,
+                      compile_only=True, super_groups=(64, 64), **kw)  # fmt: skip
+
+
+# N, C, H, W, K, R, S, stride, pad, groups
+GPU_CASES = [
+    (2, 128, 14, 14, 128, 3, 3, 1, 1, 32),  # 4 channels a group (ResNeXt's first stage)
+    (2, 256, 16, 16, 256, 3, 3, 2, 1, 32),  # 8 a group, strided: the stride-phase view
+    (3, 512, 7, 9, 512, 3, 3, 1, 1, 32),  # 16 a group, tiles past the image's edge
+    (2, 1024, 8, 8, 1024, 3, 3, 2, 1, 32),  # 32 a group
+    (2, 64, 10, 10, 64, 1, 1, 1, 0, 8),  # 1x1: the spatial view, never the flat one
+]
+
+
+def _case(case, dtype):
+    n, c, h, w, k, r, s, stride, pad, groups = case
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c // groups, r, s, device=DEVICE) / (c // groups * r * s) ** 0.5).to(dtype)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    kw = dict(stride=stride, padding=pad, groups=groups)
+    prob = replace(ConvProblem.from_tensors(x, wt, b, **kw), activation="relu")
+    return x, wt, b, kw, prob
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_CASES, ids=str)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "tf32"])
+def test_every_candidate_matches_reference(case, dtype):
+    """Every candidate (both merges, both pixel blocks, direct stores in fp32) with a bias and the
+    fused ReLU against float64; three runs into NaN-filled outputs, then three through a call
+    plan's Launch (bound on the first, replayed after), each into a fresh output."""
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[dtype]
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+    try:
+        x, wt, b, kw, prob = _case(case, dt)
+        reason = GWS.supports(prob)
+        if reason:
+            pytest.skip(reason)
+        want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), **kw).clamp_min(0)
+        for cfg in GWS.candidates(prob, 132):
+            label = f"grouped_ws [{cfg.describe()}] {dtype} {case}"
+            y = torch.empty(want.shape, device=DEVICE, dtype=dt).contiguous(memory_format=torch.channels_last)
+            for _ in range(3):
+                y.fill_(float("nan"))
+                GWS.run(prob, x, wt, b, y, cfg)
+                assert_close(y, want, dt, label)
+            launch = Launch()
+            for _ in range(3):
+                y = torch.full_like(y, float("nan"))
+                GWS.run(prob, x, wt, b, y, cfg, launch=launch)
+                assert_close(y, want, dt, f"{label} replayed")
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_nan_and_inf_stay_in_their_group(dtype):
+    """A NaN and an Inf input: the block-diagonal product spreads NaN over their super-group's
+    other groups, which the fix-up recomputes; the result has NaN and Inf exactly where the
+    reference has them, and the other outputs match it."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        x, wt, b, kw, prob = _case((2, 128, 12, 12, 128, 3, 3, 1, 1, 32), dtype)
+        prob = replace(prob, activation="")
+        x[0, 1, 0, 0] = float("nan")
+        x[1, 120, 11, 11] = float("inf")
+        ref = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), **kw)
+        for cfg in GWS.candidates(prob, 132):
+            y = torch.full(ref.shape, 7.0, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
+            GWS.run(prob, x, wt, b, y, cfg)
+            got = y.double().cpu()
+            assert torch.equal(torch.isnan(got), torch.isnan(ref)), cfg.describe()
+            assert torch.equal(torch.isinf(got), torch.isinf(ref)), cfg.describe()
+            fin = torch.isfinite(ref)
+            assert_close(y.cpu()[fin], ref[fin], dtype, f"finite outputs beside NaN and Inf [{cfg.describe()}]")
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
