@@ -53,7 +53,12 @@ def main() -> int:
     ap.add_argument("--direct", action="store_true",
                     help="time implicit_gemm_ws's candidates both staged and in the direct-store form that the tuner "
                          "offers in their place (conv3d.Ws3d.direct_form)")  # fmt: skip
+    ap.add_argument("--grouped", action="store_true",
+                    help="also time grouped_ws's candidates (not yet offered to the tuner: fprop.GroupedWs.CANDIDATES) "
+                         "and grouped_tma's")  # fmt: skip
     a = ap.parse_args()
+    if a.grouped:
+        a.configs = [*a.configs, "grouped_tma", "grouped_ws"]
     if a.stream or a.direct:
         a.configs = [*a.configs, "implicit_gemm_ws"]
     if not torch.cuda.is_available():
@@ -105,6 +110,11 @@ def main() -> int:
         from convgemm.conv import conv3d
 
         conv3d.Ws3d.STREAM_CANDIDATES = True
+    if a.grouped:
+        # after the tuned call, so that its pick is the tuner's without grouped_ws
+        from convgemm.conv.fprop import GroupedWs
+
+        GroupedWs.CANDIDATES = True
     if a.direct:
         # the staged forms first; the candidates themselves (direct forms in their place) follow
         from convgemm.conv import conv3d

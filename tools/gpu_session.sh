@@ -576,6 +576,21 @@ PY
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
         bash "$0" s35b
         INDUCTOR_TIMEOUT=400 bash "$0" s35e ;;
+    s37a)  # grouped_ws (session 36, written without a GPU): its GPU tests, then its candidates against
+        # grouped_tma's on ResNeXt's 3x3 layers in TF32 (where grouped_tma multiplies 8-16x the useful products)
+        timeout 200 python3 -m pytest -q -n 12 tests/test_grouped_ws.py tests/test_nonfinite.py -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests.log"
+        DTYPE=tf32 bash "$0" grouped_probe ;;
+    s37b)  # the same probe in bf16
+        DTYPE=bf16 bash "$0" grouped_probe ;;
+    grouped_probe)
+        for shape in 64,128,56,56,128,3,3,1,1,1,32,nobias 64,256,56,56,256,3,3,2,1,1,32,nobias \
+            64,256,28,28,256,3,3,1,1,1,32,nobias 64,512,28,28,512,3,3,2,1,1,32,nobias \
+            64,512,14,14,512,3,3,1,1,1,32,nobias 64,1024,14,14,1024,3,3,2,1,1,32,nobias \
+            64,1024,7,7,1024,3,3,1,1,1,32,nobias; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape --grouped \
+                --dtype "${DTYPE:-tf32}"
+        done 2>&1 | tee "$OUT/grouped-probe-${DTYPE:-tf32}.log" ;;
     s36b)  # where stream-K's 14-21 us go (session 35: every stream-K form lost): Nsight Compute on l4 3x3 (first),
         # its 64 x 256 tile unsplit and as stream-K
         t="implicit_gemm_ws:block_m=64,block_n=256,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
