@@ -284,10 +284,13 @@ def _list_nonfinite(acc, fix_ptr, pid_n, n, d0, h0, w0, OD, P, Q, grp, TD: gl.co
     ``loaders.fix_list_append_if_nonfinite``, recomputed by ``grouped_tma_fixup_kernel``). Its id
     is ``pid_n * NPIX + pixel block``, the pixel blocks of ``TD x TH x TW`` in ``_tile_origin``'s
     order, which the fix-up kernel reads as (channel block, pixel tile) of a 2-D layer whose
-    batch is this view's depth."""
+    batch is this view's depth. A consumer's block wholly past the last column (``w0 >= Q``, the
+    tile's right part) is never listed: its number would name another block, or none, and its
+    outputs are not stored anyway."""
     GC, KB, NPIX = grp
-    pix = ((n * gl.cdiv(OD, TD) + d0 // TD) * gl.cdiv(P, TH) + h0 // TH) * gl.cdiv(Q, TW) + w0 // TW
-    fix_list_append_if_nonfinite(acc, fix_ptr, pid_n * NPIX + pix)
+    if w0 < Q:
+        pix = ((n * gl.cdiv(OD, TD) + d0 // TD) * gl.cdiv(P, TH) + h0 // TH) * gl.cdiv(Q, TW) + w0 // TW
+        fix_list_append_if_nonfinite(acc, fix_ptr, pid_n * NPIX + pix)
 
 
 @gluon.jit
