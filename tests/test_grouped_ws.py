@@ -70,6 +70,32 @@ def test_candidates_keep_tiles_in_one_super_group():
                 assert not c.direct or dtype == torch.float32
 
 
+def test_a_merge_is_a_power_of_two_channel_block():
+    """K/g = 12 (16 groups of 4 -> 12): merges of 8 or 16 groups are 96 and 192 output channels,
+    which no tile's channel block (a power of two) covers: none is offered."""
+    prob = _prob(2, 64, 8, 8, 192, 3, 3, 16)
+    assert GroupedWs.widths(prob) == []
+    assert "no power-of-two number" in GWS.supports(prob)
+
+
+def test_narrow_16_bit_groups_are_not_refused_for_their_width():
+    """bf16 with 4 channels a group: a group's 8 bytes are under TMA's 16-byte minimum, which
+    sets ``input_tma_ok`` False, but the kernel reads whole super-groups (128 bytes)."""
+    prob = replace(_prob(2, 128, 8, 8, 128, 3, 3, 32), input_tma_ok=False)
+    dense = GWS.dense(prob)
+    assert dense.groups == 1 and dense.input_tma_ok
+
+
+def test_a_forced_merge_that_does_not_fit_is_refused():
+    x = torch.zeros(2, 128, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    wt = torch.zeros(128, 4, 3, 3, dtype=torch.bfloat16)
+    prob = _prob(2, 128, 8, 8, 128, 3, 3, 32)
+    cfg = GWS.candidates(prob, 132)[0]
+    for bad in (replace(cfg, gt=3), replace(cfg, gt=64), replace(cfg, block_n=cfg.block_n * 2)):
+        with pytest.raises(ValueError, match="does not fit"):
+            GWS.run(prob, x, wt, None, torch.zeros_like(x), bad)
+
+
 def test_not_a_tuner_candidate_until_timed(monkeypatch):
     """``CANDIDATES`` off: the tuner's ``configs`` is empty (the forced algorithm still runs)."""
     prob = _prob(2, 128, 8, 8, 128, 3, 3, 32)
@@ -162,13 +188,18 @@ GPU_CASES = [
 
 
 def _case(case, dtype):
+    """(x, w, bias, conv2d keywords, the problem as ``convgemm.conv2d`` prepares it, with the
+    fused ReLU): ``functional._prepare`` sets the TMA and layout flags that ``supports`` reads."""
+    from convgemm.functional import _prepare
+
     n, c, h, w, k, r, s, stride, pad, groups = case
     x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
     wt = (torch.randn(k, c // groups, r, s, device=DEVICE) / (c // groups * r * s) ** 0.5).to(dtype)
     b = torch.randn(k, device=DEVICE).to(dtype)
     kw = dict(stride=stride, padding=pad, groups=groups)
-    prob = replace(ConvProblem.from_tensors(x, wt, b, **kw), activation="relu")
-    return x, wt, b, kw, prob
+    prob, xn, _ = _prepare(x, wt, b, (stride, stride), (pad, pad), (1, 1), groups)
+    assert xn is x
+    return x, wt, b, kw, replace(prob, activation="relu")
 
 
 @pytest.mark.gpu
@@ -183,9 +214,8 @@ def test_every_candidate_matches_reference(case, dtype):
     torch.backends.cudnn.allow_tf32 = dtype == "tf32"
     try:
         x, wt, b, kw, prob = _case(case, dt)
-        reason = GWS.supports(prob)
-        if reason:
-            pytest.skip(reason)
+        # every case is one the algorithm claims (a skip here would check nothing)
+        assert GWS.supports(prob) is None, GWS.supports(prob)
         want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), **kw).clamp_min(0)
         for cfg in GWS.candidates(prob, 132):
             label = f"grouped_ws [{cfg.describe()}] {dtype} {case}"
@@ -205,25 +235,32 @@ def test_every_candidate_matches_reference(case, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-def test_nan_and_inf_stay_in_their_group(dtype):
+@pytest.mark.parametrize(
+    "case", [(2, 128, 12, 12, 128, 3, 3, 1, 1, 32), (2, 256, 12, 16, 256, 3, 3, 2, 1, 32)], ids=str
+)
+def test_nan_and_inf_stay_in_their_group(dtype, case):
     """A NaN and an Inf input: the block-diagonal product spreads NaN over their super-group's
     other groups, which the fix-up recomputes; the result has NaN and Inf exactly where the
     reference has them, and the other outputs match it."""
     old = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = True
     try:
-        x, wt, b, kw, prob = _case((2, 128, 12, 12, 128, 3, 3, 1, 1, 32), dtype)
+        x, wt, b, kw, prob = _case(case, dtype)
         prob = replace(prob, activation="")
-        x[0, 1, 0, 0] = float("nan")
-        x[1, 120, 11, 11] = float("inf")
+        x[0, 1, 0, 0] = float("nan")  # the first super-group
+        x[1, x.shape[1] - 8, x.shape[2] - 1, x.shape[3] - 1] = float("inf")  # the last one
         ref = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), **kw)
+        assert GWS.supports(prob) is None, GWS.supports(prob)
         for cfg in GWS.candidates(prob, 132):
-            y = torch.full(ref.shape, 7.0, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
-            GWS.run(prob, x, wt, b, y, cfg)
-            got = y.double().cpu()
-            assert torch.equal(torch.isnan(got), torch.isnan(ref)), cfg.describe()
-            assert torch.equal(torch.isinf(got), torch.isinf(ref)), cfg.describe()
-            fin = torch.isfinite(ref)
-            assert_close(y.cpu()[fin], ref[fin], dtype, f"finite outputs beside NaN and Inf [{cfg.describe()}]")
+            launch = Launch()
+            for i in range(2):  # bound, then replayed: the list must be back at zero after each fix-up
+                y = torch.full(ref.shape, 7.0, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
+                GWS.run(prob, x, wt, b, y, cfg, launch=launch)
+                got = y.double().cpu()
+                label = f"[{cfg.describe()}] call {i}"
+                assert torch.equal(torch.isnan(got), torch.isnan(ref)), label
+                assert torch.equal(torch.isinf(got), torch.isinf(ref)), label
+                fin = torch.isfinite(ref)
+                assert_close(y.cpu()[fin], ref[fin], dtype, f"finite outputs beside NaN and Inf {label}")
     finally:
         torch.backends.cudnn.allow_tf32 = old

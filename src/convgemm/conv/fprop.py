@@ -65,7 +65,7 @@ class Config:
     taps: int = 0  # > 1: wgrad_tma with this many filter columns per program (conv/wgrad_taps.py)
     cols: int = 0  # > 1: depthwise_rows with this many neighbouring output columns per thread
     vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)
-    gt: int = 0  # > 0: grouped_tma takes this many groups as one
+    gt: int = 0  # > 0: grouped_tma / grouped_ws take this many groups as one
     # 1: split-K partials are summed by a second kernel (matmul.blocks.split_k_finish_kernel,
     # many programs per tile) instead of by each tile's last split alone
     reduce: int = 0
@@ -2226,7 +2226,8 @@ class GroupedWs(Algorithm):
         gt = 1
         while gt <= prob.groups:
             gc, ks = gt * prob.cg, gt * prob.kg
-            if prob.groups % gt == 0 and gc * e in (64, 128, 256) and ks <= 256 and (ks * e) % 16 == 0 and ks % 8 == 0:
+            # KS is the tile's channel block (a power of two: the kernel's aranges), 8-256 wide
+            if prob.groups % gt == 0 and gc * e in (64, 128, 256) and 8 <= ks <= 256 and ks & (ks - 1) == 0:
                 found[gc * e] = gt
             gt *= 2
         return [found[b] for b in (128, 64, 256) if b in found]
@@ -2237,21 +2238,25 @@ class GroupedWs(Algorithm):
 
     def dense(self, prob: ConvProblem) -> ConvProblem:
         """The problem with one group, for the checks the kernel shares with ``implicit_gemm_ws``
-        (dtype, device, TMA, strides, channel counts)."""
-        return replace(prob, groups=1)
+        (dtype, device, TMA, strides, channel counts). Its input boxes are whole super-groups'
+        channels (64 bytes or more), so only the pixel rows' alignment matters, not a narrow
+        group's (``input_tma_ok`` asks C/g * itemsize to be a multiple of 16), as in
+        ``GroupedTma.reduced``."""
+        return replace(prob, groups=1, input_tma_ok=prob.input_tma_rows_ok)
 
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
             return "not a grouped convolution (groups = 1)"
         if prob.cg == 1:
             return "one channel per group: that is the depthwise algorithms' problem"
+        if not self.widths(prob):
+            return (f"{prob.groups} groups of {prob.cg} -> {prob.kg} channels: no power-of-two number of them makes "
+                    "a super-group of 64, 128 or 256 bytes of input channels and a power of two of 8-256 output "
+                    "channels")  # fmt: skip
         reason = _WS.supports(self.dense(prob))
         if reason:
             # the kernel's own reasons, in this algorithm's name
             return reason.replace("implicit_gemm_ws", self.name).replace("conv3d_ws", self.name)
-        if not self.widths(prob):
-            return (f"{prob.groups} groups of {prob.cg} -> {prob.kg} channels: no power-of-two number of them makes "
-                    f"a super-group of 64-256 bytes of input channels and at most 256 output channels")  # fmt: skip
         return None
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
@@ -2285,6 +2290,8 @@ class GroupedWs(Algorithm):
                 stages = 4
                 while stages > 2 and stages * (bm + bn) * bk * e + bm * bn * e > 225_000:
                     stages -= 1
+                if stages * (bm + bn) * bk * e + bm * bn * e > 225_000:
+                    continue  # over the SM's shared memory even at two stages
                 cfg = Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, gt=gt)
                 out.append(Ws3d.direct_form(cfg, e, k_steps))
                 if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
@@ -2298,15 +2305,22 @@ class GroupedWs(Algorithm):
         from ..functional import _derived_weight
 
         gt, groups = cfg.gt, prob.groups
+        warm = fast_ready(launch, 1)
+        if not warm and (gt not in self.widths(prob) or (gt * prob.kg) % cfg.block_n):
+            # a forced config: the fix-up list is sized from the merge, and a tile must lie in one
+            # super-group
+            raise ValueError(f"grouped_ws: gt={gt} (groups per super-group) with block_n={cfg.block_n} does not fit "
+                             f"{groups} groups of {prob.cg} -> {prob.kg} channels; use gt in {self.widths(prob)} "
+                             "and a block_n dividing gt * K/groups")  # fmt: skip
         gc, ks = gt * prob.cg, gt * prob.kg
         wx = w if gt == 1 else _derived_weight(w, ("blockdiag", gt, groups), lambda v: blockdiag_weight(v, gt, groups))
-        wp = wx if krsc_in_place(wx) and fast_ready(launch, 1) else krsc_weight(wx, gc).view(prob.k, -1)
+        wp = wx if warm and krsc_in_place(wx) else krsc_weight(wx, gc).view(prob.k, -1)
         yo = _nhwc_out(y, prob.k)
         num_m = ks // cfg.block_n  # channel blocks per super-group
         num_n = cdiv(prob.n, cfg.tile_n) * cdiv(prob.p, cfg.tile_h) * cdiv(prob.q, cfg.tile_w)  # pixel blocks
         tiles = num_m * num_n * (groups // gt)
         fix = Grouped.fix_list(x.device, tiles)
-        if fast_ready(launch, 1):
+        if warm:
             ws_conv3d_replay(launch, x, wp, yo, bias, 1, locks=fix)
         else:
             from .ws3d import ws_run
