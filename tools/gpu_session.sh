@@ -591,6 +591,13 @@ PY
             CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape --grouped \
                 --dtype "${DTYPE:-tf32}"
         done 2>&1 | tee "$OUT/grouped-probe-${DTYPE:-tf32}.log" ;;
+    s37c)  # why a strided 3x3 runs 1.3-1.4x longer than an unstrided one of the same output and FLOPs
+        # (session 35: 43.6 against 31.1 us, one tile): DRAM bytes, L2 hit rate and stalls of
+        # ResNet-50's l2 3x3 (first, stride 2, 51 MB of input: more than L2) and the stride-1
+        # layer with its output size, on the tuned tile of the first
+        t="implicit_gemm_ws:block_m=128,block_n=128,block_k=64,num_warps=8,num_stages=4,tile_n=8,tile_h=4,tile_w=4"
+        NCU_ARGS="--shape 64,128,56,56,128,3,3,2,1,1,1,nobias --shape 64,128,28,28,128,3,3,1,1,1,1,nobias \
+            --try $t,persistent=1" bash "$0" ncu ;;
     s36b)  # where stream-K's 14-21 us go (session 35: every stream-K form lost): Nsight Compute on l4 3x3 (first),
         # its 64 x 256 tile unsplit and as stream-K
         t="implicit_gemm_ws:block_m=64,block_n=256,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
