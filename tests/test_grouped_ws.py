@@ -59,7 +59,7 @@ def test_candidates_keep_tiles_in_one_super_group():
     for dtype in (torch.bfloat16, torch.float32):
         for width, stride in ((128, 1), (256, 2), (512, 1), (1024, 2)):
             prob = _prob(64, width, 28 * stride, 28 * stride, width, 3, 3, 32, stride=stride, dtype=dtype)
-            cands = GWS.candidates(prob, 132)
+            cands = GWS.candidates(prob)
             assert cands, (dtype, width)
             assert {c.gt for c in cands} == set(GroupedWs.widths(prob)[:2])
             for c in cands:
@@ -90,7 +90,7 @@ def test_a_forced_merge_that_does_not_fit_is_refused():
     x = torch.zeros(2, 128, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     wt = torch.zeros(128, 4, 3, 3, dtype=torch.bfloat16)
     prob = _prob(2, 128, 8, 8, 128, 3, 3, 32)
-    cfg = GWS.candidates(prob, 132)[0]
+    cfg = GWS.candidates(prob)[0]
     for bad in (replace(cfg, gt=3), replace(cfg, gt=64), replace(cfg, block_n=cfg.block_n * 2)):
         with pytest.raises(ValueError, match="does not fit"):
             GWS.run(prob, x, wt, None, torch.zeros_like(x), bad)
@@ -124,7 +124,7 @@ def test_run_hands_the_kernel_the_super_groups(monkeypatch):
     x = torch.zeros(n, c, hw, hw, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     wt = torch.randn(c, c // groups, 3, 3).to(torch.bfloat16)
     prob = _prob(n, c, hw, hw, c, 3, 3, groups)
-    cfg = GWS.candidates(prob, 132)[0]
+    cfg = GWS.candidates(prob)[0]
     gt = cfg.gt
     gc, ks = gt * prob.cg, gt * prob.kg
     y = torch.zeros(n, c, hw, hw, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
@@ -217,7 +217,7 @@ def test_every_candidate_matches_reference(case, dtype):
         # every case is one the algorithm claims (a skip here would check nothing)
         assert GWS.supports(prob) is None, GWS.supports(prob)
         want = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), **kw).clamp_min(0)
-        for cfg in GWS.candidates(prob, 132):
+        for cfg in GWS.candidates(prob):
             label = f"grouped_ws [{cfg.describe()}] {dtype} {case}"
             y = torch.empty(want.shape, device=DEVICE, dtype=dt).contiguous(memory_format=torch.channels_last)
             for _ in range(3):
@@ -251,7 +251,7 @@ def test_nan_and_inf_stay_in_their_group(dtype, case):
         x[1, x.shape[1] - 8, x.shape[2] - 1, x.shape[3] - 1] = float("inf")  # the last one
         ref = F.conv2d(x.double().cpu(), wt.double().cpu(), b.double().cpu(), **kw)
         assert GWS.supports(prob) is None, GWS.supports(prob)
-        for cfg in GWS.candidates(prob, 132):
+        for cfg in GWS.candidates(prob):
             launch = Launch()
             for i in range(2):  # bound, then replayed: the list must be back at zero after each fix-up
                 y = torch.full(ref.shape, 7.0, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
@@ -264,3 +264,22 @@ def test_nan_and_inf_stay_in_their_group(dtype, case):
                 assert_close(y.cpu()[fin], ref[fin], dtype, f"finite outputs beside NaN and Inf {label}")
     finally:
         torch.backends.cudnn.allow_tf32 = old
+
+
+def test_every_algorithm_can_be_tuned():
+    """The tuner's candidates come from ``autotune._HEURISTIC_ORDER``: a registered algorithm
+    missing there would never be tuned, only forced."""
+    from convgemm.tune import autotune
+
+    assert set(ALGORITHMS) == set(autotune._HEURISTIC_ORDER)
+
+
+def test_candidates_reach_the_tuner_once_switched_on(monkeypatch):
+    """With ``CANDIDATES`` on, ``tuning_pairs`` of a ResNeXt layer holds grouped_ws's candidates
+    beside grouped_tma's (no prune rule drops it)."""
+    from convgemm.tune import autotune
+
+    prob = _prob(64, 256, 28, 28, 256, 3, 3, 32)
+    monkeypatch.setattr(GroupedWs, "CANDIDATES", True)
+    pairs = autotune.tuning_pairs(prob, [ALGORITHMS["grouped_tma"], GWS])
+    assert [c for a, c in pairs if a is GWS] == GWS.candidates(prob)

@@ -2268,9 +2268,9 @@ class GroupedWs(Algorithm):
     def configs(self, prob: ConvProblem) -> list[Config]:
         if not self.CANDIDATES:
             return []
-        return self.candidates(prob, sm_count())
+        return self.candidates(prob)
 
-    def candidates(self, prob: ConvProblem, sms: int) -> list[Config]:
+    def candidates(self, prob: ConvProblem) -> list[Config]:
         """For the first two merges of ``widths``: 128 pixels on two consumer warpgroups or 64 on
         one (two programs per SM where shared memory allows), the whole super-group's output
         channels a tile; fp32 tiles store from registers where that frees ring stages
@@ -2299,7 +2299,7 @@ class GroupedWs(Algorithm):
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
-        return self.candidates(prob, max(sm_count(), 2))[0]
+        return self.candidates(prob)[0]
 
     def run(self, prob, x, w, bias, y, cfg, launch=None) -> None:
         from ..functional import _derived_weight

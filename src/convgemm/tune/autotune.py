@@ -32,6 +32,7 @@ _HEURISTIC_ORDER = (
     "head_1x1",
     "flat_rows",  # heuristic_ok: fprop.flat_rows_narrow (16-bit, 4-16 channels, 3x3); elsewhere tuned only
     "grouped_tma",  # before implicit_gemm_tma: it won ResNeXt's 8- and 16-channel groups too
+    "grouped_ws",  # tuned only, and only once GroupedWs.CANDIDATES is on (untimed so far)
     "implicit_gemm_tma",
     "implicit_gemm_ws",  # Hopper only, never the untuned choice (heuristic_ok is False)
     "narrow_tma",
