@@ -588,8 +588,10 @@ PY
             64,256,28,28,256,3,3,1,1,1,32,nobias 64,512,28,28,512,3,3,2,1,1,32,nobias \
             64,512,14,14,512,3,3,1,1,1,32,nobias 64,1024,14,14,1024,3,3,2,1,1,32,nobias \
             64,1024,7,7,1024,3,3,1,1,1,32,nobias; do
+            # (and the first candidate with a deeper ring: 4 stages of its small slots fill under half
+            # the shared memory)
             CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape --grouped \
-                --dtype "${DTYPE:-tf32}"
+                --dtype "${DTYPE:-tf32}" --try grouped_ws:num_stages=6
         done 2>&1 | tee "$OUT/grouped-probe-${DTYPE:-tf32}.log" ;;
     s37c)  # why a strided 3x3 runs 1.3-1.4x longer than an unstrided one of the same output and FLOPs
         # (session 35: 43.6 against 31.1 us, one tile): DRAM bytes, L2 hit rate and stalls of
