@@ -24,8 +24,10 @@ unpadded and unstrided along depth (``conv3d.depth_free``: a 2-D layer, the batc
 3-D layer whose depth is a multiple of its depth stride reads the phase-grid view instead
 (``input_desc``, ``phase_grid``), with tiles of any depth.
 
-Groups 1, 16-bit dtypes or fp32 as TF32 products (wgmma reads fp32 operands as TF32; both are
-K-major here, which TF32 requires), C a multiple of BLOCK_K. Gluon does not run under ``TRITON_INTERPRET``:
+Groups 1, or (``GROUPED``, ``fprop.GroupedWs``) wide groups that never share a tile: each
+tile's channel block lies in one group, whose input channels are the K steps' channels; 16-bit
+dtypes or fp32 as TF32 products (wgmma reads fp32 operands as TF32; both are K-major here, which
+TF32 requires), C (a group's, when grouped) a multiple of BLOCK_K. Gluon does not run under ``TRITON_INTERPRET``:
 the kernel runs on compute capability 9.x GPUs only (wgmma), and only the GPU tests run it.
 """
 
