@@ -1,0 +1,169 @@
+"""The Gluon forward kernel's index arithmetic on the CPU, through ``gluon_emu``: the kernel's own
+producer code runs on integers and its recorded TMA boxes are multiplied in float64, so every
+mode of ``ws3d`` (flat and spatial views, several consumers, K splits with the finish kernel, the
+stride-phase and phase-grid views, grouped super-groups with the fix-up list) is checked against
+``torch.nn.functional.conv2d`` / ``conv3d`` here, not only on the GPU. What the emulation cannot
+check (the Gluon lowering, synchronisation, layouts) stays with the GPU tests."""
+
+from dataclasses import replace
+
+import gluon_emu
+import pytest
+import torch
+import torch.nn.functional as F
+
+from convgemm.conv import conv3d as k3
+from convgemm.conv import ws3d
+from convgemm.conv.fprop import ALGORITHMS, COMPILE_ONLY, Config
+from convgemm.problem import ConvProblem
+
+WS = ALGORITHMS["implicit_gemm_ws"]
+GWS = ALGORITHMS["grouped_ws"]
+
+pytestmark = pytest.mark.usefixtures("no_tf32")
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """Gluon launches emulated, on three 'SMs' (programs loop over several units); launches made
+    for real (not compile-only)."""
+    gluon_emu.install(monkeypatch)
+    monkeypatch.setattr(ws3d, "sm_count", lambda *a, **k: 3)
+    token = COMPILE_ONLY.set(False)
+    yield
+    COMPILE_ONLY.reset(token)
+
+
+def _case(n, c, h, w, k, r, s, stride=1, pad=0, groups=1, bias=True):
+    g = torch.Generator().manual_seed(n * 1000 + c + h + k)
+    x = torch.randn(n, c, h, w, generator=g).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // groups, r, s, generator=g) / (c // groups * r * s) ** 0.5
+    b = torch.randn(k, generator=g) if bias else None
+    prob = ConvProblem.from_tensors(x, wt, b, stride=stride, padding=pad, groups=groups)
+    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_tma_rows_ok=True, input_dense=True,
+                   input_phases_ok=True, activation="relu")  # fmt: skip
+    want = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), stride=stride, padding=pad,
+                    groups=groups).clamp_min(0)  # fmt: skip
+    return x, wt, b, prob, want
+
+
+def _check(algo, prob, x, wt, b, want, cfg):
+    y = torch.full(want.shape, float("nan")).contiguous(memory_format=torch.channels_last)
+    algo.run(prob, x, wt, b, y, cfg)
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5, msg=lambda m: f"{cfg.describe()}: {m}")
+
+
+# N, C, H, W, K, R, S, stride, pad
+CASES = [
+    (2, 64, 7, 9, 256, 1, 1, 1, 0),  # flat: one row of 126 pixels
+    (2, 64, 9, 10, 96, 3, 3, 1, 1),  # K = 96: a partial channel tile; padded taps
+    (2, 32, 12, 16, 64, 3, 3, 2, 1),  # strided: the stride-phase view
+    (3, 32, 6, 6, 64, 5, 5, 1, 2),  # 5x5, tiles across images
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_every_candidate_matches_conv2d(case, emulated):
+    x, wt, b, prob, want = _case(*case)
+    cands = WS.configs(prob)
+    assert cands
+    for cfg in cands:
+        _check(WS, prob, x, wt, b, want, cfg)
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_consumers_side_by_side(parts, emulated):
+    """Tiles of 2 or 3 consumer blocks along the columns (the last ones past the image's edge)."""
+    x, wt, b, prob, want = _case(2, 64, 9, 30, 128, 3, 3, 1, 1)
+    tile = next(t[1:] for t in k3.spatial_tiles3(WS.as_3d(prob), 64))
+    cfg = Config(64, 128, 64, 4, 3, tile_n=tile[0], tile_h=tile[1], tile_w=tile[2], persistent=1, parts=parts)
+    _check(WS, prob, x, wt, b, want, cfg)
+
+
+@pytest.mark.parametrize("split", [2, 3])
+def test_k_split_and_finish_kernel(split, emulated):
+    """Partials of each K range in the workspace, summed by ``ws_split_finish_kernel`` (run by
+    the interpreter)."""
+    x, wt, b, prob, want = _case(2, 64, 8, 8, 64, 3, 3, 1, 1)
+    cfg = Config(64, 64, 32, 4, 3, tile_n=1, tile_h=8, tile_w=8, persistent=1, split_k=split)
+    _check(WS, prob, x, wt, b, want, cfg)
+
+
+def test_phase_grid_view_3d(emulated):
+    """A strided 3-D layer whose depth is a multiple of its stride: the phase-grid view, tiles
+    several output depths deep (``conv3d_ws``)."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 32, 4, 8, 8, generator=g).contiguous(memory_format=torch.channels_last_3d)
+    wt = torch.randn(64, 32, 3, 3, 3, generator=g) / (32 * 27) ** 0.5
+    want = F.conv3d(x.double(), wt.double(), stride=2, padding=1)
+    from convgemm.problem3d import ConvProblem3d
+
+    prob = ConvProblem3d.from_tensors(x, wt, None, stride=(2, 2, 2), padding=(1, 1, 1), dilation=(1, 1, 1))
+    prob = replace(prob, tma_input_ok=True, input_phases_ok=True, tma_ok=True)
+    assert k3.phase_grid(prob.stride, (3, 3, 3), prob.pad, prob.d)
+    cfg = Config(64, 64, 32, 4, 3, tile_n=4, tile_h=4, tile_w=4, persistent=1)
+    y = torch.full(want.shape, float("nan")).contiguous(memory_format=torch.channels_last_3d)
+    k3.WS3D.run(prob, x, wt, None, y, cfg)
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
+# N, C, H, W, K, R, S, stride, pad, groups
+GROUPED = [
+    (2, 128, 10, 10, 128, 3, 3, 1, 1, 32),  # 4 channels a group
+    (2, 256, 12, 16, 256, 3, 3, 2, 1, 32),  # 8 a group, strided
+    (3, 64, 7, 9, 64, 3, 3, 1, 1, 4),  # 16 a group, tiles past the edges
+    (2, 64, 6, 6, 64, 1, 1, 1, 0, 8),  # 1x1 through the spatial view
+]
+
+
+@pytest.mark.parametrize("case", GROUPED, ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_grouped_every_candidate(case, dtype, emulated):
+    """``grouped_ws``: super-groups' channel offsets and the block-diagonal weight (every
+    candidate the merges give in this dtype; the data is fp32 either way)."""
+    n, c, h, w, k, r, s, stride, pad, groups = case
+    x, wt, b, prob, want = _case(n, c, h, w, k, r, s, stride, pad, groups)
+    cands = GWS.candidates(replace(prob, dtype=dtype))
+    assert cands
+    for cfg in cands:
+        _check(GWS, prob, x, wt, b, want, cfg)
+
+
+def test_grouped_channel_tiles_within_a_super_group(emulated):
+    """A tile half a super-group wide (``block_n`` = KS / 2: two channel blocks a super-group,
+    ``KB`` = 2): both halves read their super-group's input channels."""
+    x, wt, b, prob, want = _case(2, 128, 8, 8, 128, 3, 3, 1, 1, 32)
+    cfg = GWS.candidates(prob)[0]
+    _check(GWS, prob, x, wt, b, want, replace(cfg, block_n=cfg.block_n // 2))
+
+
+# wide rows, so that a row holds several column blocks and a super-group several channel blocks
+NONFINITE = [(2, 128, 3, 40, 128, 3, 3, 1, 1, 32), (1, 256, 4, 72, 256, 3, 3, 2, 1, 32)]
+
+
+@pytest.mark.parametrize("case", NONFINITE, ids=str)
+@pytest.mark.parametrize("half", [False, True], ids=["whole", "half"])
+def test_grouped_nan_and_inf(case, half, emulated):
+    """A NaN and an Inf input (the Inf in the last column block): the emulated kernel lists the
+    pixel blocks whose block-diagonal sums are not finite, the fix-up kernel (interpreter)
+    recomputes them, and the result has NaN and Inf exactly where float64 has them; with tiles
+    the whole super-group wide and half of it."""
+    n, c, h, w, k, r, s, stride, pad, groups = case
+    x, wt, b, prob, _ = _case(n, c, h, w, k, r, s, stride, pad, groups)
+    prob = replace(prob, activation="")
+    x[0, 1, 0, 5] = float("nan")
+    x[n - 1, c - 8, h - 1, w - 1] = float("inf")
+    ref = F.conv2d(x.double(), wt.double(), b.double(), stride=stride, padding=pad, groups=groups)
+    # each merge's first tile (the fix-up kernel, interpreted, recomputes whole tiles slowly)
+    firsts = {c.gt: c for c in reversed(GWS.candidates(prob))}
+    for cfg in firsts.values():
+        # a row of several column blocks (the candidates' own tiles may span the row)
+        td, th, tw = next(t[1:] for t in k3.spatial_tiles3(WS.as_3d(prob, spatial=True), cfg.block_m) if t[3] < prob.q)
+        cfg = replace(cfg, tile_n=td, tile_h=th, tile_w=tw, block_n=cfg.block_n // 2 if half else cfg.block_n)
+        y = torch.full(ref.shape, 7.0).contiguous(memory_format=torch.channels_last)
+        GWS.run(prob, x, wt, b, y, cfg)
+        got = y.double()
+        assert torch.equal(torch.isnan(got), torch.isnan(ref)), cfg.describe()
+        assert torch.equal(torch.isinf(got), torch.isinf(ref)), cfg.describe()
+        fin = torch.isfinite(ref)
+        torch.testing.assert_close(got[fin], ref[fin], rtol=1e-5, atol=1e-5)
