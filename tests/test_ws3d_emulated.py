@@ -11,6 +11,7 @@ import gluon_emu
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import INTERPRET
 
 from convgemm.conv import conv3d as k3
 from convgemm.conv import ws3d
@@ -20,7 +21,12 @@ from convgemm.problem import ConvProblem
 WS = ALGORITHMS["implicit_gemm_ws"]
 GWS = ALGORITHMS["grouped_ws"]
 
-pytestmark = pytest.mark.usefixtures("no_tf32")
+# the kernels a call also launches (the split-K finish, the fix-up) run under the interpreter on
+# the CPU tensors here; on the GPU the Gluon kernel itself runs (test_ws_consumers, test_grouped_ws)
+pytestmark = [
+    pytest.mark.usefixtures("no_tf32"),
+    pytest.mark.skipif(not INTERPRET, reason="emulates the Gluon kernel on the CPU, under Triton's interpreter"),
+]
 
 
 @pytest.fixture
