@@ -1,4 +1,5 @@
-"""A CPU emulation of the Gluon forward kernel ``ws3d.ws_conv3d_kernel``, for tests without a GPU.
+"""A CPU emulation of the Gluon kernels (the forward ``ws3d.ws_conv3d_kernel``, the weight
+gradient ``ws_wgrad.ws_wgrad3d_kernel``), for tests without a GPU.
 
 Gluon does not run under ``TRITON_INTERPRET``, so the kernel's index arithmetic (work units,
 pixel tiles, the input view's box coordinates per filter tap, grouped channel offsets, the
@@ -35,6 +36,8 @@ def _where(c, a, b):
 
 
 GL = types.SimpleNamespace(
+    int64=torch.int64,
+    expand_dims=torch.unsqueeze,
     cdiv=_cdiv,
     minimum=min,
     maximum=max,
@@ -210,15 +213,71 @@ def run_ws_conv3d(grid, args: tuple, kw: dict, fix_ids: list | None = None) -> N
             fix_ids.extend(fixes)
 
 
+def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
+    """Emulate one launch of ``ws_wgrad.ws_wgrad3d_kernel``: its producer (``_wg_producer``,
+    ``_wg_unit``, ``_wg_tile``, ``ws3d._x_coord``) and its unsplit store's addressing
+    (``_dw_tile``, called with a zero base for element offsets) are the kernel's code; the
+    wgmma of dy^T and x is a float64 product."""
+    from convgemm.conv import ws_wgrad
+
+    names = ws_wgrad.ws_wgrad3d_kernel.arg_names
+    a = dict(zip(names, (*args, *[kw[k] for k in names[len(args) :]]), strict=True))
+    geo = tuple(a[k] for k in ("num_units", "tiles", "m_tiles", "c_tiles", "k_blocks", "OD", "P", "Q", "pd", "ph",
+                               "pw", "dd", "dh", "dw", "R", "S", "D", "HS", "SD", "SH", "SW", "C"))  # fmt: skip
+    grp = (a["GC"], a["KS"], a["CG"], a["KG"])
+    dws = (a["sdk"], a["sdc"], a["sdt"], a["sdr"], a["sds"])
+    dy_d, x_d = Desc(a["dy_desc"]), Desc(a["x_desc"])
+    TD, TH, TW, SPLIT = a["TD"], a["TH"], a["TW"], a["SPLIT"]
+    BM, BN = dy_d.block[4], x_d.block[4]
+    BP = TD * TH * TW
+    rec = _Recorder()
+    cache: dict = {}
+    overrides = {"tma": rec}
+    producer = _python(ws_wgrad._wg_producer, overrides, cache)
+    wg_unit = _python(ws_wgrad._wg_unit, overrides, cache)
+    wg_tile = _python(ws_wgrad._wg_tile, overrides, cache)
+    dw_tile = _python(ws_wgrad._dw_tile, overrides, cache)
+    dw = a["dw_ptr"]
+    n_el = dw.untyped_storage().nbytes() // dw.element_size() - dw.storage_offset()
+    flat = dw.new_empty(0).set_(dw.untyped_storage(), dw.storage_offset(), (n_el,), (1,))
+    programs = grid[0]
+    _state["programs"] = programs
+    for pid in range(programs):
+        _state["pid"] = pid
+        rec.copies.clear()
+        producer(dy_d, x_d, _Bufs("ready"), _Bufs("empty"), _Bufs("dy"), _Bufs("x"), geo, grp, TD, TH, TW,
+                 a["STAGES"], SPLIT, a["STRIDED"], a["GROUPED"])  # fmt: skip
+        steps = [rec.copies[i : i + 2] for i in range(0, len(rec.copies), 2)]
+        pos = 0
+        for u in range(pid, a["num_units"], programs):
+            tile, j0, j1 = wg_unit(u, a["tiles"], a["k_blocks"], SPLIT)
+            acc = torch.zeros(BM, BN, dtype=torch.float64)
+            for (dyd, dyc, dyb), (xd, xc, xb) in steps[pos : pos + (j1 - j0)]:
+                assert dyb[0] == "dy" and xb[0] == "x"
+                acc += dyd.read(dyc).reshape(BP, BM).T @ xd.read(xc).reshape(BP, BN)
+            pos += j1 - j0
+            if SPLIT > 1:
+                a["ws_ptr"][u * BM * BN : (u + 1) * BM * BN] = acc.reshape(-1).float()
+                continue
+            mb, cb, t, r, s = wg_tile(tile, a["m_tiles"], a["c_tiles"], a["R"], a["S"])
+            offs, mask = dw_tile(0, mb * BM + torch.arange(BM), cb * BN + torch.arange(BN), t, r, s, dws, a["K"],
+                                 a["C"], grp, a["GROUPED"])  # fmt: skip
+            flat[offs[mask]] = acc[mask].to(dw.dtype)
+        assert pos == len(steps), "the consumer read every step the producer filled"
+
+
 def install(monkeypatch, fix_ids: list | None = None) -> None:
-    """``ws3d.gluon_launch`` runs the Gluon forward kernel by emulation and any Triton kernel
-    (the split-K finish) under the interpreter."""
-    from convgemm.conv import ws3d
+    """``gluon_launch`` runs the Gluon kernels by emulation and any Triton kernel (the split-K
+    finish kernels) under the interpreter."""
+    from convgemm.conv import ws3d, ws_wgrad
 
     def launch(handle, fn, grid, args, kw):
         if fn is ws3d.ws_conv3d_kernel:
             run_ws_conv3d(grid, args, kw, fix_ids)
+        elif fn is ws_wgrad.ws_wgrad3d_kernel:
+            run_ws_wgrad3d(grid, args, kw)
         else:
             fn[grid](*args, **kw)
 
     monkeypatch.setattr(ws3d, "gluon_launch", launch)
+    monkeypatch.setattr(ws_wgrad, "gluon_launch", launch)

@@ -173,3 +173,49 @@ def test_grouped_nan_and_inf(case, half, emulated):
         assert torch.equal(torch.isinf(got), torch.isinf(ref)), cfg.describe()
         fin = torch.isfinite(ref)
         torch.testing.assert_close(got[fin], ref[fin], rtol=1e-5, atol=1e-5)
+
+
+# --- the weight gradient (ws_wgrad.ws_wgrad3d_kernel) -------------------------------------------
+
+WGRAD_CASES = [
+    (2, 64, 9, 10, 128, 3, 3, 1, 1),  # padded taps, pixel blocks past the edges
+    (2, 64, 12, 16, 64, 3, 3, 2, 1),  # strided: the stride-phase view
+    (2, 64, 7, 9, 128, 1, 1, 1, 0),  # 1x1: one row of pixels (flat_1x1)
+]
+
+
+def _wgrad_case(n, c, h, w, k, r, s, stride, pad, groups=1):
+    g = torch.Generator().manual_seed(n * 1000 + c + h + k + groups)
+    x = torch.randn(n, c, h, w, generator=g).contiguous(memory_format=torch.channels_last)
+    p = (h + 2 * pad - r) // stride + 1
+    q = (w + 2 * pad - s) // stride + 1
+    dy = torch.randn(n, k, p, q, generator=g).contiguous(memory_format=torch.channels_last)
+    wt = torch.zeros(k, c // groups, r, s)
+    prob = ConvProblem.from_tensors(x, wt, None, stride=stride, padding=pad, groups=groups)
+    want = torch.nn.grad.conv2d_weight(x.double(), wt.shape, dy.double(), stride=stride, padding=pad, groups=groups)
+    return x, dy, prob, want
+
+
+@pytest.mark.parametrize("case", WGRAD_CASES, ids=str)
+def test_wgrad_every_candidate(case, emulated):
+    from convgemm.conv import backward as bw
+
+    x, dy, prob, want = _wgrad_case(*case)
+    cands = bw.WGRAD_WS.configs(prob)
+    assert cands
+    for cfg in cands:
+        dw = torch.full(want.shape, float("nan"))
+        bw.WGRAD_WS.run(prob, x, dy, dw, cfg)
+        torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4, msg=lambda m, c=cfg: f"{c.describe()}: {m}")
+
+
+@pytest.mark.parametrize("split", [2, 3])
+def test_wgrad_split_and_finish_kernel(split, emulated):
+    """Pixel ranges summed by ``ws_wgrad_finish_kernel`` (interpreter) in split order."""
+    from convgemm.conv import backward as bw
+
+    x, dy, prob, want = _wgrad_case(2, 64, 9, 10, 128, 3, 3, 1, 1)
+    cfg = replace(bw.WGRAD_WS.configs(prob)[-1], split_k=split)
+    dw = torch.full(want.shape, float("nan"))
+    bw.WGRAD_WS.run(prob, x, dy, dw, cfg)
+    torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4)

@@ -64,9 +64,11 @@ def _wg_tile(tile, m_tiles, c_tiles, R, S):
 
 
 @gluon.jit
-def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo,
+def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo, grp,
                  TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-                 STRIDED: gl.constexpr):  # fmt: skip
+                 STRIDED: gl.constexpr, GROUPED: gl.constexpr):  # fmt: skip
+    """``GROUPED``: the tile's output-channel block lies in super-group ``mb * BM // KS``, whose
+    ``GC`` input channels its input-channel blocks ``cb`` count from (``grp`` = (GC, KS, CG, KG))."""
     (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C) = geo
     BM: gl.constexpr = dy_desc.block_type.shape[4]
     BN: gl.constexpr = x_desc.block_type.shape[4]
@@ -75,6 +77,10 @@ def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo,
     for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
         tile, j0, j1 = _wg_unit(u, tiles, k_blocks, SPLIT)
         mb, cb, t, r, s = _wg_tile(tile, m_tiles, c_tiles, R, S)
+        c0 = cb * BN
+        if GROUPED:
+            GC, KS, CG, KG = grp
+            c0 += (mb * BM // KS) * GC
         for j in range(j0, j1):
             slot = it % STAGES
             # a slot's first fill waits on the barrier's initial (completed) phase
@@ -82,14 +88,38 @@ def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo,
             _, n, d0, h0, w0 = _tile_origin(j, 1, OD, P, Q, TD, TH, TW)
             mbarrier.expect(ready.index(slot), nbytes)
             tma.async_copy_global_to_shared(dy_desc, [n, d0, h0, w0, mb * BM], ready.index(slot), dy_bufs.index(slot))
-            coord = _x_coord(n, d0, h0, w0, t, r, s, cb * BN, (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)
+            coord = _x_coord(n, d0, h0, w0, t, r, s, c0, (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)
             tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot))
             it += 1
 
 
 @gluon.jit
-def _wg_consumer(ws_ptr, dw_ptr, dws, K, ready, empty, dy_bufs, x_bufs, geo,
-                 TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr):  # fmt: skip
+def _dw_tile(dw_ptr, k, c, t, r, s, dws, K, C, grp, GROUPED: gl.constexpr):
+    """(pointers into dw, mask) of a tile's ``k`` output channels (rows) by ``c`` input channels
+    (columns) at tap (t, r, s); dw's element strides ``dws`` = (k, c, t, r, s). ``GROUPED``:
+    ``c`` counts the super-group's ``GC`` input channels, and only each output channel's own
+    group's are gradients (the rest of the block-diagonal product is discarded): column ``c`` is
+    channel ``c % CG`` of group slot ``c // CG``, output channel ``k``'s own slot is
+    ``(k // KG) % (GC // CG)``, and dw is ``[K, CG, T, R, S]``. (The CPU emulation calls it with
+    ``dw_ptr`` = 0 for element offsets.)"""
+    (sdk, sdc, sdt, sdr, sds) = dws
+    if GROUPED:
+        GC, KS, CG, KG = grp
+        ptrs = (dw_ptr + (t * sdt + r * sdr + s * sds) + gl.expand_dims(k.to(gl.int64) * sdk, 1)
+                + gl.expand_dims((c % CG) * sdc, 0))  # fmt: skip
+        own = gl.expand_dims(c // CG, 0) == gl.expand_dims((k // KG) % (GC // CG), 1)
+        mask = gl.expand_dims(k < K, 1) & own
+    else:
+        ptrs = (dw_ptr + (t * sdt + r * sdr + s * sds) + gl.expand_dims(k.to(gl.int64) * sdk, 1)
+                + gl.expand_dims(c * sdc, 0))  # fmt: skip
+        mask = gl.expand_dims(k < K, 1) & gl.expand_dims(c < C, 0)
+    return ptrs, mask
+
+
+@gluon.jit
+def _wg_consumer(ws_ptr, dw_ptr, dws, K, ready, empty, dy_bufs, x_bufs, geo, grp,
+                 TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
+                 GROUPED: gl.constexpr):  # fmt: skip
     (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C) = geo
     BM: gl.constexpr = dy_bufs.type.shape[5]
     BN: gl.constexpr = x_bufs.type.shape[5]
@@ -123,23 +153,21 @@ def _wg_consumer(ws_ptr, dw_ptr, dws, K, ready, empty, dy_bufs, x_bufs, geo,
             gl.store(ws_ptr + u.to(gl.int64) * (BM * BN) + offs, acc)
         else:
             # the whole reduction: dw's tile at its tap, in dw's dtype (no workspace round trip)
-            (sdk, sdc, sdt, sdr, sds) = dws
             mb, cb, t, r, s = _wg_tile(tile, m_tiles, c_tiles, R, S)
-            k = mb * BM + rows
-            c = cb * BN + cols
-            ptrs = (dw_ptr + (t * sdt + r * sdr + s * sds) + gl.expand_dims(k.to(gl.int64) * sdk, 1)
-                    + gl.expand_dims(c * sdc, 0))  # fmt: skip
-            mask = gl.expand_dims(k < K, 1) & gl.expand_dims(c < C, 0)
+            ptrs, mask = _dw_tile(dw_ptr, mb * BM + rows, cb * BN + cols, t, r, s, dws, K, C, grp, GROUPED)
             gl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=mask)
 
 
 @gluon.jit
 def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sds, num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw,
-                      dd, dh, dw, R, S, D, HS, SD, SH, SW, C, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr,
-                      STAGES: gl.constexpr, SPLIT: gl.constexpr, STRIDED: gl.constexpr):  # fmt: skip
+                      dd, dh, dw, R, S, D, HS, SD, SH, SW, C, GC, KS, CG, KG, TD: gl.constexpr, TH: gl.constexpr,
+                      TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, STRIDED: gl.constexpr,
+                      GROUPED: gl.constexpr):  # fmt: skip
     """Persistent warp-specialized 3-D wgrad (module docstring); grid = (programs,). ``SPLIT`` >
     1: writes one fp32 ``BM x BN`` partial per work unit to ``ws_ptr``; else each tile straight
-    into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``)."""
+    into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``). ``GROUPED``: wide
+    groups (super-groups of ``GC`` input and ``KS`` output channels, ``CG`` and ``KG`` a narrow
+    group's) that no tile crosses, dw ``[K, CG, T, R, S]`` (``_dw_tile``)."""
     dy_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES] + dy_desc.block_type.shape, dy_desc.layout)
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -148,6 +176,7 @@ def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sd
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     geo = (num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, D, HS, SD, SH, SW, C)
+    grp = (GC, KS, CG, KG)
     gl.warp_specialize(
         [
             (
@@ -162,14 +191,19 @@ def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sd
                     dy_bufs,
                     x_bufs,
                     geo,
+                    grp,
                     TD,
                     TH,
                     TW,
                     STAGES,
                     SPLIT,
+                    GROUPED,
                 ),
             ),
-            (_wg_producer, (dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo, TD, TH, TW, STAGES, SPLIT, STRIDED)),
+            (
+                _wg_producer,
+                (dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT, STRIDED, GROUPED),
+            ),
         ],
         [1],
         [48],
@@ -178,10 +212,13 @@ def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sd
 
 @triton.jit
 def ws_wgrad_finish_kernel(ws_ptr, dw_ptr, tiles, m_tiles, c_tiles, split, K, C, R, S, sdk, sdc, sdt, sdr, sds,
-                           BM: tl.constexpr, BN: tl.constexpr, SUB: tl.constexpr):  # fmt: skip
+                           GC, CG, KG, BM: tl.constexpr, BN: tl.constexpr, SUB: tl.constexpr,
+                           GROUPED: tl.constexpr):  # fmt: skip
     """The second half of ``ws_wgrad3d_kernel``: grid = (tiles, BM / SUB). Sums ``SUB`` rows of
     one tile over its ``split`` partials in split order (unit ``sp * tiles + tile``) and stores
-    them into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``)."""
+    them into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``); ``GROUPED``:
+    each output channel's own group's columns only, into ``dw [K, CG, T, R, S]``, as the unsplit
+    kernel's ``_dw_tile``."""
     tile = tl.program_id(0)
     rows = tl.program_id(1) * SUB + tl.arange(0, SUB)
     cols = tl.arange(0, BN)
@@ -198,13 +235,20 @@ def ws_wgrad_finish_kernel(ws_ptr, dw_ptr, tiles, m_tiles, c_tiles, split, K, C,
     rs = tap % (R * S)
     k = mb * BM + rows
     c = cb * BN + cols
-    ptrs = dw_ptr + (t * sdt + (rs // S) * sdr + (rs % S) * sds) + k[:, None].to(tl.int64) * sdk + c[None, :] * sdc
-    tl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=(k < K)[:, None] & (c < C)[None, :])
+    tap = t * sdt + (rs // S) * sdr + (rs % S) * sds
+    if GROUPED:
+        ptrs = dw_ptr + tap + k[:, None].to(tl.int64) * sdk + (c % CG)[None, :] * sdc
+        own = (c // CG)[None, :] == ((k // KG) % (GC // CG))[:, None]
+        tl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=(k < K)[:, None] & own)
+    else:
+        ptrs = dw_ptr + tap + k[:, None].to(tl.int64) * sdk + c[None, :] * sdc
+        tl.store(ptrs, acc.to(dw_ptr.dtype.element_ty), mask=(k < K)[:, None] & (c < C)[None, :])
 
 
-def wgrad_geometry(x_shape, dy_shape, taps, tile, block_m: int, block_n: int, split: int):
-    """``(tiles, m_tiles, c_tiles, k_blocks, units)`` of a launch (host side of ``_wg_unit``)."""
-    n, c = x_shape[0], x_shape[1]
+def wgrad_geometry(x_shape, dy_shape, taps, tile, block_m: int, block_n: int, split: int, channels: int = 0):
+    """``(tiles, m_tiles, c_tiles, k_blocks, units)`` of a launch (host side of ``_wg_unit``);
+    ``channels``: the input channels a tile's channel blocks count (a super-group's; else C)."""
+    n, c = x_shape[0], channels or x_shape[1]
     k, od, p, q = dy_shape[1], dy_shape[2], dy_shape[3], dy_shape[4]
     td, th, tw = tile
     m_tiles, c_tiles = cdiv(k, block_m), cdiv(c, block_n)
@@ -216,9 +260,10 @@ def wgrad_geometry(x_shape, dy_shape, taps, tile, block_m: int, block_n: int, sp
 def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[int, int, int],
                pad: tuple[int, int, int], dilation: tuple[int, int, int], stride: tuple[int, int, int],
                tile: tuple[int, int, int], block_m: int, block_n: int, stages: int = 4, warps: int = 8,
-               split: int = 1, per_sm: int = 1, compile_only: bool = False, launch=None):  # fmt: skip
-    """``dw = wgrad(x, dy)`` of ``conv3d(x, w, stride, padding=pad, dilation=dilation)`` (groups 1)
-    with ``ws_wgrad3d_kernel`` and ``ws_wgrad_finish_kernel``.
+               split: int = 1, per_sm: int = 1, compile_only: bool = False, launch=None,
+               super_groups: tuple[int, int, int, int] | None = None):  # fmt: skip
+    """``dw = wgrad(x, dy)`` of ``conv3d(x, w, stride, padding=pad, dilation=dilation)`` (groups 1,
+    or grouped: ``super_groups``) with ``ws_wgrad3d_kernel`` and ``ws_wgrad_finish_kernel``.
 
     ``x`` [N, C, D, H, W] and ``dy`` [N, K, OD, P, Q] are 16-bit with channel stride 1 and
     16-byte-aligned pixel strides (channels_last_3d; a strided layer needs a dense ``x`` whose H
@@ -228,7 +273,11 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     per tile (64 per consumer warpgroup: ``warps`` = block_m / 16), ``block_n`` input channels
     (at most 256); ``split`` pixel ranges per tile (none of them empty). ``compile_only`` returns
     (kernel, grid, args, options) without launching. ``launch`` (a ``matmul.launch.Launch`` kept
-    per call plan) is bound by this call; ``ws_wgrad_run`` replays it on later calls."""
+    per call plan) is bound by this call; ``ws_wgrad_run`` replays it on later calls.
+    ``super_groups`` = (GC, KS, CG, KG): a grouped layer whose narrow groups (``CG`` input and
+    ``KG`` output channels) are taken ``GC / CG`` at a time as super-groups, each tile in one
+    super-group (``block_m`` divides KS, ``block_n`` divides GC): the block-diagonal product, of
+    which ``dw [K, CG, T, R, S]`` receives each output channel's own group."""
     n, c, d, h, wd = x.shape
     k, od, p, q = dy.shape[1], dy.shape[2], dy.shape[3], dy.shape[4]
     sd, sh, sw = stride
@@ -239,22 +288,28 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
         assert td == 1 or depth_free(taps, pad, stride), "ws_wgrad3d: strided tiles are one depth deep"
     x_desc = input_desc(x, stride, tile, block_n)
     dy_desc = ndhwc_desc(dy, tile, block_m)
-    tiles, m_tiles, c_tiles, k_blocks, units = wgrad_geometry(x.shape, dy.shape, taps, tile, block_m, block_n, split)
+    gc, ks, cg, kg = super_groups or (c, k, c, k)
+    if super_groups is not None and (gc % block_n or ks % block_m or gc % cg or ks % kg or gc // cg != ks // kg):
+        raise ValueError(f"ws_wgrad3d: super-groups of {gc} input and {ks} output channels (groups of {cg} -> {kg}) "
+                         f"need block_n ({block_n}) dividing the first and block_m ({block_m}) the second")  # fmt: skip
+    tiles, m_tiles, c_tiles, k_blocks, units = wgrad_geometry(x.shape, dy.shape, taps, tile, block_m, block_n, split,
+                                                              gc)  # fmt: skip
     assert split == 1 or (split - 1) * cdiv(k_blocks, split) < k_blocks, "ws_wgrad3d: a pixel range would be empty"
     # split 1: the kernel stores dw itself
     ws = torch.empty(units * block_m * block_n if split > 1 else 1, dtype=torch.float32, device=x.device)
     grid = (min(units, per_sm * sm_count()),)
     args = (dy_desc, x_desc, ws, dw, k, *dw.stride(), units, tiles, m_tiles, c_tiles, k_blocks, od, p, q, *pad, *dilation, taps[1],
-            taps[2], d, h // sh, sd, sh, sw, c)  # fmt: skip
+            taps[2], d, h // sh, sd, sh, sw, c, gc, ks, cg, kg)  # fmt: skip
     # registers are allocated for warps + 4 (the producer's warpgroup) warps at launch, then moved
     # from the producer (48 each) to the consumers
-    kw = dict(TD=td, TH=th, TW=tw, STAGES=stages, SPLIT=split, STRIDED=strided, num_warps=warps,
-              maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
+    kw = dict(TD=td, TH=th, TW=tw, STAGES=stages, SPLIT=split, STRIDED=strided, GROUPED=int(super_groups is not None),
+              num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
     if compile_only:
         return ws_wgrad3d_kernel, grid, args, kw
     gluon_launch(launch, ws_wgrad3d_kernel, grid, args, kw)
     if split > 1:
-        wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n, launch=aux_of(launch))
+        wgrad_finish(ws, dw, tiles, m_tiles, c_tiles, split, taps, block_m, block_n, launch=aux_of(launch),
+                     super_groups=super_groups)  # fmt: skip
     if launch is not None:
         launch.extra = ws.numel()
     return None
@@ -262,40 +317,46 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
 
 def wgrad_finish(ws: torch.Tensor, dw: torch.Tensor, tiles: int, m_tiles: int, c_tiles: int, split: int,
                  taps: tuple[int, int, int], block_m: int, block_n: int, compile_only: bool = False,
-                 launch=None) -> None:  # fmt: skip
+                 launch=None, super_groups: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
     """``ws_wgrad_finish_kernel`` over a workspace of ``tiles * split`` fp32 partials into ``dw``
-    [K, C, T, R, S]: rows of each tile split over programs until there are two per SM
-    (``compile_only``: compiled, not launched)."""
+    [K, C, T, R, S] (grouped, ``ws_wgrad3d``'s ``super_groups``: [K, CG, T, R, S]): rows of each
+    tile split over programs until there are two per SM (``compile_only``: compiled, not
+    launched)."""
     sub = min(32, block_m)
     while sub > 4 and tiles * (block_m // sub) < 2 * sm_count():
         sub //= 2
     k, c = dw.shape[0], dw.shape[1]
-    args = (ws, dw, tiles, m_tiles, c_tiles, split, k, c, taps[1], taps[2], *dw.stride())
-    kw = dict(BM=block_m, BN=block_n, SUB=sub, num_warps=4)
+    gc, _, cg, kg = super_groups or (c, k, c, k)
+    args = (ws, dw, tiles, m_tiles, c_tiles, split, k, c, taps[1], taps[2], *dw.stride(), gc, cg, kg)
+    kw = dict(BM=block_m, BN=block_n, SUB=sub, GROUPED=int(super_groups is not None), num_warps=4)
     if compile_only:
         ws_wgrad_finish_kernel.warmup(*args, grid=(tiles, block_m // sub), **kw)
         return
     gluon_launch(launch, ws_wgrad_finish_kernel, (tiles, block_m // sub), args, kw)
 
 
-def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg, launch=None) -> None:
+def ws_wgrad_run(x, dy, dw, taps, pad, dilation, stride, cfg, launch=None,
+                 super_groups: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
     """``ws_wgrad3d`` with an algorithm ``Config`` (``conv3d.Wgrad3dWs``'s fields). Under the
     tuner's compile-only pass (``fprop.COMPILE_ONLY``) the kernels are compiled, not launched, so
     that the candidates compile in parallel. ``launch``: the call plan's handle; once bound (a
-    warm plan), the call is its replay, with nothing built."""
+    warm plan), the call is its replay, with nothing built. ``super_groups``: ``ws_wgrad3d``'s."""
     if fast_ready(launch, cfg.split_k):
         ws_wgrad3d_replay(launch, x, dy, dw, cfg.split_k)
         return
     from .fprop import COMPILE_ONLY
 
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
-    call = dict(stages=cfg.num_stages, warps=cfg.num_warps, split=cfg.split_k, per_sm=cfg.persistent or 1)
+    call = dict(stages=cfg.num_stages, warps=cfg.num_warps, split=cfg.split_k, per_sm=cfg.persistent or 1,
+                super_groups=super_groups)  # fmt: skip
     if COMPILE_ONLY.get():
         fn, grid, args, kw = ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n,
                                         compile_only=True, **call)  # fmt: skip
         fn.warmup(*args, grid=grid, **kw)
         if cfg.split_k > 1:
-            tiles, m_tiles, c_tiles, _, _ = wgrad_geometry(x.shape, dy.shape, taps, tile, cfg.block_m, cfg.block_n, 1)
-            wgrad_finish(args[2], dw, tiles, m_tiles, c_tiles, cfg.split_k, taps, cfg.block_m, cfg.block_n, True)
+            tiles, m_tiles, c_tiles, _, _ = wgrad_geometry(x.shape, dy.shape, taps, tile, cfg.block_m, cfg.block_n, 1,
+                                                           super_groups[0] if super_groups else 0)  # fmt: skip
+            wgrad_finish(args[2], dw, tiles, m_tiles, c_tiles, cfg.split_k, taps, cfg.block_m, cfg.block_n, True,
+                         super_groups=super_groups)  # fmt: skip
         return
     ws_wgrad3d(x, dy, dw, taps, pad, dilation, stride, tile, cfg.block_m, cfg.block_n, launch=launch, **call)
