@@ -116,7 +116,7 @@ def test_phase_grid_view_3d(emulated):
 # N, C, H, W, K, R, S, stride, pad, groups
 GROUPED = [
     (2, 128, 10, 10, 128, 3, 3, 1, 1, 32),  # 4 channels a group
-    (2, 256, 12, 16, 256, 3, 3, 2, 1, 32),  # 8 a group, strided
+    (4, 256, 12, 16, 256, 3, 3, 2, 1, 32),  # 8 a group, strided
     (3, 64, 7, 9, 64, 3, 3, 1, 1, 4),  # 16 a group, tiles past the edges
     (2, 64, 6, 6, 64, 1, 1, 1, 0, 8),  # 1x1 through the spatial view
 ]
@@ -219,3 +219,44 @@ def test_wgrad_split_and_finish_kernel(split, emulated):
     dw = torch.full(want.shape, float("nan"))
     bw.WGRAD_WS.run(prob, x, dy, dw, cfg)
     torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4)
+
+
+# N, C, H, W, K, R, S, stride, pad, groups
+GROUPED_WGRAD = [
+    (2, 128, 10, 10, 128, 3, 3, 1, 1, 32),  # 4 channels a group: 16 groups a super-group
+    (4, 256, 12, 16, 256, 3, 3, 2, 1, 32),  # 8 a group, strided
+    (3, 256, 7, 9, 256, 3, 3, 1, 1, 16),  # 16 a group, pixel blocks past the edges
+    (4, 64, 6, 6, 128, 1, 1, 1, 0, 8),  # 1x1 (one row of pixels), 8 -> 16 channels a group
+]
+
+
+@pytest.mark.parametrize("case", GROUPED_WGRAD, ids=str)
+def test_grouped_wgrad_every_candidate(case, emulated):
+    """``wgrad_grouped_ws``: every candidate (and a K split of the first) stores each output
+    channel's own group of the block-diagonal product into dw, against ``conv2d_weight``."""
+    from convgemm.conv import backward as bw
+
+    x, dy, prob, want = _wgrad_case(*case)
+    cands = bw.WGRAD_GS.candidates(prob, 132)
+    assert cands
+    for cfg in [*cands, replace(cands[0], split_k=2)]:
+        dw = torch.full(want.shape, float("nan"))
+        bw.WGRAD_GS.run(prob, x, dy, dw, cfg)
+        torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4, msg=lambda m, c=cfg: f"{c.describe()}: {m}")
+
+
+def test_grouped_wgrad_nan_stays_in_its_group(emulated):
+    """A NaN input reaches only its own group's gradients (every entry is its own dot product;
+    the discarded off-diagonal ones may hold it)."""
+    from convgemm.conv import backward as bw
+
+    x, dy, prob, _ = _wgrad_case(3, 128, 8, 8, 128, 3, 3, 1, 1, 32)
+    x[0, 5, 3, 3] = float("nan")
+    want = torch.nn.grad.conv2d_weight(x.double(), (128, 4, 3, 3), dy.double(), padding=1, groups=32)
+    for split in (1, 2):
+        cfg = replace(bw.WGRAD_GS.candidates(prob, 132)[0], split_k=split)
+        dw = torch.zeros(want.shape)
+        bw.WGRAD_GS.run(prob, x, dy, dw, cfg)
+        assert torch.equal(torch.isnan(dw), torch.isnan(want)) and torch.isnan(want).any()
+        fin = torch.isfinite(want)
+        torch.testing.assert_close(dw.double()[fin], want[fin], rtol=1e-5, atol=1e-4)

@@ -952,6 +952,98 @@ class WgradWs:
         ws_wgrad_run(x5, dy5, dw.unsqueeze(2), (1, p3.r, p3.s), p3.pad, p3.dilation, p3.stride, cfg, launch)
 
 
+class WgradGroupedWs:
+    """Grouped wgrad on the Gluon kernel (``ws_wgrad`` with ``GROUPED``): ``cfg.gt`` narrow groups
+    as one super-group of ``GC = gt*C/g`` input and ``KS = gt*K/g`` output channels, each tile
+    (``block_m`` output channels by ``block_n`` input channels of one tap) inside one super-group,
+    so its x box is that super-group's channels. The tile is the block-diagonal product (``gt``
+    times the useful multiply-adds, as ``wgrad_grouped_tma``'s); its store keeps each output
+    channel's own group and writes it straight into dw (``ws_wgrad._dw_tile``), with no wide
+    scratch gradient and no gather. Exact NaN / Inf as ``wgrad_grouped_tma`` (every entry is its
+    own dot product). Hopper, 16-bit; offered to the tuner once ``CANDIDATES`` is on (written
+    without a GPU, session 36; checked by ``tests/gluon_emu.py``'s emulation)."""
+
+    name = "wgrad_grouped_ws"
+    #: whether ``choose_wgrad`` times it (off until the GPU has run and timed it)
+    CANDIDATES = False
+
+    @staticmethod
+    def widths(prob: ConvProblem) -> list[int]:
+        """The ``gt`` (powers of two dividing the group count), narrowest first (the fewest wasted
+        products), whose super-group is 64 or 128 output channels (a tile's M: 64 rows a
+        consumer warpgroup) and 64, 128 or 256 bytes of input channels (one tap's x box)."""
+        e = prob.dtype.itemsize
+        out, gt = [], 1
+        while gt <= prob.groups:
+            gc, ks = gt * prob.cg, gt * prob.kg
+            if prob.groups % gt == 0 and ks in (64, 128) and gc * e in (64, 128, 256) and gc & (gc - 1) == 0:
+                out.append(gt)
+            gt *= 2
+        return out
+
+    def supports(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor) -> str | None:
+        """None if the Gluon wgrad takes ``prob`` with NHWC ``x`` and ``dy`` as super-groups."""
+        from .conv3d import WGRAD3D_WS
+
+        if prob.groups == 1:
+            return "not a grouped convolution (groups = 1)"
+        if prob.cg == 1:
+            return "one channel per group: the depthwise wgrad kernel's problem"
+        if not self.widths(prob):
+            return (f"{prob.groups} groups of {prob.cg} -> {prob.kg} channels: no power-of-two number of them makes a "
+                    "super-group of 64 or 128 output channels and 64-256 bytes of input channels")  # fmt: skip
+        reason = WGRAD3D_WS.supports(*WGRAD_WS._views(replace(prob, groups=1), x, dy))
+        return reason.replace("conv3d_wgrad_ws", self.name) if reason else None
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        return self.candidates(prob, sm_count()) if self.CANDIDATES else []
+
+    def candidates(self, prob: ConvProblem, sms: int) -> list[Config]:
+        """For the two narrowest merges: ``block_m`` the super-group's output channels (or 64 of
+        128), ``block_n`` its input channels, 128- or 64-pixel reduction steps, each at
+        ``Wgrad3dWs.splits``'s pixel-range counts."""
+        from .conv3d import Wgrad3dWs, spatial_tiles3
+        from .fprop import ImplicitGemmWs
+
+        e = prob.dtype.itemsize
+        p3 = ImplicitGemmWs.as_3d(_flat_prob(prob))
+        out = []
+        for gt in self.widths(prob)[:2]:
+            gc, ks = gt * prob.cg, gt * prob.kg
+            for bm, bp in ((ks, 128), (64, 128), (ks, 64)):
+                bn = gc
+                stages = 6
+                while stages > 2 and stages * bp * (bm + bn) * e > 200_000:
+                    stages -= 1
+                _, td, th, tw = spatial_tiles3(p3, bp)[0]
+                n_tiles = cdiv(prob.k, bm) * prob.r * prob.s
+                k_blocks = p3.n * cdiv(p3.od, td) * cdiv(p3.p, th) * cdiv(p3.q, tw)
+                base = Config(bm, bn, bp, bm // 16, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, gt=gt)
+                out += [replace(base, split_k=sk) for sk in Wgrad3dWs.splits(n_tiles, k_blocks, sms, bp)]
+        return list(dict.fromkeys(out))
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        return self.candidates(prob, max(sm_count(), 2))[0]
+
+    def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg: Config, launch=None):
+        """``dw [K, C/g, R, S] = wgrad(x, dy)`` for NHWC ``x`` and ``dy`` that ``supports`` accepted;
+        dw may have any strides."""
+        if fast_ready(launch, cfg.split_k):
+            ws_wgrad3d_replay(launch, x, dy, dw, cfg.split_k)
+            return
+        gt = cfg.gt
+        gc, ks = gt * prob.cg, gt * prob.kg
+        if gt not in self.widths(prob) or ks % cfg.block_m or gc % cfg.block_n:
+            raise ValueError(f"wgrad_grouped_ws: gt={gt} with block_m={cfg.block_m}, block_n={cfg.block_n} does not "
+                             f"fit {prob.groups} groups of {prob.cg} -> {prob.kg} channels; use gt in "
+                             f"{self.widths(prob)}, block_m dividing gt * K/groups and block_n dividing gt * C/groups")  # fmt: skip
+        from .ws_wgrad import ws_wgrad_run
+
+        p3, x5, dy5 = WGRAD_WS._views(prob, x, dy)
+        ws_wgrad_run(x5, dy5, dw.unsqueeze(2), (1, p3.r, p3.s), p3.pad, p3.dilation, p3.stride, cfg, launch,
+                     super_groups=(gc, ks, prob.cg, prob.kg))  # fmt: skip
+
+
 class _AsForward(Algorithm):
     """A wgrad kernel seen through the forward tuner's interface (``autotune._tune``): x and dy
     in the input and weight slots, dw in the output's. A subclass of the forward ``Algorithm`` so
@@ -1068,9 +1160,17 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
     # grouped layers whose groups merge into TMA-sized super-groups: also wgrad_grouped_tma,
     # timed against the kernel the rules give (never the default until a GPU has timed it)
     merge = prob.groups > 1 and prob.cg > 1 and prob.dtype in (torch.float16, torch.bfloat16) and has_tma(x)
+
+    def merged(xn, dyn) -> list:
+        # the super-group kernels that take these tensors (wgrad_grouped_ws once timed)
+        out = [WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else []
+        if merge and WGRAD_GS.CANDIDATES and WGRAD_GS.supports(prob, xn, dyn) is None:
+            out.append(WGRAD_GS)
+        return out
+
     if DWGRAD.narrow(prob):
         xn, dyn = as_nhwc(x), as_nhwc(dy)
-        algos = [DWGRAD] + ([WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else [])
+        algos = [DWGRAD] + merged(xn, dyn)
         if dw is None:
             return DWGRAD, DWGRAD.default_config(prob), xn, dyn
         return (*tuned_wgrad(algos, prob, xn, dyn, dw), xn, dyn)
@@ -1079,7 +1179,7 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
         if WGRAD_TMA.supports(prob, xn, dyn) is None:
             if dw is None:
                 return WGRAD_TMA, WGRAD_TMA.default_config(prob), xn, dyn
-            algos = [WGRAD_TMA] + ([WGRAD_GT] if merge and WGRAD_GT.supports(prob, xn, dyn) is None else [])
+            algos = [WGRAD_TMA] + merged(xn, dyn)
             if prob.groups == 1 and WGRAD_WS.supports(prob, xn, dyn) is None:
                 algos.append(WGRAD_WS)
             if WGRAD.narrow(prob) and prob.groups == 1:
@@ -1091,8 +1191,8 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
         # strided grouped layers (ResNeXt's s2 3x3, 16 channels per group): the gather kernel,
         # timed against super-groups on the strided TMA wgrad, both on NHWC tensors
         xn, dyn = as_nhwc(x), as_nhwc(dy)
-        if WGRAD_GT.supports(prob, xn, dyn) is None:
-            return (*tuned_wgrad([WGRAD, WGRAD_GT], prob, xn, dyn, dw), xn, dyn)
+        if merged(xn, dyn):
+            return (*tuned_wgrad([WGRAD, *merged(xn, dyn)], prob, xn, dyn, dw), xn, dyn)
     if dw is not None and WGRAD.narrow(prob):
         # few outputs per group (a 1x1 head): the gather kernel's narrow tiles, timed
         return (*tuned_wgrad([WGRAD], prob, x, dy, dw), x, dy)
@@ -1115,4 +1215,5 @@ WGRAD = Wgrad()
 WGRAD_TMA = WgradTma()
 WGRAD_GT = WgradGroupedTma()
 WGRAD_WS = WgradWs()
+WGRAD_GS = WgradGroupedWs()
 DWGRAD = DepthwiseWgrad()
