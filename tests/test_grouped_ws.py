@@ -283,3 +283,94 @@ def test_candidates_reach_the_tuner_once_switched_on(monkeypatch):
     monkeypatch.setattr(GroupedWs, "CANDIDATES", True)
     pairs = autotune.tuning_pairs(prob, [ALGORITHMS["grouped_tma"], GWS])
     assert [c for a, c in pairs if a is GWS] == GWS.candidates(prob)
+
+
+# --- wgrad_grouped_ws: grouped weight gradients on the Gluon wgrad ------------------------------
+
+
+@pytest.mark.parametrize(
+    "cg,kg,dtype,want",
+    [
+        (4, 4, torch.bfloat16, [16, 32]),  # super-groups of 64 and 128 channels
+        (8, 8, torch.bfloat16, [8, 16]),
+        (32, 32, torch.bfloat16, [2, 4]),
+        (8, 16, torch.float16, [4, 8]),  # 64 and 128 output channels, 32 and 64 input channels
+        (2, 2, torch.bfloat16, []),  # 16 groups of 2: at most 32 output channels a super-group
+    ],
+)
+def test_wgrad_widths(cg, kg, dtype, want):
+    from convgemm.conv import backward as bw
+
+    groups = 16 if cg == 2 else 32
+    prob = _prob(2, cg * groups, 8, 8, kg * groups, 3, 3, groups, dtype=dtype)
+    assert bw.WgradGroupedWs.widths(prob) == want
+
+
+def test_wgrad_candidates_and_refusals(monkeypatch):
+    """Every candidate's tile lies in one super-group (block_m divides KS, block_n is GC, 16
+    pixels a warp); the refusals say why; ``choose_wgrad`` times it only once switched on."""
+    from convgemm.conv import backward as bw
+
+    prob = _prob(64, 256, 28, 28, 256, 3, 3, 32)
+    for c in bw.WGRAD_GS.candidates(prob, 132):
+        gc, ks = c.gt * prob.cg, c.gt * prob.kg
+        assert ks % c.block_m == 0 and c.block_n == gc and c.num_warps * 16 == c.block_m
+        assert c.tile_n * c.tile_h * c.tile_w == c.block_k and c.gt in bw.WgradGroupedWs.widths(prob)
+    x = torch.zeros(2, 64, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    dy = torch.zeros(2, 64, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    assert "groups = 1" in bw.WGRAD_GS.supports(_prob(2, 64, 8, 8, 64, 3, 3, 1), x, dy)
+    assert "depthwise" in bw.WGRAD_GS.supports(_prob(2, 64, 8, 8, 64, 3, 3, 64), x, dy)
+    assert "no power-of-two number" in bw.WGRAD_GS.supports(_prob(2, 16, 8, 8, 16, 3, 3, 4), x, dy)
+    assert bw.WGRAD_GS.configs(prob) == [] and not bw.WgradGroupedWs.CANDIDATES
+    with pytest.raises(ValueError, match="does not fit"):
+        cfg = bw.WGRAD_GS.candidates(prob, 132)[0]
+        bw.WGRAD_GS.run(prob, x, dy, torch.zeros(256, 8, 3, 3), replace(cfg, gt=3))
+
+
+def test_choose_wgrad_offers_it_once_switched_on(monkeypatch):
+    """With ``CANDIDATES`` on and the kernel supported, the grouped layer's wgrad candidates
+    include ``wgrad_grouped_ws`` beside ``wgrad_grouped_tma``."""
+    from convgemm.conv import backward as bw
+
+    seen = []
+    monkeypatch.setattr(bw.WgradGroupedWs, "CANDIDATES", True)
+    monkeypatch.setattr(bw.WgradGroupedWs, "supports", lambda self, p, x, dy: None)  # the interpreter refuses Gluon
+    monkeypatch.setattr(bw, "has_tma", lambda t: True)
+    monkeypatch.setattr(
+        bw, "tuned_wgrad", lambda algos, *a, **k: seen.append([x.name for x in algos]) or (algos[0], None)
+    )
+    x = torch.zeros(2, 256, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    dy = torch.zeros(2, 256, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    prob = _prob(2, 256, 8, 8, 256, 3, 3, 32)
+    bw.choose_wgrad(prob, x, dy, torch.zeros(256, 8, 3, 3, dtype=torch.bfloat16))
+    assert seen and "wgrad_grouped_ws" in seen[0], seen
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_wgrad_every_candidate(case, dtype):
+    """Every wgrad_grouped_ws candidate (and a K split of the first) against float64: a plain run,
+    then two through a call plan's Launch (bound, then replayed)."""
+    from torch.nn.grad import conv2d_weight
+
+    from convgemm.conv import backward as bw
+    from convgemm.conv.layout import as_nhwc
+
+    n, c, h, w, k, r, s, stride, pad, groups = case
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = torch.zeros(k, c // groups, r, s, device=DEVICE, dtype=dtype)
+    prob = ConvProblem.from_tensors(x, wt, None, stride=stride, padding=pad, groups=groups)
+    dy = torch.randn(n, k, prob.p, prob.q, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    want = conv2d_weight(x.double().cpu(), wt.shape, dy.double().cpu(), stride=stride, padding=pad, groups=groups)
+    xn, dyn = as_nhwc(x), as_nhwc(dy)
+    assert bw.WGRAD_GS.supports(prob, xn, dyn) is None, bw.WGRAD_GS.supports(prob, xn, dyn)
+    cands = bw.WGRAD_GS.candidates(prob, 132)
+    if n * prob.p * prob.q >= 2 * cands[0].block_k:  # two pixel blocks or more: a K split of two
+        cands.append(replace(cands[0], split_k=2))
+    for cfg in cands:
+        launch = Launch()
+        for i in range(3):
+            dw = torch.full(wt.shape, float("nan"), device=DEVICE, dtype=dtype)
+            bw.WGRAD_GS.run(prob, xn, dyn, dw, cfg, launch if i else None)
+            assert_close(dw, want, dtype, f"wgrad_grouped_ws [{cfg.describe()}] {case} call {i}")

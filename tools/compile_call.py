@@ -110,9 +110,18 @@ def main() -> None:
     fprop._run_kernel = capture
     # the Gluon kernels (implicit_gemm_ws, wgrad_ws) launch through ws3d.gluon_launch, not
     # _run_kernel: their launches are captured there and compiled with Gluon's front end
+    from triton.experimental.gluon._runtime import GluonJITFunction
+
     from convgemm.conv import ws3d, ws_wgrad
 
-    ws3d.gluon_launch = lambda launch, fn, grid, args, kw: captured.append((fn, grid, args, kw, None))
+    def capture_gluon(launch, fn, grid, args, kw):
+        if isinstance(fn, GluonJITFunction):
+            captured.append((fn, grid, args, kw, None))
+        else:  # a Triton kernel launched the same way (the split-K finish kernels)
+            opts = {k: kw[k] for k in ("num_warps", "num_stages") if k in kw}
+            captured.append((fn, grid, args, {k: v for k, v in kw.items() if k not in opts}, opts))
+
+    ws3d.gluon_launch = ws_wgrad.gluon_launch = capture_gluon
     ws3d.sm_count = ws_wgrad.sm_count = lambda *_, **__: 132
     if a.direction == "fwd3d":
         cfg = _run3d(a, dtype, fprop)
@@ -126,9 +135,11 @@ def main() -> None:
     if a.layout == "nchw":
         prob = dataclasses.replace(prob, input_nchw=True, tma_ok=True)
     if a.direction == "wgrad":
-        algo = {x.name: x for x in (backward.WGRAD_TMA, backward.WGRAD, backward.WGRAD_GT, backward.DWGRAD)}[
-            a.algorithm
-        ]
+        algo = {
+            x.name: x
+            for x in (backward.WGRAD_TMA, backward.WGRAD, backward.WGRAD_GT, backward.DWGRAD, backward.WGRAD_WS,
+                      backward.WGRAD_GS)
+        }[a.algorithm]  # fmt: skip
         cfg = algo.default_config(prob)
     elif a.direction == "dgrad":
         algo = backward.DGRAD_TMA

@@ -593,6 +593,13 @@ PY
             CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape --grouped \
                 --dtype "${DTYPE:-tf32}" --try grouped_ws:num_stages=6
         done 2>&1 | tee "$OUT/grouped-probe-${DTYPE:-tf32}.log" ;;
+    s37d)  # wgrad_grouped_ws (session 36, written without a GPU, checked by emulation): its GPU tests, then
+        # every candidate against cuDNN and the tuned choice on ResNeXt's grouped 3x3 wgrads (0.42-0.65x
+        # with wgrad_grouped_tma in session 21)
+        timeout 200 python3 -m pytest -q -n 12 tests/test_grouped_ws.py -k wgrad -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests-wgrad.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 360 python3 tools/grouped_wgrad_probe.py 2>&1 \
+            | tee "$OUT/grouped-wgrad-probe.log" ;;
     s37c)  # why a strided 3x3 runs 1.3-1.4x longer than an unstrided one of the same output and FLOPs
         # (session 35: 43.6 against 31.1 us, one tile): DRAM bytes, L2 hit rate and stalls of
         # ResNet-50's l2 3x3 (first, stride 2, 51 MB of input: more than L2) and the stride-1
