@@ -143,6 +143,24 @@ def test_grouped_channel_tiles_within_a_super_group(emulated):
     _check(GWS, prob, x, wt, b, want, replace(cfg, block_n=cfg.block_n // 2))
 
 
+@pytest.mark.parametrize("parts", [2, 3])
+def test_grouped_consumers_side_by_side(parts, emulated):
+    """``grouped_ws`` forced onto tiles of 2-3 consumer blocks (not a candidate yet), with a NaN
+    in the last consumer's block: each consumer lists its own pixel block."""
+    x, wt, b, prob, _ = _case(2, 128, 6, 40, 128, 3, 3, 1, 1, 32)
+    prob = replace(prob, activation="")
+    x[1, 3, 2, 39] = float("nan")
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=1, groups=32)
+    cfg = GWS.candidates(prob)[1]  # 64 pixels on 4 warps
+    td, th, tw = next(t[1:] for t in k3.spatial_tiles3(WS.as_3d(prob, spatial=True), 64) if t[3] * parts < prob.q)
+    cfg = replace(cfg, tile_n=td, tile_h=th, tile_w=tw, parts=parts)
+    y = torch.full(ref.shape, 7.0).contiguous(memory_format=torch.channels_last)
+    GWS.run(prob, x, wt, b, y, cfg)
+    assert torch.equal(torch.isnan(y.double()), torch.isnan(ref))
+    fin = torch.isfinite(ref)
+    torch.testing.assert_close(y.double()[fin], ref[fin], rtol=1e-5, atol=1e-5)
+
+
 # wide rows, so that a row holds several column blocks and a super-group several channel blocks
 NONFINITE = [(2, 128, 3, 40, 128, 3, 3, 1, 1, 32), (1, 256, 4, 72, 256, 3, 3, 2, 1, 32)]
 
