@@ -1,21 +1,25 @@
 """A CPU emulation of the Gluon kernels (the forward ``ws3d.ws_conv3d_kernel``, the weight
 gradient ``ws_wgrad.ws_wgrad3d_kernel``), for tests without a GPU.
 
-Gluon does not run under ``TRITON_INTERPRET``, so the kernel's index arithmetic (work units,
-pixel tiles, the input view's box coordinates per filter tap, grouped channel offsets, the
-fix-up list's tile numbers) was checked on the GPU only. Here that arithmetic is the kernel's
-own code: the producer (``_producer`` -> ``_load_steps`` -> ``_x_coord``, ``_unit``,
-``_tile_origin``, ``loaders3d.depth_k_range`` / ``phase_grid_coord``) and ``_list_nonfinite``
-run as plain Python on integers, their ``gl`` / ``tl`` / ``tma`` / ``mbarrier`` calls answered
-by the shims below, and every TMA copy the producer issues is recorded. What stands in for the
-hardware is written here: a TMA box read or store (the descriptor's view, out-of-bounds
-elements zero on a read and dropped on a store), and the consumer's wgmma as a float64 matrix
-product of the recorded boxes in the order the producer filled them; bias and ReLU as
-``_epilogue`` applies them. The Triton kernels a call also launches (the split-K finish, the
-grouped fix-up) run under the interpreter as they are.
+Gluon does not run under ``TRITON_INTERPRET``, so these kernels' index arithmetic (work units,
+pixel tiles, the views' box coordinates per filter tap, grouped channel offsets, the fix-up
+list's tile numbers, where each tile is stored) was checked on the GPU only. Here both warp
+partitions run their own code as plain Python: each jit function's code object is re-bound to
+globals whose ``gl`` / ``tl`` / ``tma`` / ``mbarrier`` answer with the shims below. Per program,
+the producer's code (``_producer`` -> ``_load_steps`` -> ``_x_coord``, ``_unit``,
+``_tile_origin``, ``loaders3d.depth_k_range`` / ``phase_grid_coord``; ``_wg_producer`` for the
+wgrad) runs first, its TMA copies recorded; then each consumer's code (``_consumer`` ->
+``_mma_steps``, ``_list_nonfinite``, ``_epilogue`` / ``_epilogue_direct``; ``_wg_consumer`` ->
+``_dw_tile``) reads the recorded fills in order. What stands in for the hardware is written
+here: a TMA box read through the descriptor's strides (each coordinate bounded on its own axis,
+zero fill), the TMA store, ``gl.load`` / ``gl.store`` through pointer offsets, and ``wgmma`` as
+a float64 matrix product. Scalars derived from program ids and loop counters are ``IntT`` (with
+Gluon's ``.to``). The Triton kernels a call also launches (split-K finish, grouped fix-up) run
+under the interpreter as they are.
 
-Not emulated: stream-K (``STREAM``), ring-slot synchronisation, layouts, TF32 rounding. Install
-with ``install(monkeypatch)``: ``ws3d.gluon_launch`` then runs this instead of launching.
+Not emulated: stream-K (``STREAM``), ring-slot synchronisation (the consumer simply reads the
+fills in the producer's order), layouts, TF32 rounding, the Gluon lowering. Install with
+``install(monkeypatch)``: ``gluon_launch`` then runs this instead of launching.
 """
 
 from __future__ import annotations
@@ -27,24 +31,102 @@ import torch
 _state = {"pid": 0, "programs": 1}
 
 
+class IntT(int):
+    """An integer with the ``.to(dtype)`` of a Gluon scalar (``u.to(gl.int64)``), arithmetic
+    keeping the type, so that every index the kernel derives from a program id or a loop counter
+    takes ``.to`` too."""
+
+    def to(self, dtype):
+        return self
+
+
+def _keep(name):
+    base = getattr(int, name)
+
+    def op(self, other):
+        r = base(self, other)
+        return IntT(r) if type(r) is int else r
+
+    return op
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
+              "__mod__", "__rmod__"):  # fmt: skip
+    setattr(IntT, _name, _keep(_name))
+
+
+def _range(*args):
+    return (IntT(v) for v in range(*args))
+
+
+class Acc(torch.Tensor):
+    """A float64 accumulator with the ``.type.shape`` a Gluon tensor has."""
+
+    @property
+    def type(self):
+        return types.SimpleNamespace(shape=list(self.shape))
+
+
+class Ptr:
+    """A pointer (a tensor's storage and element offsets) for ``gl.load`` / ``gl.store``."""
+
+    def __init__(self, t: torch.Tensor, off=0):
+        n = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+        self.t = t
+        self.flat = t.new_empty(0).set_(t.untyped_storage(), t.storage_offset(), (n,), (1,))
+        self.off = off
+        self.dtype = types.SimpleNamespace(element_ty=t.dtype)
+
+    def __add__(self, o):
+        p = Ptr.__new__(Ptr)
+        p.t, p.flat, p.off, p.dtype = self.t, self.flat, self.off + o, self.dtype
+        return p
+
+    __radd__ = __add__
+
+
+def _load(ptr, mask=None, other=0.0):
+    off = torch.as_tensor(ptr.off)
+    mask = torch.ones_like(off, dtype=torch.bool) if mask is None else torch.as_tensor(mask).expand(off.shape)
+    out = torch.full(off.shape, float(other), dtype=torch.float64)
+    out[mask] = ptr.flat[off[mask]].double()
+    return out
+
+
+def _store(ptr, val, mask=None):
+    off = torch.as_tensor(ptr.off)
+    mask = torch.ones_like(off, dtype=torch.bool) if mask is None else torch.as_tensor(mask).expand(off.shape)
+    ptr.flat[off[mask]] = torch.as_tensor(val).expand(off.shape)[mask].to(ptr.flat.dtype)
+
+
+def _gl_where(c, a, b):
+    if isinstance(c, torch.Tensor):
+        return torch.where(c, torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64))
+    return a if c else b
+
+
 def _cdiv(a, b):
     return -(-a // b)
 
 
-def _where(c, a, b):
-    return a if c else b
-
-
 GL = types.SimpleNamespace(
     int64=torch.int64,
+    float32=torch.float32,
     expand_dims=torch.unsqueeze,
     cdiv=_cdiv,
     minimum=min,
     maximum=max,
-    where=_where,
+    where=_gl_where,
     static_range=range,
-    program_id=lambda axis: _state["pid"],
+    program_id=lambda axis: IntT(_state["pid"]),
     num_programs=lambda axis: _state["programs"],
+    num_warps=lambda: 4,
+    NVMMADistributedLayout=lambda **kw: None,
+    SliceLayout=lambda *a: None,
+    arange=lambda a, b, layout=None: torch.arange(a, b),
+    zeros=lambda shape, dtype=None, layout=None: torch.zeros(shape, dtype=torch.float64).as_subclass(Acc),
+    load=_load,
+    store=_store,
 )
 TL = GL
 
@@ -80,7 +162,7 @@ def _python(fn, overrides: dict, cache: dict):
     if raw in cache:
         return cache[raw]
     g = dict(raw.__globals__)
-    g.update(gl=GL, tl=TL, mbarrier=_NoOp(), tma=overrides.get("tma"))
+    g.update(gl=GL, tl=TL, mbarrier=overrides.get("mbarrier", _NoOp()), tma=overrides.get("tma"), range=_range)
     f = types.FunctionType(raw.__code__, g, raw.__name__, raw.__defaults__, raw.__closure__)
     cache[raw] = f
     for name in raw.__code__.co_names:
@@ -140,9 +222,76 @@ def _prod(v):
     return out
 
 
+class _Barriers:
+    """``mbarrier`` for one consumer: each wait on a ``ready`` slot is the next ring fill (a
+    consumer reads the fills in the producer's order); the rest is synchronisation."""
+
+    def __init__(self):
+        self.cursor = -1
+
+    def wait(self, token, phase):
+        if token[0] == "ready":
+            self.cursor += 1
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+class _Ring:
+    """A ring of shared-memory buffers as a consumer reads it: buffer ``k`` is box ``pick(k)`` of
+    the current fill (a fill: the boxes the producer copied for one step, in order)."""
+
+    def __init__(self, fills, bar, pick, shape, bits):
+        self.fills, self.bar, self.pick = fills, bar, pick
+        self.type = types.SimpleNamespace(shape=shape)
+        self.dtype = types.SimpleNamespace(primitive_bitwidth=bits)
+
+    def index(self, k):
+        return _Slot(self, int(k))
+
+
+class _Slot:
+    def __init__(self, ring, k):
+        self.ring, self.k = ring, k
+
+    def _box(self):
+        return self.ring.fills[self.ring.bar.cursor][self.ring.pick(self.k)]
+
+    def reshape(self, shape):
+        return self._box().reshape(shape)
+
+    def permute(self, dims):
+        return self._box().reshape(self.ring.type.shape[1:]).permute(dims)
+
+
+class _Staging:
+    """``c_smem``: each consumer's staging tile, stored to and copied out by TMA."""
+
+    def index(self, i):
+        return self
+
+    def reshape(self, shape):
+        return self
+
+    def store(self, val):
+        self.data = val
+
+
+class _StoreTma:
+    """``tma`` in the consumer: the TMA store of a staging tile through its descriptor."""
+
+    def store_wait(self, n):
+        pass
+
+    def async_copy_shared_to_global(self, desc, coord, buf):
+        desc.write([int(c) for c in coord], buf.data.reshape(desc.block))
+
+
 def run_ws_conv3d(grid, args: tuple, kw: dict, fix_ids: list | None = None) -> None:
     """Emulate one launch of ``ws3d.ws_conv3d_kernel`` (its launch arguments as ``ws_conv3d``
-    builds them)."""
+    builds them): per program, the producer partition's code fills the ring (recorded), then each
+    consumer partition's code (``_consumer`` -> ``_mma_steps``, ``_list_nonfinite``,
+    ``_epilogue`` / ``_epilogue_direct``) reads the fills in order, its wgmma a float64 product."""
     from convgemm.conv import ws3d
 
     names = ws3d.ws_conv3d_kernel.arg_names
@@ -152,57 +301,43 @@ def run_ws_conv3d(grid, args: tuple, kw: dict, fix_ids: list | None = None) -> N
     geo = tuple(a[k] for k in ("num_units", "tiles_n", "OD", "P", "Q", "pd", "ph", "pw", "dd", "dh", "dw", "R", "S",
                                "c_tiles", "k_steps", "D", "HS", "SD", "SH", "SW", "C"))  # fmt: skip
     grp = (a["GC"], a["KB"], a["NPIX"])
+    ys = (a["syn"], a["syd"], a["syh"], a["syw"])
     x_d, w_d, y_d = Desc(a["x_desc"]), Desc(a["w_desc"]), Desc(a["y_desc"])
     TD, TH, TW, CONS, SPLIT = a["TD"], a["TH"], a["TW"], a["CONS"], a["SPLIT"]
     BN, BK = w_d.block
-    BP = TD * TH * TW
-    rec = _Recorder()
     fixes = []
 
     def list_if_nonfinite(acc, fix_ptr, tile):
         if not torch.isfinite(acc).all():
             fixes.append(int(tile))
 
-    cache: dict = {}
-    overrides = {"fix_list_append_if_nonfinite": list_if_nonfinite, "tma": rec}
-    producer = _python(ws3d._producer, overrides, cache)
-    unit = _python(ws3d._unit, overrides, cache)
-    list_nonfinite = _python(ws3d._list_nonfinite, overrides, cache)
-    bias = a["bias_ptr"].double() if a["HAS_BIAS"] else None
+    rec = _Recorder()
+    producer = _python(ws3d._producer, {"tma": rec}, {})
+    bias, ws = Ptr(a["bias_ptr"]), Ptr(a["ws_ptr"])
+    bits = a["x_desc"].base.element_size() * 8
     programs = grid[0]
     _state["programs"] = programs
     for pid in range(programs):
         _state["pid"] = pid
         rec.copies.clear()
-        producer(x_d, w_d, _Bufs("ready"), _Bufs("empty"), _Bufs("x"), _Bufs("w"), geo, grp, TD, TH, TW, a["STAGES"], SPLIT,
-                 a["STRIDED"], CONS, 0, a["GROUPED"])  # fmt: skip
+        producer(x_d, w_d, _Bufs("ready"), _Bufs("empty"), _Bufs("x"), _Bufs("w"), geo, grp, TD, TH, TW, a["STAGES"],
+                 SPLIT, a["STRIDED"], CONS, 0, a["GROUPED"])  # fmt: skip
         steps = [rec.copies[i : i + CONS + 1] for i in range(0, len(rec.copies), CONS + 1)]
-        for s in steps:
-            assert [b[0] for _, _, b in s] == ["x"] * CONS + ["w"], "a step is CONS input boxes, then the weight box"
-        pos = 0
-        for u in range(pid, a["num_units"], programs):
-            pid_n, n, d0, h0, w0, k0, k1 = unit(u, geo, TD, TH, TW * CONS, SPLIT)
-            mine = steps[pos : pos + (k1 - k0)]
-            pos += k1 - k0
-            for ci in range(CONS):
-                acc = torch.zeros(BP, BN, dtype=torch.float64)
-                for s in mine:
-                    xd, xc, _ = s[ci]
-                    wd, wc, _ = s[CONS]
-                    acc += xd.read(xc).reshape(BP, BK) @ wd.read(wc).reshape(BN, BK).T
-                if a["GROUPED"]:
-                    list_nonfinite(acc, None, pid_n, n, d0, h0, w0 + ci * TW, a["OD"], a["P"], a["Q"], grp, TD, TH, TW)
-                if SPLIT > 1:
-                    a["ws_ptr"][u * BP * BN : (u + 1) * BP * BN] = acc.reshape(-1).float()
-                    continue
-                out = acc
-                if bias is not None:
-                    ch = pid_n * BN + torch.arange(BN)
-                    out = out + torch.where(ch < a["K"], bias[ch.clamp(max=a["K"] - 1)], 0.0)
-                if a["ACT"] == "relu":
-                    out = out.clamp_min(0)
-                y_d.write([n, d0, h0, w0 + ci * TW, pid_n * BN], out.reshape(1, TD, TH, TW, BN))
-        assert pos == len(steps), "the consumer read every step the producer filled"
+        assert all([b[0] for _, _, b in st] == ["x"] * CONS + ["w"] for st in steps), "CONS input boxes, then w"
+        fills = [[d.read(c) for d, c, _ in st] for st in steps]
+        for ci in range(CONS):
+            bar = _Barriers()
+            overrides = {"mbarrier": bar, "tma": _StoreTma(), "fence_async_shared": lambda: None,
+                         "warpgroup_mma": lambda x, w, acc, is_async=False: acc + x @ w,
+                         "warpgroup_mma_wait": lambda num_outstanding=0, deps=(): deps[0],
+                         "fix_list_append_if_nonfinite": list_if_nonfinite}  # fmt: skip
+            consumer = _python(ws3d._consumer, overrides, {})
+            x_ring = _Ring(fills, bar, lambda k: k % CONS, [a["STAGES"] * CONS, *x_d.block], bits)
+            w_ring = _Ring(fills, bar, lambda k: CONS, [a["STAGES"], BN, BK], bits)
+            consumer(y_d, bias, ws, a["lock_ptr"], _Bufs("ready"), _Bufs("empty"), x_ring, w_ring, _Staging(), geo,
+                     a["K"], ys, grp, TD, TH, TW, a["HAS_BIAS"], a["ACT"], a["STAGES"], SPLIT, CONS, ci, 0, a["EPI"],
+                     a["GROUPED"])  # fmt: skip
+            assert bar.cursor == len(fills) - 1, "the consumer read every fill the producer made"
     if a["GROUPED"]:
         fix = a["lock_ptr"]
         for t in fixes:
@@ -214,10 +349,10 @@ def run_ws_conv3d(grid, args: tuple, kw: dict, fix_ids: list | None = None) -> N
 
 
 def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
-    """Emulate one launch of ``ws_wgrad.ws_wgrad3d_kernel``: its producer (``_wg_producer``,
-    ``_wg_unit``, ``_wg_tile``, ``ws3d._x_coord``) and its unsplit store's addressing
-    (``_dw_tile``, called with a zero base for element offsets) are the kernel's code; the
-    wgmma of dy^T and x is a float64 product."""
+    """Emulate one launch of ``ws_wgrad.ws_wgrad3d_kernel``: per program, the producer's code
+    (``_wg_producer``, ``_wg_unit``, ``_wg_tile``, ``ws3d._x_coord``) fills the ring, then the
+    consumer's code (``_wg_consumer``, ``_dw_tile``) reads it, its wgmma of dy^T and x a float64
+    product."""
     from convgemm.conv import ws_wgrad
 
     names = ws_wgrad.ws_wgrad3d_kernel.arg_names
@@ -227,43 +362,29 @@ def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
     grp = (a["GC"], a["KS"], a["CG"], a["KG"])
     dws = (a["sdk"], a["sdc"], a["sdt"], a["sdr"], a["sds"])
     dy_d, x_d = Desc(a["dy_desc"]), Desc(a["x_desc"])
-    TD, TH, TW, SPLIT = a["TD"], a["TH"], a["TW"], a["SPLIT"]
-    BM, BN = dy_d.block[4], x_d.block[4]
-    BP = TD * TH * TW
+    TD, TH, TW, SPLIT, STAGES = a["TD"], a["TH"], a["TW"], a["SPLIT"], a["STAGES"]
     rec = _Recorder()
-    cache: dict = {}
-    overrides = {"tma": rec}
-    producer = _python(ws_wgrad._wg_producer, overrides, cache)
-    wg_unit = _python(ws_wgrad._wg_unit, overrides, cache)
-    wg_tile = _python(ws_wgrad._wg_tile, overrides, cache)
-    dw_tile = _python(ws_wgrad._dw_tile, overrides, cache)
-    dw = a["dw_ptr"]
-    n_el = dw.untyped_storage().nbytes() // dw.element_size() - dw.storage_offset()
-    flat = dw.new_empty(0).set_(dw.untyped_storage(), dw.storage_offset(), (n_el,), (1,))
+    producer = _python(ws_wgrad._wg_producer, {"tma": rec}, {})
+    bits = a["x_desc"].base.element_size() * 8
     programs = grid[0]
     _state["programs"] = programs
     for pid in range(programs):
         _state["pid"] = pid
         rec.copies.clear()
-        producer(dy_d, x_d, _Bufs("ready"), _Bufs("empty"), _Bufs("dy"), _Bufs("x"), geo, grp, TD, TH, TW,
-                 a["STAGES"], SPLIT, a["STRIDED"], a["GROUPED"])  # fmt: skip
+        producer(dy_d, x_d, _Bufs("ready"), _Bufs("empty"), _Bufs("dy"), _Bufs("x"), geo, grp, TD, TH, TW, STAGES,
+                 SPLIT, a["STRIDED"], a["GROUPED"])  # fmt: skip
         steps = [rec.copies[i : i + 2] for i in range(0, len(rec.copies), 2)]
-        pos = 0
-        for u in range(pid, a["num_units"], programs):
-            tile, j0, j1 = wg_unit(u, a["tiles"], a["k_blocks"], SPLIT)
-            acc = torch.zeros(BM, BN, dtype=torch.float64)
-            for (dyd, dyc, dyb), (xd, xc, xb) in steps[pos : pos + (j1 - j0)]:
-                assert dyb[0] == "dy" and xb[0] == "x"
-                acc += dyd.read(dyc).reshape(BP, BM).T @ xd.read(xc).reshape(BP, BN)
-            pos += j1 - j0
-            if SPLIT > 1:
-                a["ws_ptr"][u * BM * BN : (u + 1) * BM * BN] = acc.reshape(-1).float()
-                continue
-            mb, cb, t, r, s = wg_tile(tile, a["m_tiles"], a["c_tiles"], a["R"], a["S"])
-            offs, mask = dw_tile(0, mb * BM + torch.arange(BM), cb * BN + torch.arange(BN), t, r, s, dws, a["K"],
-                                 a["C"], grp, a["GROUPED"])  # fmt: skip
-            flat[offs[mask]] = acc[mask].to(dw.dtype)
-        assert pos == len(steps), "the consumer read every step the producer filled"
+        assert all([b[0] for _, _, b in st] == ["dy", "x"] for st in steps), "a step is the dy box, then x's"
+        fills = [[d.read(c) for d, c, _ in st] for st in steps]
+        bar = _Barriers()
+        overrides = {"mbarrier": bar, "warpgroup_mma": lambda a_, b_, acc, is_async=False: acc + a_ @ b_,
+                     "warpgroup_mma_wait": lambda num_outstanding=0, deps=(): deps[0]}  # fmt: skip
+        consumer = _python(ws_wgrad._wg_consumer, overrides, {})
+        dy_ring = _Ring(fills, bar, lambda k: 0, [STAGES, *dy_d.block], bits)
+        x_ring = _Ring(fills, bar, lambda k: 1, [STAGES, *x_d.block], bits)
+        consumer(Ptr(a["ws_ptr"]), Ptr(a["dw_ptr"]), dws, a["K"], _Bufs("ready"), _Bufs("empty"), dy_ring, x_ring,
+                 geo, grp, TD, TH, TW, STAGES, SPLIT, a["GROUPED"])  # fmt: skip
+        assert bar.cursor == len(fills) - 1, "the consumer read every fill the producer made"
 
 
 def install(monkeypatch, fix_ids: list | None = None) -> None:

@@ -199,6 +199,7 @@ WGRAD_CASES = [
     (2, 64, 9, 10, 128, 3, 3, 1, 1),  # padded taps, pixel blocks past the edges
     (2, 64, 12, 16, 64, 3, 3, 2, 1),  # strided: the stride-phase view
     (2, 64, 7, 9, 128, 1, 1, 1, 0),  # 1x1: one row of pixels (flat_1x1)
+    (2, 320, 6, 6, 64, 3, 3, 1, 1),  # several input-channel blocks, the last one partial
 ]
 
 
