@@ -77,6 +77,23 @@ def test_every_candidate_matches_conv2d(case, emulated):
         _check(WS, prob, x, wt, b, want, cfg)
 
 
+@pytest.mark.parametrize("case", CASES[1:3], ids=str)
+def test_direct_store(case, emulated):
+    """Tiles stored from registers (``direct``: ``_epilogue_direct``, y in the workspace slot): a
+    partial channel tile, the strided view; dense and, on a grouped layer, through the fix-up."""
+    x, wt, b, prob, want = _case(*case)
+    cfg = replace(WS.configs(prob)[0], direct=1)
+    _check(WS, prob, x, wt, b, want, cfg)
+    x, wt, b, prob, want = _case(2, 128, 6, 40, 128, 3, 3, 1, 1, 32)
+    x[1, 3, 2, 39] = float("nan")
+    want = F.conv2d(x.double(), wt.double(), b.double(), padding=1, groups=32).clamp_min(0)
+    y = torch.full(want.shape, 7.0).contiguous(memory_format=torch.channels_last)
+    GWS.run(prob, x, wt, b, y, replace(GWS.candidates(prob)[0], direct=1))
+    assert torch.equal(torch.isnan(y.double()), torch.isnan(want))
+    fin = torch.isfinite(want)
+    torch.testing.assert_close(y.double()[fin], want[fin], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("parts", [2, 3])
 def test_consumers_side_by_side(parts, emulated):
     """Tiles of 2 or 3 consumer blocks along the columns (the last ones past the image's edge)."""
