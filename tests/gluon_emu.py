@@ -85,9 +85,16 @@ class Ptr:
     __radd__ = __add__
 
 
+def _inside(ptr, off, mask):
+    # torch would wrap a negative offset round: an address before the tensor must fail here
+    live = off[mask]
+    assert live.numel() == 0 or (int(live.min()) >= 0 and int(live.max()) < ptr.flat.numel()), "an access outside"
+
+
 def _load(ptr, mask=None, other=0.0):
     off = torch.as_tensor(ptr.off)
     mask = torch.ones_like(off, dtype=torch.bool) if mask is None else torch.as_tensor(mask).expand(off.shape)
+    _inside(ptr, off, mask)
     out = torch.full(off.shape, float(other), dtype=torch.float64)
     out[mask] = ptr.flat[off[mask]].double()
     return out
@@ -96,6 +103,7 @@ def _load(ptr, mask=None, other=0.0):
 def _store(ptr, val, mask=None):
     off = torch.as_tensor(ptr.off)
     mask = torch.ones_like(off, dtype=torch.bool) if mask is None else torch.as_tensor(mask).expand(off.shape)
+    _inside(ptr, off, mask)
     ptr.flat[off[mask]] = torch.as_tensor(val).expand(off.shape)[mask].to(ptr.flat.dtype)
 
 

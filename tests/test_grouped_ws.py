@@ -350,27 +350,36 @@ def test_choose_wgrad_offers_it_once_switched_on(monkeypatch):
 @pytest.mark.parametrize("case", GPU_CASES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_gpu_wgrad_every_candidate(case, dtype):
-    """Every wgrad_grouped_ws candidate (and a K split of the first) against float64: a plain run,
-    then two through a call plan's Launch (bound, then replayed)."""
+    """Every wgrad_grouped_ws candidate (and a K split of the first where the layer has two pixel
+    blocks or more) against float64: a plain run, then two through a call plan's Launch (bound,
+    then replayed), each call on new x and dy."""
     from torch.nn.grad import conv2d_weight
 
     from convgemm.conv import backward as bw
-    from convgemm.conv.layout import as_nhwc
+    from convgemm.conv.ws_wgrad import wgrad_geometry
 
     n, c, h, w, k, r, s, stride, pad, groups = case
-    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
     wt = torch.zeros(k, c // groups, r, s, device=DEVICE, dtype=dtype)
-    prob = ConvProblem.from_tensors(x, wt, None, stride=stride, padding=pad, groups=groups)
-    dy = torch.randn(n, k, prob.p, prob.q, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
-    want = conv2d_weight(x.double().cpu(), wt.shape, dy.double().cpu(), stride=stride, padding=pad, groups=groups)
-    xn, dyn = as_nhwc(x), as_nhwc(dy)
-    assert bw.WGRAD_GS.supports(prob, xn, dyn) is None, bw.WGRAD_GS.supports(prob, xn, dyn)
+
+    def tensors():
+        x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+        prob = ConvProblem.from_tensors(x, wt, None, stride=stride, padding=pad, groups=groups)
+        dy = torch.randn(n, k, prob.p, prob.q, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+        want = conv2d_weight(x.double().cpu(), wt.shape, dy.double().cpu(), stride=stride, padding=pad, groups=groups)
+        return x, dy, prob, want
+
+    x, dy, prob, _ = tensors()
+    assert bw.WGRAD_GS.supports(prob, x, dy) is None, bw.WGRAD_GS.supports(prob, x, dy)
     cands = bw.WGRAD_GS.candidates(prob, 132)
-    if n * prob.p * prob.q >= 2 * cands[0].block_k:  # two pixel blocks or more: a K split of two
-        cands.append(replace(cands[0], split_k=2))
+    first = cands[0]
+    p3, x5, dy5 = bw.WGRAD_WS._views(prob, x, dy)
+    tile = (first.tile_n, first.tile_h, first.tile_w)
+    if wgrad_geometry(x5.shape, dy5.shape, (1, r, s), tile, first.block_m, first.block_n, 1)[3] >= 2:
+        cands.append(replace(first, split_k=2))
     for cfg in cands:
         launch = Launch()
         for i in range(3):
+            x, dy, prob, want = tensors()
             dw = torch.full(wt.shape, float("nan"), device=DEVICE, dtype=dtype)
-            bw.WGRAD_GS.run(prob, xn, dyn, dw, cfg, launch if i else None)
+            bw.WGRAD_GS.run(prob, x, dy, dw, cfg, launch if i else None)
             assert_close(dw, want, dtype, f"wgrad_grouped_ws [{cfg.describe()}] {case} call {i}")

@@ -33,8 +33,11 @@ pytestmark = [
 def emulated(monkeypatch):
     """Gluon launches emulated, on three 'SMs' (programs loop over several units); launches made
     for real (not compile-only)."""
+    from convgemm.conv import ws_wgrad
+
     gluon_emu.install(monkeypatch)
     monkeypatch.setattr(ws3d, "sm_count", lambda *a, **k: 3)
+    monkeypatch.setattr(ws_wgrad, "sm_count", lambda *a, **k: 3)
     token = COMPILE_ONLY.set(False)
     yield
     COMPILE_ONLY.reset(token)
@@ -135,7 +138,7 @@ GROUPED = [
     (2, 128, 10, 10, 128, 3, 3, 1, 1, 32),  # 4 channels a group
     (4, 256, 12, 16, 256, 3, 3, 2, 1, 32),  # 8 a group, strided
     (3, 64, 7, 9, 64, 3, 3, 1, 1, 4),  # 16 a group, tiles past the edges
-    (2, 64, 6, 6, 64, 1, 1, 1, 0, 8),  # 1x1 through the spatial view
+    (2, 64, 6, 6, 64, 1, 1, 1, 0, 8),  # 1x1 through the spatial view (the forward's; wgrad's is flat)
 ]
 
 
@@ -220,13 +223,15 @@ WGRAD_CASES = [
 ]
 
 
-def _wgrad_case(n, c, h, w, k, r, s, stride, pad, groups=1):
+def _wgrad_case(n, c, h, w, k, r, s, stride, pad, groups=1, dtype=torch.float32):
+    """(x, dy, problem, float64 reference from the rounded x and dy): a 16-bit ``dtype`` gives the
+    problem the merges and tiles a 16-bit layer gets on the GPU."""
     g = torch.Generator().manual_seed(n * 1000 + c + h + k + groups)
-    x = torch.randn(n, c, h, w, generator=g).contiguous(memory_format=torch.channels_last)
+    x = torch.randn(n, c, h, w, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
     p = (h + 2 * pad - r) // stride + 1
     q = (w + 2 * pad - s) // stride + 1
-    dy = torch.randn(n, k, p, q, generator=g).contiguous(memory_format=torch.channels_last)
-    wt = torch.zeros(k, c // groups, r, s)
+    dy = torch.randn(n, k, p, q, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = torch.zeros(k, c // groups, r, s, dtype=dtype)
     prob = ConvProblem.from_tensors(x, wt, None, stride=stride, padding=pad, groups=groups)
     want = torch.nn.grad.conv2d_weight(x.double(), wt.shape, dy.double(), stride=stride, padding=pad, groups=groups)
     return x, dy, prob, want
@@ -267,18 +272,21 @@ GROUPED_WGRAD = [
 
 
 @pytest.mark.parametrize("case", GROUPED_WGRAD, ids=str)
-def test_grouped_wgrad_every_candidate(case, emulated):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_wgrad_every_candidate(case, dtype, emulated):
     """``wgrad_grouped_ws``: every candidate (and a K split of the first) stores each output
-    channel's own group of the block-diagonal product into dw, against ``conv2d_weight``."""
+    channel's own group of the block-diagonal product into dw, against ``conv2d_weight``; bf16
+    gives the GPU's merges (super-groups of 32-128 input channels), fp32 narrower ones."""
     from convgemm.conv import backward as bw
 
-    x, dy, prob, want = _wgrad_case(*case)
+    x, dy, prob, want = _wgrad_case(*case, dtype=dtype)
     cands = bw.WGRAD_GS.candidates(prob, 132)
     assert cands
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
     for cfg in [*cands, replace(cands[0], split_k=2)]:
-        dw = torch.full(want.shape, float("nan"))
+        dw = torch.full(want.shape, float("nan"), dtype=dtype)
         bw.WGRAD_GS.run(prob, x, dy, dw, cfg)
-        torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4, msg=lambda m, c=cfg: f"{c.describe()}: {m}")
+        torch.testing.assert_close(dw.double(), want, **tol, msg=lambda m, c=cfg: f"{c.describe()}: {m}")
 
 
 def test_grouped_wgrad_nan_stays_in_its_group(emulated):

@@ -1191,8 +1191,9 @@ def choose_wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch
         # strided grouped layers (ResNeXt's s2 3x3, 16 channels per group): the gather kernel,
         # timed against super-groups on the strided TMA wgrad, both on NHWC tensors
         xn, dyn = as_nhwc(x), as_nhwc(dy)
-        if merged(xn, dyn):
-            return (*tuned_wgrad([WGRAD, *merged(xn, dyn)], prob, xn, dyn, dw), xn, dyn)
+        wide = merged(xn, dyn)
+        if wide:
+            return (*tuned_wgrad([WGRAD, *wide], prob, xn, dyn, dw), xn, dyn)
     if dw is not None and WGRAD.narrow(prob):
         # few outputs per group (a 1x1 head): the gather kernel's narrow tiles, timed
         return (*tuned_wgrad([WGRAD], prob, x, dy, dw), x, dy)

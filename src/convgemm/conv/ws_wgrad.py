@@ -20,7 +20,9 @@ result on every run) and stores dw with any strides.
 
 Strided layers read x through the stride-phase view (``ws3d``'s coordinates), pixel blocks one
 output depth deep unless the filter is one tap deep, unpadded and unstrided along depth
-(``depth_free``: a 2-D layer, whose depth is the batch). Groups 1, 16-bit dtypes. Gluon does not run under ``TRITON_INTERPRET``: the
+(``depth_free``: a 2-D layer, whose depth is the batch). Groups 1, or (``GROUPED``,
+``backward.WgradGroupedWs``) wide groups that no tile crosses, each tile storing only its output
+channels' own narrow group; 16-bit dtypes. Gluon does not run under ``TRITON_INTERPRET``: the
 kernel runs on compute capability 9.x GPUs only; CI runs the finish kernel under the interpreter.
 """
 
@@ -100,8 +102,8 @@ def _dw_tile(dw_ptr, k, c, t, r, s, dws, K, C, grp, GROUPED: gl.constexpr):
     ``c`` counts the super-group's ``GC`` input channels, and only each output channel's own
     group's are gradients (the rest of the block-diagonal product is discarded): column ``c`` is
     channel ``c % CG`` of group slot ``c // CG``, output channel ``k``'s own slot is
-    ``(k // KG) % (GC // CG)``, and dw is ``[K, CG, T, R, S]``. (The CPU emulation calls it with
-    ``dw_ptr`` = 0 for element offsets.)"""
+    ``(k // KG) % (GC // CG)``, and dw is ``[K, CG, T, R, S]``. (``tests/gluon_emu.py`` runs it
+    with a pointer stand-in.)"""
     (sdk, sdc, sdt, sdr, sds) = dws
     if GROUPED:
         GC, KS, CG, KG = grp
