@@ -304,3 +304,39 @@ def test_grouped_wgrad_nan_stays_in_its_group(emulated):
         assert torch.equal(torch.isnan(dw), torch.isnan(want)) and torch.isnan(want).any()
         fin = torch.isfinite(want)
         torch.testing.assert_close(dw.double()[fin], want[fin], rtol=1e-5, atol=1e-4)
+
+
+def test_3d_depth_taps_in_the_padding(emulated):
+    """A 3-D layer two frames deep under a 3-deep filter (r3d-18's last stage): tiles one frame
+    deep skip the depth taps whose boxes are all padding (``_unit`` -> ``depth_k_range``); and a
+    strided 3-D layer through the one-depth phase view."""
+    from convgemm.problem3d import ConvProblem3d
+
+    g = torch.Generator().manual_seed(11)
+    for shape, stride, pad, tile in (((2, 64, 2, 7, 7), 1, 1, (1, 8, 8)), ((2, 32, 3, 8, 8), 2, 1, (1, 4, 16))):
+        x = torch.randn(*shape, generator=g).contiguous(memory_format=torch.channels_last_3d)
+        wt = torch.randn(64, shape[1], 3, 3, 3, generator=g) / (shape[1] * 27) ** 0.5
+        want = F.conv3d(x.double(), wt.double(), stride=stride, padding=pad)
+        prob = ConvProblem3d.from_tensors(x, wt, None, stride=(stride,) * 3, padding=(pad,) * 3, dilation=(1, 1, 1))
+        prob = replace(prob, tma_input_ok=True, input_phases_ok=True, tma_ok=True)
+        cfg = Config(64, 64, 32, 4, 3, tile_n=tile[0], tile_h=tile[1], tile_w=tile[2], persistent=1)
+        y = torch.full(want.shape, float("nan")).contiguous(memory_format=torch.channels_last_3d)
+        k3.WS3D.run(prob, x, wt, None, y, cfg)
+        torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5, msg=lambda m, s=shape: f"{s}: {m}")
+
+
+def test_3d_wgrad(emulated):
+    """``conv3d_wgrad_ws`` on a 3-D layer, unsplit and split, against ``conv3d_weight``."""
+    from convgemm.problem3d import ConvProblem3d
+
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 64, 3, 6, 6, generator=g).contiguous(memory_format=torch.channels_last_3d)
+    wt = torch.zeros(64, 64, 3, 3, 3)
+    dy = torch.randn(2, 64, 3, 6, 6, generator=g).contiguous(memory_format=torch.channels_last_3d)
+    want = torch.nn.grad.conv3d_weight(x.double(), wt.shape, dy.double(), padding=1)
+    prob = ConvProblem3d.from_tensors(x, wt, None, stride=(1, 1, 1), padding=(1, 1, 1), dilation=(1, 1, 1))
+    base = k3.WGRAD3D_WS.candidates(prob, 132)[0]
+    for cfg in (replace(base, split_k=1), replace(base, split_k=2)):
+        dw = torch.full(want.shape, float("nan"))
+        k3.WGRAD3D_WS.run(prob, x, dy, dw, cfg)
+        torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4, msg=lambda m, c=cfg: f"{c.describe()}: {m}")
