@@ -67,20 +67,23 @@ class Acc(torch.Tensor):
         return types.SimpleNamespace(shape=list(self.shape))
 
 
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """The storage from ``t``'s first element on, as one flat tensor (element offsets from ``t``'s
+    address, as a descriptor or pointer counts them)."""
+    n = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+    return t.new_empty(0).set_(t.untyped_storage(), t.storage_offset(), (n,), (1,))
+
+
 class Ptr:
     """A pointer (a tensor's storage and element offsets) for ``gl.load`` / ``gl.store``."""
 
-    def __init__(self, t: torch.Tensor, off=0):
-        n = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
-        self.t = t
-        self.flat = t.new_empty(0).set_(t.untyped_storage(), t.storage_offset(), (n,), (1,))
+    def __init__(self, t: torch.Tensor, off=0, flat: torch.Tensor | None = None):
+        self.flat = _flat(t) if flat is None else flat
         self.off = off
         self.dtype = types.SimpleNamespace(element_ty=t.dtype)
 
     def __add__(self, o):
-        p = Ptr.__new__(Ptr)
-        p.t, p.flat, p.off, p.dtype = self.t, self.flat, self.off + o, self.dtype
-        return p
+        return Ptr(self.flat, self.off + o, self.flat)
 
     __radd__ = __add__
 
@@ -191,10 +194,8 @@ class Desc:
     coordinate lands inside it."""
 
     def __init__(self, d):
-        self.d = d
         base = d.base
-        n = base.untyped_storage().nbytes() // base.element_size() - base.storage_offset()
-        self.flat = base.new_empty(0).set_(base.untyped_storage(), base.storage_offset(), (n,), (1,))
+        self.flat = _flat(base)
         self.shape, self.strides = list(d.shape), list(d.strides)
         self.block = list(d.block_shape)
         self.block_type = types.SimpleNamespace(shape=self.block, nbytes=base.element_size() * _prod(self.block))
@@ -228,6 +229,23 @@ def _prod(v):
     for x in v:
         out *= x
     return out
+
+
+def _kernel_args(kernel, args: tuple, kw: dict) -> dict:
+    """A launch's arguments by the kernel's parameter names (runtime ones, then constexprs)."""
+    names = kernel.arg_names
+    return dict(zip(names, (*args, *[kw[k] for k in names[len(args) :]]), strict=True))
+
+
+def _produce(producer, rec: _Recorder, args: tuple, kinds: list[str]) -> list[list[torch.Tensor]]:
+    """Run the producer partition's code for the current program; its fills, each the boxes of
+    one ring slot in copy order (``kinds``: the buffers one fill copies into), read in float64."""
+    rec.copies.clear()
+    producer(*args)
+    n = len(kinds)
+    steps = [rec.copies[i : i + n] for i in range(0, len(rec.copies), n)]
+    assert all([b[0] for _, _, b in st] == kinds for st in steps), f"a fill is {kinds}"
+    return [[d.read(c) for d, c, _ in st] for st in steps]
 
 
 class _Barriers:
@@ -295,15 +313,14 @@ class _StoreTma:
         desc.write([int(c) for c in coord], buf.data.reshape(desc.block))
 
 
-def run_ws_conv3d(grid, args: tuple, kw: dict, fix_ids: list | None = None) -> None:
+def run_ws_conv3d(grid, args: tuple, kw: dict) -> None:
     """Emulate one launch of ``ws3d.ws_conv3d_kernel`` (its launch arguments as ``ws_conv3d``
     builds them): per program, the producer partition's code fills the ring (recorded), then each
     consumer partition's code (``_consumer`` -> ``_mma_steps``, ``_list_nonfinite``,
     ``_epilogue`` / ``_epilogue_direct``) reads the fills in order, its wgmma a float64 product."""
     from convgemm.conv import ws3d
 
-    names = ws3d.ws_conv3d_kernel.arg_names
-    a = dict(zip(names, (*args, *[kw[k] for k in names[len(args) :]]), strict=True))
+    a = _kernel_args(ws3d.ws_conv3d_kernel, args, kw)
     if a["STREAM"]:
         raise NotImplementedError("gluon_emu: stream-K is not emulated")
     geo = tuple(a[k] for k in ("num_units", "tiles_n", "OD", "P", "Q", "pd", "ph", "pw", "dd", "dh", "dw", "R", "S",
@@ -327,12 +344,9 @@ def run_ws_conv3d(grid, args: tuple, kw: dict, fix_ids: list | None = None) -> N
     _state["programs"] = programs
     for pid in range(programs):
         _state["pid"] = pid
-        rec.copies.clear()
-        producer(x_d, w_d, _Bufs("ready"), _Bufs("empty"), _Bufs("x"), _Bufs("w"), geo, grp, TD, TH, TW, a["STAGES"],
-                 SPLIT, a["STRIDED"], CONS, 0, a["GROUPED"])  # fmt: skip
-        steps = [rec.copies[i : i + CONS + 1] for i in range(0, len(rec.copies), CONS + 1)]
-        assert all([b[0] for _, _, b in st] == ["x"] * CONS + ["w"] for st in steps), "CONS input boxes, then w"
-        fills = [[d.read(c) for d, c, _ in st] for st in steps]
+        fills = _produce(producer, rec, (x_d, w_d, _Bufs("ready"), _Bufs("empty"), _Bufs("x"), _Bufs("w"), geo, grp,
+                                         TD, TH, TW, a["STAGES"], SPLIT, a["STRIDED"], CONS, 0, a["GROUPED"]),
+                         ["x"] * CONS + ["w"])  # fmt: skip
         for ci in range(CONS):
             bar = _Barriers()
             overrides = {"mbarrier": bar, "tma": _StoreTma(), "fence_async_shared": lambda: None,
@@ -352,8 +366,6 @@ def run_ws_conv3d(grid, args: tuple, kw: dict, fix_ids: list | None = None) -> N
             slot = int(fix[0])
             fix[2 + slot] = t
             fix[0] = slot + 1
-        if fix_ids is not None:
-            fix_ids.extend(fixes)
 
 
 def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
@@ -363,8 +375,7 @@ def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
     product."""
     from convgemm.conv import ws_wgrad
 
-    names = ws_wgrad.ws_wgrad3d_kernel.arg_names
-    a = dict(zip(names, (*args, *[kw[k] for k in names[len(args) :]]), strict=True))
+    a = _kernel_args(ws_wgrad.ws_wgrad3d_kernel, args, kw)
     geo = tuple(a[k] for k in ("num_units", "tiles", "m_tiles", "c_tiles", "k_blocks", "OD", "P", "Q", "pd", "ph",
                                "pw", "dd", "dh", "dw", "R", "S", "D", "HS", "SD", "SH", "SW", "C"))  # fmt: skip
     grp = (a["GC"], a["KS"], a["CG"], a["KG"])
@@ -378,12 +389,8 @@ def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
     _state["programs"] = programs
     for pid in range(programs):
         _state["pid"] = pid
-        rec.copies.clear()
-        producer(dy_d, x_d, _Bufs("ready"), _Bufs("empty"), _Bufs("dy"), _Bufs("x"), geo, grp, TD, TH, TW, STAGES,
-                 SPLIT, a["STRIDED"], a["GROUPED"])  # fmt: skip
-        steps = [rec.copies[i : i + 2] for i in range(0, len(rec.copies), 2)]
-        assert all([b[0] for _, _, b in st] == ["dy", "x"] for st in steps), "a step is the dy box, then x's"
-        fills = [[d.read(c) for d, c, _ in st] for st in steps]
+        fills = _produce(producer, rec, (dy_d, x_d, _Bufs("ready"), _Bufs("empty"), _Bufs("dy"), _Bufs("x"), geo,
+                                         grp, TD, TH, TW, STAGES, SPLIT, a["STRIDED"], a["GROUPED"]), ["dy", "x"])  # fmt: skip
         bar = _Barriers()
         overrides = {"mbarrier": bar, "warpgroup_mma": lambda a_, b_, acc, is_async=False: acc + a_ @ b_,
                      "warpgroup_mma_wait": lambda num_outstanding=0, deps=(): deps[0]}  # fmt: skip
@@ -395,14 +402,14 @@ def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
         assert bar.cursor == len(fills) - 1, "the consumer read every fill the producer made"
 
 
-def install(monkeypatch, fix_ids: list | None = None) -> None:
+def install(monkeypatch) -> None:
     """``gluon_launch`` runs the Gluon kernels by emulation and any Triton kernel (the split-K
     finish kernels) under the interpreter."""
     from convgemm.conv import ws3d, ws_wgrad
 
     def launch(handle, fn, grid, args, kw):
         if fn is ws3d.ws_conv3d_kernel:
-            run_ws_conv3d(grid, args, kw, fix_ids)
+            run_ws_conv3d(grid, args, kw)
         elif fn is ws_wgrad.ws_wgrad3d_kernel:
             run_ws_wgrad3d(grid, args, kw)
         else:
