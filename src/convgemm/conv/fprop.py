@@ -957,20 +957,30 @@ class GroupedTma(Algorithm):
         aux = aux_of(launch)
 
         def fixup(yo):
-            args = (x, w, yo if bias is None else bias, yo, fix, num_m, num_n, prob.h, prob.w, prob.p, prob.q, prob.n,
-                    prob.cg, prob.kg, rp.kg, x.stride(0), x.stride(2), x.stride(3),
-                    w.stride(0), w.stride(1), w.stride(2), w.stride(3), yo.stride(0), yo.stride(2), yo.stride(3),
-                    prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
-                    prob.r, prob.s, cfg.block_m, cfg.tile_n, cfg.tile_h, cfg.tile_w)  # fmt: skip
-
-            def constexprs():
-                return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)
-
-            # one program per SM at most: with an empty list each reads one integer and a ticket
-            _run_kernel(aux, grouped_tma_fixup_kernel, (min(tiles, sm_count()),), args, constexprs,
-                        {"num_warps": 4, "num_stages": 1})  # fmt: skip
+            grouped_fixup(aux, prob, x, w, bias, yo, fix, (num_m, num_n, tiles), rp.kg,
+                          (cfg.block_m, cfg.tile_n, cfg.tile_h, cfg.tile_w))  # fmt: skip
 
         _TMA.run(rp, x, wx, bias, y, cfg, launch, fix=fix, fixup=fixup)
+
+
+def grouped_fixup(launch, prob, x, w, bias, yo, fix, grid: tuple, ks: int, tile: tuple) -> None:
+    """``grouped_tma_fixup_kernel`` over the fix-up list ``fix`` that a super-group launch filled
+    (``grouped_tma``'s TMA store, ``grouped_ws``'s Gluon consumers): ``grid`` = (channel blocks a
+    super-group, pixel tiles, tiles), ``ks`` output channels a super-group, ``tile`` = (channels,
+    images, rows, columns) of a tile as the list numbers them; ``yo`` the NHWC output."""
+    num_m, num_n, tiles = grid
+    args = (x, w, yo if bias is None else bias, yo, fix, num_m, num_n, prob.h, prob.w, prob.p, prob.q, prob.n,
+            prob.cg, prob.kg, ks, x.stride(0), x.stride(2), x.stride(3),
+            w.stride(0), w.stride(1), w.stride(2), w.stride(3), yo.stride(0), yo.stride(2), yo.stride(3),
+            prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
+            prob.r, prob.s, *tile)  # fmt: skip
+
+    def constexprs():
+        return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)
+
+    # one program per SM at most: with an empty list each reads one integer and a ticket
+    _run_kernel(launch, grouped_tma_fixup_kernel, (min(tiles, sm_count()),), args, constexprs,
+                {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 
 class Gemm1x1(Algorithm):
@@ -2328,18 +2338,9 @@ class GroupedWs(Algorithm):
             ws_run(ImplicitGemmWs.view_3d(x), wp, bias, ImplicitGemmWs.view_3d(yo), (1, prob.r, prob.s),
                    (0, prob.pad_h[0], prob.pad_w[0]), (1, *prob.dilation), cfg, (1, *prob.stride), prob.activation,
                    launch, super_groups=(gc, ks), fix=fix)  # fmt: skip
-        args = (x, w, yo if bias is None else bias, yo, fix, num_m, num_n, prob.h, prob.w, prob.p, prob.q, prob.n,
-                prob.cg, prob.kg, ks, x.stride(0), x.stride(2), x.stride(3), w.stride(0), w.stride(1), w.stride(2),
-                w.stride(3), yo.stride(0), yo.stride(2), yo.stride(3), prob.stride[0], prob.stride[1], prob.pad_h[0],
-                prob.pad_w[0], prob.dilation[0], prob.dilation[1], prob.r, prob.s, cfg.block_n, cfg.tile_n,
-                cfg.tile_h, cfg.tile_w)  # fmt: skip
-
-        def constexprs():
-            return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)
-
-        # one program per SM at most: with an empty list each reads one integer and a ticket
-        _run_kernel(aux_of(launch), grouped_tma_fixup_kernel, (min(tiles, sm_count()),), args, constexprs,
-                    {"num_warps": 4, "num_stages": 1})  # fmt: skip
+        # the list numbers (channel block, pixel block) pairs of TD x TH x TW pixel blocks
+        grouped_fixup(aux_of(launch), prob, x, w, bias, yo, fix, (num_m, num_n, tiles), ks,
+                      (cfg.block_n, cfg.tile_n, cfg.tile_h, cfg.tile_w))  # fmt: skip
         if yo is not y and not COMPILE_ONLY.get():
             y.copy_(yo)
 
