@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 from ..matmul.blocks import activation_epilogue
 
@@ -207,6 +209,7 @@ def depthwise_rows_kernel(
     HAS_BIAS: tl.constexpr,
     ACC_F64: tl.constexpr,
     INT64: tl.constexpr,
+    LAYOUT: tl.constexpr = None,  # None: Triton's; a Gluon layout when called by depthwise_rows_kernel_gl
 ):
     # Step u takes the STRIDE_H input rows (p0 + u) * STRIDE_H - pad_h + i. Accumulator slot m
     # holds output row p0 + u - m, to which input row i of the step contributes through filter
@@ -220,8 +223,15 @@ def depthwise_rows_kernel(
     M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
     NJ: tl.constexpr = (COLS - 1) * STRIDE_W + (S - 1) * DIL_W + 1
     n, p0, qb, kb = _program_block(P, Q, K, ROWS, BLOCK_Q * COLS, BLOCK_K)
-    qg = qb * BLOCK_Q * COLS + tl.arange(0, BLOCK_Q) * COLS  # each group's first output column
-    kr = tl.arange(0, BLOCK_K)
+    if LAYOUT is None:
+        q_range = tl.arange(0, BLOCK_Q)
+    else:
+        q_range = gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(1, LAYOUT))
+    qg = qb * BLOCK_Q * COLS + q_range * COLS  # each group's first output column
+    if LAYOUT is None:
+        kr = tl.arange(0, BLOCK_K)
+    else:
+        kr = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, LAYOUT))
     if VEC > 0:
         # contiguous runs of only VEC channels: Triton then gives each thread VEC channels, so a
         # thread holds fewer channels and more columns, which the weights in registers need
@@ -241,9 +251,14 @@ def depthwise_rows_kernel(
     w_row = w_ptr + k[None, :]
     if HAS_BIAS:
         bias = tl.load(b_ptr + k[None, :], mask=k_ok, other=0.0).to(acc_t)
-    else:
+    elif LAYOUT is None:
         bias = tl.zeros((1, BLOCK_K), dtype=acc_t)
-    zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
+    else:
+        bias = gl.zeros((1, BLOCK_K), acc_t, LAYOUT)
+    if LAYOUT is None:
+        zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
+    else:
+        zero = gl.zeros((BLOCK_Q, BLOCK_K), acc_t, LAYOUT)
     accs = (zero,) * (M * COLS)  # slot m, column c at m * COLS + c
     ws = ()
     if PRELOAD:
@@ -283,6 +298,27 @@ def depthwise_rows_kernel(
                              COLS, PRELOAD, acc_t)  # fmt: skip
             _rows_store(accs, bias, y_cols, p0, ROWS + v - (M - 1), P, qg, Q, k_ok, s_yp, s_yq, M, COLS, INT64)
             accs = (zero,) * COLS + accs[: (M - 1) * COLS]
+
+
+@gluon.jit
+def depthwise_rows_kernel_gl(x_ptr, w_ptr, b_ptr, y_ptr, H, W, P, Q, K, MULT, ROWS, s_xn, s_xh, s_xw, s_xc, s_wt, s_yn,
+                             s_yk, s_yp, s_yq, pad_h, pad_w, CG: gl.constexpr, R: gl.constexpr, S: gl.constexpr,
+                             STRIDE_H: gl.constexpr, STRIDE_W: gl.constexpr, DIL_W: gl.constexpr,
+                             BLOCK_Q: gl.constexpr, COLS: gl.constexpr, BLOCK_K: gl.constexpr, VEC: gl.constexpr,
+                             PRELOAD: gl.constexpr, PREFETCH: gl.constexpr, TRIM: gl.constexpr,
+                             HAS_BIAS: gl.constexpr, ACC_F64: gl.constexpr, INT64: gl.constexpr,
+                             SPT_K: gl.constexpr, TPW_Q: gl.constexpr, TPW_K: gl.constexpr, WPC_Q: gl.constexpr,
+                             WPC_K: gl.constexpr):  # fmt: skip
+    # ``depthwise_rows_kernel`` with its [BLOCK_Q, BLOCK_K] tensors laid out explicitly
+    # (``fprop.DepthwiseRows.gluon_layout``: the layout Triton's coalescing pass picks for them),
+    # compiled as Gluon, whose pipeline has no coalescing pass. That pass visits, for every load
+    # and store, every op connected to it and each of those ops' slices again: on ConvNeXt's 7x7
+    # tile of 7 columns (75 loads, 1378 ops) it took 1.1 of the 1.7 s compile on the dev CPU, the
+    # longest compile of a first call. Same SASS as the Triton entry (tests/test_depthwise_gluon.py).
+    depthwise_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, H, W, P, Q, K, MULT, ROWS, s_xn, s_xh, s_xw, s_xc, s_wt, s_yn,
+                          s_yk, s_yp, s_yq, pad_h, pad_w, CG, R, S, STRIDE_H, STRIDE_W, DIL_W, BLOCK_Q, COLS, BLOCK_K,
+                          VEC, PRELOAD, PREFETCH, TRIM, HAS_BIAS, ACC_F64, INT64,
+                          gl.BlockedLayout([1, SPT_K], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]))  # fmt: skip
 
 
 @triton.jit
@@ -381,11 +417,11 @@ def _step_loads(x_cols, ih0, H, col_oks, s_xh, s_xw, STRIDE_H: tl.constexpr, NJ:
             ok = col_oks[j] & row_ok
             if _read(j, COLS, S, STRIDE_W, DIL_W):
                 if INT64:
-                    v = tl.load(x_row + tl.full((), j, tl.int64) * s_xw, mask=ok, other=0.0)
+                    v = tl.load(x_row + tl.cast(j, tl.int64) * s_xw, mask=ok, other=0.0)
                 else:
                     v = tl.load(x_row + j * s_xw, mask=ok, other=0.0)
             else:
-                v = tl.zeros(ok.shape, x_cols.dtype.element_ty)
+                v = (ok & False).to(x_cols.dtype.element_ty)  # tl.zeros has no layout under Gluon
             vals = vals + (v,)
     return vals
 
@@ -411,7 +447,7 @@ def _group_loads(x_cols, s_xc, ih0, H, col_oks, s_xh, s_xw, CG: tl.constexpr, ST
     vals = ()
     for cc in tl.static_range(CG):
         if INT64:
-            base = x_cols + tl.full((), cc, tl.int64) * s_xc
+            base = x_cols + tl.cast(cc, tl.int64) * s_xc
         else:
             base = x_cols + cc * s_xc
         vals = vals + _step_loads(base, ih0, H, col_oks, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,

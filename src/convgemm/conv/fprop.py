@@ -1459,7 +1459,7 @@ class DepthwiseRows(Depthwise):
         return regs * (2 if prob.dtype == torch.float64 else 1)
 
     def _launch_spec(self, prob, x, wt, bias, y, cfg):
-        from .depthwise import depthwise_rows_kernel
+        from .depthwise import depthwise_rows_kernel, depthwise_rows_kernel_gl
 
         rows = max(1, cfg.block_k)
         cols = max(1, cfg.cols)
@@ -1470,7 +1470,43 @@ class DepthwiseRows(Depthwise):
         consts = {"CG": prob.cg, "STRIDE_H": prob.stride[0], "STRIDE_W": prob.stride[1], "DIL_W": prob.dilation[1],
                   "COLS": cols, "VEC": cfg.vec, "PRELOAD": self.preload(prob, cfg),
                   "PREFETCH": max(0, cfg.num_stages - 1), "TRIM": self.trim(prob, rows)}  # fmt: skip
-        return depthwise_rows_kernel, grid, args, consts
+        layout = self.gluon_layout(prob, cfg, x, y, wt, bias)
+        if layout is None:
+            return depthwise_rows_kernel, grid, args, consts
+        return depthwise_rows_kernel_gl, grid, args, {**consts, **layout}
+
+    @staticmethod
+    def gluon_layout(prob: ConvProblem, cfg: Config, x: torch.Tensor, y: torch.Tensor, wt: torch.Tensor,
+                     bias: torch.Tensor | None) -> dict[str, int] | None:  # fmt: skip
+        """The layout constexprs of ``depthwise_rows_kernel_gl`` (the rows kernel with its layout
+        given, compiled without Triton's coalescing pass), or None where the Triton entry runs.
+
+        The layout is the one that pass picks for the kernel's [BLOCK_Q, BLOCK_K] tensors: ``vec``
+        channels per thread (``VEC`` makes them the contiguous runs the pass sees), lanes and then
+        warps across the channels first (``BlockedEncodingAttr::get``'s order). It is given only
+        where that choice does not depend on the pass's alignment analysis: ``vec`` of 1, 2 or 4,
+        16-byte-aligned tensors, channel stride 1 and every other stride of x and y a multiple of
+        16 elements (the arguments Triton specialises as such). ``tests/test_depthwise_gluon.py``
+        compiles both entries for sm_90 and requires the same SASS. ``CONVGEMM_DEPTHWISE_GLUON=0``
+        keeps the Triton entry everywhere. Off under the interpreter, which cannot run Gluon."""
+        if interpreting() or os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
+            return None
+        if prob.cg != 1 or cfg.vec not in (1, 2, 4):
+            return None
+        if max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(y)) >= 2**31:
+            return None  # 64-bit offsets: Triton's TTIR passes, which Gluon skips, shape that address code
+        tensors = [x, y, wt] + ([bias] if bias is not None else [])
+        if any(t.data_ptr() % 16 for t in tensors) or x.stride(1) != 1 or y.stride(1) != 1:
+            return None
+        if any(v % 16 for v in (*x.stride()[::2], x.stride(3), *y.stride()[::2], y.stride(3), wt.stride(0))):
+            return None
+        warps, bk = cfg.num_warps, cfg.block_n
+        # BlockedEncodingAttr::get over [BLOCK_Q, BLOCK_K], order [1, 0]: the channels take lanes
+        # (then warps) up to BLOCK_K / vec threads, the columns the rest
+        threads = min(warps * 32, max(1, bk // cfg.vec))
+        tpw_k = min(threads, 32)
+        wpc_k = max(1, min(threads // tpw_k, warps))
+        return {"SPT_K": cfg.vec, "TPW_Q": 32 // tpw_k, "TPW_K": tpw_k, "WPC_Q": warps // wpc_k, "WPC_K": wpc_k}
 
     @staticmethod
     def trim(prob: ConvProblem, rows: int) -> bool:

@@ -1,0 +1,116 @@
+"""The depthwise rows kernel's Gluon entry (``depthwise_rows_kernel_gl``): when ``run`` takes it,
+the layout it gives, and that it compiles to the Triton entry's sm_90 SASS.
+
+The GPU tests of ``depthwise_rows`` (``test_depthwise.py``, ``test_algorithms.py``) run the Gluon
+entry wherever it applies, so they check its results; the interpreter cannot run Gluon, and on
+the CPU the kernel compiles for sm_90 without a GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from convgemm.conv import fprop
+from convgemm.conv.fprop import Config, DepthwiseRows
+from convgemm.problem import ConvProblem
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _case(c=96, h=14, w=14, r=3, groups=None, dtype=torch.bfloat16, nchw=False):
+    x = torch.zeros(2, c, h, w, dtype=dtype)
+    if not nchw:
+        x = x.to(memory_format=torch.channels_last)
+    groups = groups or c
+    wt = torch.zeros(c, c // groups, r, r, dtype=dtype)
+    prob = ConvProblem.from_tensors(x, wt, stride=(1, 1), padding=(r // 2, r // 2), groups=groups)
+    y = torch.zeros(2, c, prob.p, prob.q, dtype=dtype)
+    if not nchw:
+        y = y.to(memory_format=torch.channels_last)
+    packed = torch.zeros(r * r * (c // groups), c, dtype=dtype)
+    return prob, x, y, packed
+
+
+@pytest.fixture
+def on_gpu_path(monkeypatch):
+    """``gluon_layout`` as on a GPU: it is off under the interpreter."""
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.delenv("CONVGEMM_DEPTHWISE_GLUON", raising=False)
+
+
+def test_layout_is_the_coalesced_one(on_gpu_path):
+    prob, x, y, wt = _case()
+    # the layouts Triton's coalescing pass gave these tiles (their sm_90 TTGIR, session 37)
+    got = DepthwiseRows.gluon_layout(prob, Config(4, 32, 14, 4, 2, cols=7, vec=1), x, y, wt, None)
+    assert got == {"SPT_K": 1, "TPW_Q": 1, "TPW_K": 32, "WPC_Q": 4, "WPC_K": 1}
+    got = DepthwiseRows.gluon_layout(prob, Config(8, 32, 14, 4, 2, cols=2, vec=2), x, y, wt, None)
+    assert got == {"SPT_K": 2, "TPW_Q": 2, "TPW_K": 16, "WPC_Q": 4, "WPC_K": 1}
+    # channels past one warp's lanes take warps
+    got = DepthwiseRows.gluon_layout(prob, Config(1, 128, 14, 4, 2, cols=7, vec=1), x, y, wt, None)
+    assert got == {"SPT_K": 1, "TPW_Q": 1, "TPW_K": 32, "WPC_Q": 1, "WPC_K": 4}
+    for bk in (8, 16, 32, 64, 128, 256):
+        for vec in (1, 2, 4):
+            for warps in (1, 2, 4, 8):
+                lay = DepthwiseRows.gluon_layout(prob, Config(1, bk, 14, warps, 2, vec=vec), x, y, wt, None)
+                assert lay["TPW_Q"] * lay["TPW_K"] == 32 and lay["WPC_Q"] * lay["WPC_K"] == warps
+                assert lay["TPW_K"] * lay["WPC_K"] * vec <= max(bk, 32 * vec)
+
+
+def test_triton_entry_where_the_layout_is_not_certain(on_gpu_path, monkeypatch):
+    cfg = Config(8, 32, 14, 4, 2, cols=2, vec=2)
+    prob, x, y, wt = _case()
+    assert DepthwiseRows.gluon_layout(prob, cfg, x, y, wt, None) is not None
+    assert DepthwiseRows.gluon_layout(prob, cfg, x, y, wt, torch.zeros(96, dtype=torch.bfloat16)) is not None
+    # 16-byte vectors (vec 0): the pass sizes them from its alignment analysis
+    assert DepthwiseRows.gluon_layout(prob, Config(8, 32, 14, 4, 2, cols=2, vec=0), x, y, wt, None) is None
+    # narrow groups: the pass lays the gathered loads out otherwise (different SASS, session 37)
+    gp, gx, gy, gw = _case(c=64, groups=16)
+    assert DepthwiseRows.gluon_layout(gp, cfg, gx, gy, gw, None) is None
+    # a channel count whose pixel strides are not multiples of 16
+    odd = _case(c=100)
+    assert DepthwiseRows.gluon_layout(odd[0], cfg, *odd[1:], None) is None
+    # NCHW (channel stride not 1)
+    nchw = _case(nchw=True)
+    assert DepthwiseRows.gluon_layout(nchw[0], cfg, *nchw[1:], None) is None
+    # a tensor not 16-byte aligned
+    base = torch.zeros(x.numel() + 8, dtype=x.dtype)
+    shifted = base[1:].as_strided(x.shape, x.stride())
+    assert DepthwiseRows.gluon_layout(prob, cfg, shifted, y, wt, None) is None
+    # 64-bit offsets
+    monkeypatch.setattr(DepthwiseRows, "image_span", staticmethod(lambda t: 2**31))
+    assert DepthwiseRows.gluon_layout(prob, cfg, x, y, wt, None) is None
+    monkeypatch.undo()
+    # switched off
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", "0")
+    assert DepthwiseRows.gluon_layout(prob, cfg, x, y, wt, None) is None
+
+
+@pytest.mark.skipif(not fprop.interpreting(), reason="checks the interpreter's choice")
+def test_interpreter_runs_the_triton_entry():
+    prob, x, y, wt = _case()
+    assert DepthwiseRows.gluon_layout(prob, Config(8, 32, 14, 4, 2, cols=2, vec=2), x, y, wt, None) is None
+
+
+def _check(*argv: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "src") + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "depthwise_gluon_check.py"), *argv],
+                         env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    return out.stdout
+
+
+def test_gluon_entry_compiles_to_the_triton_entrys_sass():
+    """Every candidate of a ConvNeXt-like 7x7 layer (2-channel tiles and the one-channel 7-column
+    tile) and of a strided 3x3 (fp32, bias), compiled for sm_90 both ways: same registers, same
+    instructions in the same order (register numbers aside)."""
+    out = _check("16,96,28,28,96,7,7,1,3,1,96", "8,64,1,300,64,1,4,1,0,1,64")
+    out += _check("--dtype", "fp32", "--bias", "--max", "2", "16,144,28,28,144,3,3,2,1,1,144")
+    lines = [ln for ln in out.splitlines() if "compile Triton" in ln]
+    assert len(lines) >= 6 and all(ln.endswith("same") for ln in lines), out
+    assert any(" v1]" in ln for ln in lines), "the one-channel tile was not among the candidates"
