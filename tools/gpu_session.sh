@@ -576,6 +576,26 @@ PY
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
         bash "$0" s35b
         INDUCTOR_TIMEOUT=400 bash "$0" s35e ;;
+    s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
+        # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
+        # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)
+        timeout 150 python3 -m pytest -q -n 12 tests/test_depthwise.py tests/test_conv2d.py tests/test_large.py \
+            -k "depthwise or rows or dw" -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-grouped-gluon.jsonl \
+            timeout 230 python3 -m convgemm bench --dtype bf16 --check --suite grouped --direction fwd \
+            --json "$OUT/grouped-gluon.json" > "$OUT/grouped-gluon.log" 2>&1
+        echo "grouped (Gluon entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-gluon.log" | tail -3 ;;
+    s38b)  # the same suite with the Triton entry everywhere (CONVGEMM_DEPTHWISE_GLUON=0): first calls and speed
+        CONVGEMM_DEPTHWISE_GLUON=0 CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) \
+            CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
+            --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
+        echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s38c)  # issue 4's first-call target on the whole all suite, from empty caches
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/all-tune.jsonl \
+            timeout 330 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
+            > "$OUT/all.log" 2>&1
+        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
     s37a)  # grouped_ws (session 36, written without a GPU): its GPU tests, then its candidates against
         # grouped_tma's on ResNeXt's 3x3 layers in TF32 (where grouped_tma multiplies 8-16x the useful products)
         timeout 200 python3 -m pytest -q -n 12 tests/test_grouped_ws.py tests/test_nonfinite.py -p no:cacheprovider \
