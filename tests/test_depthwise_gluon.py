@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+import triton
 
 from convgemm.conv import fprop
 from convgemm.conv.fprop import Config, DepthwiseRows
@@ -42,7 +43,7 @@ def on_gpu_path(monkeypatch):
     monkeypatch.delenv("CONVGEMM_DEPTHWISE_GLUON", raising=False)
 
 
-def test_layout_is_the_coalesced_one(on_gpu_path):
+def test_layout_on_tiles_of_vec_elements_a_thread(on_gpu_path):
     prob, x, y, wt = _case()
     # the layouts Triton's coalescing pass gave these tiles (their sm_90 TTGIR, session 37)
     got = DepthwiseRows.gluon_layout(prob, Config(4, 32, 14, 4, 2, cols=7, vec=1), x, y, wt, None)
@@ -55,9 +56,14 @@ def test_layout_is_the_coalesced_one(on_gpu_path):
     for bk in (8, 16, 32, 64, 128, 256):
         for vec in (1, 2, 4):
             for warps in (1, 2, 4, 8):
-                lay = DepthwiseRows.gluon_layout(prob, Config(1, bk, 14, warps, 2, vec=vec), x, y, wt, None)
+                bq = 32 * warps * vec // bk  # vec elements a thread, as configs() makes them
+                lay = DepthwiseRows.gluon_layout(prob, Config(bq, bk, 14, warps, 2, vec=vec), x, y, wt, None)
+                if bq == 0:
+                    assert lay is None
+                    continue
                 assert lay["TPW_Q"] * lay["TPW_K"] == 32 and lay["WPC_Q"] * lay["WPC_K"] == warps
-                assert lay["TPW_K"] * lay["WPC_K"] * vec <= max(bk, 32 * vec)
+                # the tile is covered exactly: rows of lanes x warps x one thread's channels
+                assert lay["TPW_K"] * lay["WPC_K"] * vec == bk and lay["TPW_Q"] * lay["WPC_Q"] == bq
 
 
 def test_triton_entry_where_the_layout_is_not_certain(on_gpu_path, monkeypatch):
@@ -80,6 +86,19 @@ def test_triton_entry_where_the_layout_is_not_certain(on_gpu_path, monkeypatch):
     base = torch.zeros(x.numel() + 8, dtype=x.dtype)
     shifted = base[1:].as_strided(x.shape, x.stride())
     assert DepthwiseRows.gluon_layout(prob, cfg, shifted, y, wt, None) is None
+    # a channel multiplier: k // MULT hides the channels' contiguity from the pass (other SASS)
+    xm = torch.zeros(2, 64, 14, 14, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    wm = torch.zeros(128, 1, 3, 3, dtype=torch.bfloat16)
+    pm = ConvProblem.from_tensors(xm, wm, stride=(1, 1), padding=(1, 1), groups=64)
+    ym = torch.zeros(2, 128, 14, 14, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    assert pm.kg == 2 and DepthwiseRows.gluon_layout(pm, cfg, xm, ym, torch.zeros(9, 128, dtype=xm.dtype), None) is None
+    # tiles of other than vec elements a thread: the pass would give a thread another count
+    assert DepthwiseRows.gluon_layout(prob, Config(8, 32, 14, 4, 2, cols=2, vec=1), x, y, wt, None) is None
+    assert DepthwiseRows.gluon_layout(prob, Config(4, 32, 14, 4, 2, cols=2, vec=2), x, y, wt, None) is None
+    # more than 16 bytes a thread
+    f64 = _case(dtype=torch.float64)
+    assert DepthwiseRows.gluon_layout(f64[0], Config(8, 64, 14, 4, 2, vec=4), *f64[1:], None) is None
+    assert DepthwiseRows.gluon_layout(f64[0], Config(8, 32, 14, 4, 2, vec=2), *f64[1:], None) is not None
     # 64-bit offsets
     monkeypatch.setattr(DepthwiseRows, "image_span", staticmethod(lambda t: 2**31))
     assert DepthwiseRows.gluon_layout(prob, cfg, x, y, wt, None) is None
@@ -88,6 +107,36 @@ def test_triton_entry_where_the_layout_is_not_certain(on_gpu_path, monkeypatch):
     monkeypatch.setattr(fprop, "interpreting", lambda: False)
     monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", "0")
     assert DepthwiseRows.gluon_layout(prob, cfg, x, y, wt, None) is None
+
+
+def test_launch_binds_every_parameter_of_both_entries(on_gpu_path, monkeypatch):
+    """``Launch`` hands the compiled launcher every parameter after the runtime arguments: the
+    Triton entry's ``LAYOUT`` comes from its default (a KeyError on every GPU launch of it before
+    ``launch_tail``), the Gluon entry's layout constexprs from ``run``."""
+    from convgemm.conv import depthwise
+    from convgemm.matmul.launch import launch_tail
+
+    captured = []
+    monkeypatch.setattr(fprop, "_run_kernel", lambda launch, fn, grid, args, constexprs, options: captured.append(
+        (fn, args, constexprs())))  # fmt: skip
+    algo = fprop.ALGORITHMS["depthwise_rows"]
+    prob, x, y, _ = _case()
+    w = torch.zeros(96, 1, 3, 3, dtype=torch.bfloat16)
+    algo.run(prob, x, w, None, y, Config(8, 32, 14, 4, 2, cols=2, vec=2))  # aligned: Gluon
+    nprob, nx, ny, _ = _case(c=64, groups=16)
+    algo.run(
+        nprob, nx, torch.zeros(64, 4, 3, 3, dtype=torch.bfloat16), None, ny, Config(8, 32, 14, 4, 2, cols=2, vec=1)
+    )
+    (gl_fn, gl_args, gl_kw), (tt_fn, tt_args, tt_kw) = captured
+    assert gl_fn is depthwise.depthwise_rows_kernel_gl and tt_fn is depthwise.depthwise_rows_kernel
+    # under the interpreter the Triton entry is an InterpretedFunction: its JITFunction binds the same
+    tt_fn = tt_fn if hasattr(tt_fn, "params") else triton.runtime.jit.JITFunction(tt_fn.fn)
+    gl_tail = launch_tail(gl_fn, len(gl_args), gl_kw)
+    tt_tail = launch_tail(tt_fn, len(tt_args), tt_kw)
+    assert len(gl_tail) == len(gl_fn.arg_names) - len(gl_args) and gl_tail[-5:] == (2, 2, 16, 4, 1)
+    assert len(tt_tail) == len(tt_fn.arg_names) - len(tt_args) and tt_tail[-1] is None
+    with pytest.raises(TypeError, match="no value for parameter 'INT64'"):
+        launch_tail(tt_fn, len(tt_args), {k: v for k, v in tt_kw.items() if k != "INT64"})
 
 
 @pytest.mark.skipif(not fprop.interpreting(), reason="checks the interpreter's choice")

@@ -62,7 +62,10 @@ def main() -> None:
         except (ValueError, SyntaxError):
             consts[k.strip()] = getattr(mod, v.strip())
     full = {}
+    defaults = {q.name: q.default for q in fn.params if q.has_default}
     for i, p in enumerate(fn.arg_names):
+        if p not in consts and p not in sig and p in defaults:
+            consts[p] = defaults[p]  # a defaulted constexpr (depthwise_rows_kernel's LAYOUT)
         if p in consts:
             full[p] = "constexpr"
         elif p in sig:

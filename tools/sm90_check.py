@@ -60,7 +60,10 @@ def compile_report(target: str, sig: dict, consts: dict, warps: int, stages: int
         cpaths[path] = tl.constexpr(v)
         return "constexpr"
 
+    defaults = {q.name: q.default for q in fn.params if q.has_default}
     for p in fn.arg_names:
+        if p not in consts and p not in sig and p in defaults:
+            consts[p] = defaults[p]  # a defaulted constexpr (depthwise_rows_kernel's LAYOUT)
         if p in consts:
             full[p] = "constexpr"
         elif p in sig:

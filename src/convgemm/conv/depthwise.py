@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
+
+try:  # Gluon (Triton 3.6): the rows kernel's Gluon entry; without it the Triton entry runs everywhere
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+except ImportError:  # pragma: no cover - an older Triton
+    gluon = gl = None
 
 from ..matmul.blocks import activation_epilogue
 
@@ -300,25 +304,32 @@ def depthwise_rows_kernel(
             accs = (zero,) * COLS + accs[: (M - 1) * COLS]
 
 
-@gluon.jit
-def depthwise_rows_kernel_gl(x_ptr, w_ptr, b_ptr, y_ptr, H, W, P, Q, K, MULT, ROWS, s_xn, s_xh, s_xw, s_xc, s_wt, s_yn,
-                             s_yk, s_yp, s_yq, pad_h, pad_w, CG: gl.constexpr, R: gl.constexpr, S: gl.constexpr,
-                             STRIDE_H: gl.constexpr, STRIDE_W: gl.constexpr, DIL_W: gl.constexpr,
-                             BLOCK_Q: gl.constexpr, COLS: gl.constexpr, BLOCK_K: gl.constexpr, VEC: gl.constexpr,
-                             PRELOAD: gl.constexpr, PREFETCH: gl.constexpr, TRIM: gl.constexpr,
-                             HAS_BIAS: gl.constexpr, ACC_F64: gl.constexpr, INT64: gl.constexpr,
-                             SPT_K: gl.constexpr, TPW_Q: gl.constexpr, TPW_K: gl.constexpr, WPC_Q: gl.constexpr,
-                             WPC_K: gl.constexpr):  # fmt: skip
-    # ``depthwise_rows_kernel`` with its [BLOCK_Q, BLOCK_K] tensors laid out explicitly
-    # (``fprop.DepthwiseRows.gluon_layout``: the layout Triton's coalescing pass picks for them),
-    # compiled as Gluon, whose pipeline has no coalescing pass. That pass visits, for every load
-    # and store, every op connected to it and each of those ops' slices again: on ConvNeXt's 7x7
-    # tile of 7 columns (75 loads, 1378 ops) it took 1.1 of the 1.7 s compile on the dev CPU, the
-    # longest compile of a first call. Same SASS as the Triton entry (tests/test_depthwise_gluon.py).
-    depthwise_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, H, W, P, Q, K, MULT, ROWS, s_xn, s_xh, s_xw, s_xc, s_wt, s_yn,
-                          s_yk, s_yp, s_yq, pad_h, pad_w, CG, R, S, STRIDE_H, STRIDE_W, DIL_W, BLOCK_Q, COLS, BLOCK_K,
-                          VEC, PRELOAD, PREFETCH, TRIM, HAS_BIAS, ACC_F64, INT64,
-                          gl.BlockedLayout([1, SPT_K], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]))  # fmt: skip
+if gluon is not None:
+
+    @gluon.jit
+    def depthwise_rows_kernel_gl(x_ptr, w_ptr, b_ptr, y_ptr, H, W, P, Q, K, MULT, ROWS, s_xn, s_xh, s_xw, s_xc, s_wt,
+                                 s_yn, s_yk, s_yp, s_yq, pad_h, pad_w, CG: gl.constexpr, R: gl.constexpr,
+                                 S: gl.constexpr, STRIDE_H: gl.constexpr, STRIDE_W: gl.constexpr,
+                                 DIL_W: gl.constexpr, BLOCK_Q: gl.constexpr, COLS: gl.constexpr,
+                                 BLOCK_K: gl.constexpr, VEC: gl.constexpr, PRELOAD: gl.constexpr,
+                                 PREFETCH: gl.constexpr, TRIM: gl.constexpr, HAS_BIAS: gl.constexpr,
+                                 ACC_F64: gl.constexpr, INT64: gl.constexpr, SPT_K: gl.constexpr,
+                                 TPW_Q: gl.constexpr, TPW_K: gl.constexpr, WPC_Q: gl.constexpr,
+                                 WPC_K: gl.constexpr):  # fmt: skip
+        # ``depthwise_rows_kernel`` with its [BLOCK_Q, BLOCK_K] tensors laid out explicitly
+        # (``fprop.DepthwiseRows.gluon_layout``: the layout Triton's coalescing pass picks for
+        # them), compiled as Gluon, whose pipeline has no coalescing pass. That pass visits, for
+        # every load and store, every op connected to it and each of those ops' slices again: on
+        # ConvNeXt's 7x7 tile of 7 columns (75 loads, 1378 ops) it took 1.1 of the 1.7 s compile
+        # on the dev CPU, the longest compile of a first call. Same sm_90 SASS as the Triton entry
+        # where gluon_layout gives it (tests/test_depthwise_gluon.py).
+        depthwise_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, H, W, P, Q, K, MULT, ROWS, s_xn, s_xh, s_xw, s_xc, s_wt,
+                              s_yn, s_yk, s_yp, s_yq, pad_h, pad_w, CG, R, S, STRIDE_H, STRIDE_W, DIL_W, BLOCK_Q,
+                              COLS, BLOCK_K, VEC, PRELOAD, PREFETCH, TRIM, HAS_BIAS, ACC_F64, INT64,
+                              gl.BlockedLayout([1, SPT_K], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]))  # fmt: skip
+
+else:  # pragma: no cover
+    depthwise_rows_kernel_gl = None
 
 
 @triton.jit

@@ -1484,14 +1484,25 @@ class DepthwiseRows(Depthwise):
         The layout is the one that pass picks for the kernel's [BLOCK_Q, BLOCK_K] tensors: ``vec``
         channels per thread (``VEC`` makes them the contiguous runs the pass sees), lanes and then
         warps across the channels first (``BlockedEncodingAttr::get``'s order). It is given only
-        where that choice does not depend on the pass's alignment analysis: ``vec`` of 1, 2 or 4,
-        16-byte-aligned tensors, channel stride 1 and every other stride of x and y a multiple of
-        16 elements (the arguments Triton specialises as such). ``tests/test_depthwise_gluon.py``
-        compiles both entries for sm_90 and requires the same SASS. ``CONVGEMM_DEPTHWISE_GLUON=0``
-        keeps the Triton entry everywhere. Off under the interpreter, which cannot run Gluon."""
-        if interpreting() or os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
+        where that choice is known not to depend on the pass's analysis: depthwise with multiplier 1
+        (with a multiplier, ``k // MULT`` hides the channels' contiguity and the pass lays the
+        loads out column-major: other SASS), ``vec`` of 1, 2 or 4 with ``vec`` elements a thread
+        in the tile, 16-byte-aligned tensors, channel stride 1 and every other stride of x and y
+        (and the weight's tap stride) a multiple of 16 elements (the arguments Triton specialises
+        as such), 32-bit offsets. ``tests/test_depthwise_gluon.py`` compiles both entries for
+        sm_90 and requires the same SASS. ``CONVGEMM_DEPTHWISE_GLUON=0`` keeps the Triton entry
+        everywhere. Off under the interpreter, which cannot run Gluon, and without Gluon."""
+        from .depthwise import depthwise_rows_kernel_gl
+
+        if interpreting() or depthwise_rows_kernel_gl is None or os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
             return None
-        if prob.cg != 1 or cfg.vec not in (1, 2, 4):
+        if prob.cg != 1 or prob.kg != 1 or cfg.vec not in (1, 2, 4) or cfg.vec * prob.dtype.itemsize > 16:
+            return None
+        warps, bk = cfg.num_warps, cfg.block_n
+        if cfg.block_m * bk != 32 * warps * cfg.vec:
+            # the pass gives a thread as many channels as the tile has elements a thread (up to 16
+            # bytes, and up to the contiguity it sees: vec, or the whole block at vec 1): vec only
+            # when that count is vec, as in every tile configs() makes
             return None
         if max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(y)) >= 2**31:
             return None  # 64-bit offsets: Triton's TTIR passes, which Gluon skips, shape that address code
@@ -1500,7 +1511,6 @@ class DepthwiseRows(Depthwise):
             return None
         if any(v % 16 for v in (*x.stride()[::2], x.stride(3), *y.stride()[::2], y.stride(3), wt.stride(0))):
             return None
-        warps, bk = cfg.num_warps, cfg.block_n
         # BlockedEncodingAttr::get over [BLOCK_Q, BLOCK_K], order [1, 0]: the channels take lanes
         # (then warps) up to BLOCK_K / vec threads, the columns the rest
         threads = min(warps * 32, max(1, bk // cfg.vec))

@@ -194,14 +194,26 @@ class Launch:
 
                 install_tma_encode_cache()
 
-                # the launcher takes every parameter in signature order, constexprs included
-                self._tail = tuple(constexprs[name] for name in fn.arg_names[len(args) :])
+                self._tail = launch_tail(fn, len(args), constexprs)
                 self._stream = driver.active.get_current_stream
                 self._compiled = kernel
                 if os.environ.get("CONVGEMM_FAST_LAUNCH", "1") != "0":
                     self._fast = _bind_fast(kernel, grid, args, self._tail)
             return
         self.relaunch(grid, args)
+
+
+def launch_tail(fn, nargs: int, constexprs: dict) -> tuple:
+    """The values of ``fn``'s parameters after its first ``nargs``, in signature order, as its
+    compiled launcher takes them (constexprs included): from ``constexprs``, else the parameter's
+    default, as Triton's binder filled it (``depthwise_rows_kernel``'s ``LAYOUT``)."""
+    defaults = {p.name: p.default for p in fn.params if p.has_default}
+    out = []
+    for name in fn.arg_names[nargs:]:
+        if name not in constexprs and name not in defaults:
+            raise TypeError(f"{fn.__name__}: no value for parameter {name!r}; pass it with the launch's constexprs")
+        out.append(constexprs[name] if name in constexprs else defaults[name])
+    return tuple(out)
 
 
 def aux_of(launch: Launch | None) -> Launch | None:
