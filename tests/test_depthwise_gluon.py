@@ -163,3 +163,54 @@ def test_gluon_entry_compiles_to_the_triton_entrys_sass():
     lines = [ln for ln in out.splitlines() if "compile Triton" in ln]
     assert len(lines) >= 6 and all(ln.endswith("same") for ln in lines), out
     assert any(" v1]" in ln for ln in lines), "the one-channel tile was not among the candidates"
+
+
+GPU_LAYERS = [
+    (4, 96, 28, 28, 7, 1),  # ConvNeXt-like 7x7: the 2-channel tiles and the one-channel 7-column tile
+    (4, 144, 28, 28, 3, 2),  # a strided 3x3
+    (2, 64, 1, 300, 4, 1),  # a causal conv1d as a one-row image (1x4 filter)
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
+def test_gpu_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
+    """Every candidate ``configs()`` makes, run through the Gluon entry and then with
+    ``CONVGEMM_DEPTHWISE_GLUON=0`` through the Triton entry: the same SASS, so the same bits; and
+    against float64."""
+    from convgemm.conv import depthwise
+    from convgemm.functional import _prepare
+
+    n, c, h, w, r, stride = layer
+    s_ = r
+    if h == 1:  # the conv1d: a 1 x r filter
+        r = 1
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(n, c, h, w, generator=g).to("cuda", dtype).to(memory_format=torch.channels_last)
+    wt = torch.randn(c, 1, r, s_, generator=g).to("cuda", dtype)
+    b = torch.randn(c, generator=g).to("cuda", dtype)
+    pad = (r // 2, s_ // 2 if h > 1 else 0)
+    prob, xp, _ = _prepare(x, wt, b, (stride, stride), pad, (1, 1), c)
+    algo = fprop.ALGORITHMS["depthwise_rows"]
+    chosen = []
+    real = fprop._run_kernel
+
+    def spy(launch, fn, grid, args, constexprs, options):
+        chosen.append(fn)
+        real(launch, fn, grid, args, constexprs, options)
+
+    monkeypatch.setattr(fprop, "_run_kernel", spy)
+    ref = torch.nn.functional.conv2d(x.double(), wt.double(), b.double(), stride=stride, padding=pad, groups=c)
+    for cfg in algo.configs(prob):
+        outs = []
+        for flag in ("1", "0"):
+            monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", flag)
+            y = torch.full((n, c, prob.p, prob.q), float("nan"), device="cuda", dtype=dtype)
+            y = y.to(memory_format=torch.channels_last)
+            algo.run(prob, xp, wt, b, y, cfg)
+            outs.append(y)
+        assert chosen[-2:] == [depthwise.depthwise_rows_kernel_gl, depthwise.depthwise_rows_kernel], cfg
+        assert torch.equal(outs[0], outs[1]), f"{cfg.describe()}: the two entries differ"
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        torch.testing.assert_close(outs[0].double(), ref, rtol=tol, atol=tol)

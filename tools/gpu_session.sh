@@ -579,8 +579,8 @@ PY
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)
-        timeout 150 python3 -m pytest -q -n 12 tests/test_depthwise.py tests/test_conv2d.py tests/test_large.py \
-            -k "depthwise or rows or dw" -p no:cacheprovider --tb=short -W ignore 2>&1 \
+        timeout 150 python3 -m pytest -q -n 12 tests/test_depthwise_gluon.py tests/test_depthwise.py tests/test_conv2d.py \
+            tests/test_large.py -k "depthwise or rows or dw or entries" -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests.log"
         CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-grouped-gluon.jsonl \
             timeout 230 python3 -m convgemm bench --dtype bf16 --check --suite grouped --direction fwd \
