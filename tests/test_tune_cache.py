@@ -375,8 +375,8 @@ def test_tuner_prunes_narrow_groups_and_stems():
 
 def test_tuner_prunes_for_flat_rows():
     """4-16 input channels under a 3x3 filter (16-bit): flat_rows and one
-    implicit_gemm fallback are tuned; RGB stems, one-channel layers, 1x1 heads and fp32 keep the
-    other kernels; from 64 channels flat_rows itself is left out, and on 7x7 stems the unfold
+    implicit_gemm fallback are tuned (fp32: the TMA kernels too, not the unfold or small_k); RGB
+    stems, one-channel layers and 1x1 heads keep the other kernels; from 64 channels flat_rows itself is left out, and on 7x7 stems the unfold
     takes its place."""
 
     def names(xs, ws, dtype=torch.float16, stride=1):
@@ -387,7 +387,11 @@ def test_tuner_prunes_for_flat_rows():
     narrow = names((32, 8, 32, 32), (8, 8, 3, 3))
     assert set(narrow) == {"flat_rows", "implicit_gemm"} and narrow.count("implicit_gemm") == 1
     assert set(names((16, 16, 64, 64), (16, 16, 3, 3))) == {"flat_rows", "implicit_gemm"}
-    assert "narrow_tma" in names((16, 16, 64, 64), (16, 16, 3, 3), dtype=torch.float32)
+    # fp32: the TMA kernels stay (narrow_tma won the seed 16->16 in TF32), the unfold and small_k go
+    fp32 = names((16, 16, 64, 64), (16, 16, 3, 3), dtype=torch.float32)
+    assert {"flat_rows", "narrow_tma", "implicit_gemm_tma"} <= set(fp32) and fp32.count("implicit_gemm") == 1
+    assert not {"width_unfold", "small_k"} & set(fp32)
+    assert "small_k" in names((16, 16, 64, 64), (16, 16, 5, 5), dtype=torch.float32)  # a 5x5: not the rule's
     assert "width_unfold" in names((2, 3, 32, 32), (32, 3, 3, 3), stride=2)  # MobileNet's stem
     assert "narrow_tma" in names((1, 16, 32, 32), (16, 16, 1, 1))  # a 1x1 head
     assert "flat_rows" not in names((8, 64, 16, 16), (64, 64, 3, 3))

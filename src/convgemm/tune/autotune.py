@@ -58,6 +58,18 @@ def _flat_rows_narrow(prob: ConvProblem, names: set[str]) -> bool:
     return "flat_rows" in names and flat_rows_narrow(prob)
 
 
+def _flat_rows_narrow_fp32(prob: ConvProblem, names: set[str]) -> bool:
+    """``flat_rows_narrow``'s layers in fp32 (TF32 or strict): there the TMA kernels stay tuned."""
+    return (
+        "flat_rows" in names
+        and prob.dtype == torch.float32
+        and 4 <= prob.c <= 16
+        and prob.groups == 1
+        and 1 < prob.s <= 3
+        and prob.r <= 3
+    )
+
+
 def _unfolds_stem(prob: ConvProblem, names: set[str]) -> bool:
     return "width_unfold" in names and ALGORITHMS["width_unfold"].heuristic_ok(prob)
 
@@ -120,6 +132,14 @@ _PRUNE = (
         for a in ("width_unfold", "narrow_tma", "narrow_fold", "implicit_gemm_tma", "implicit_gemm_ws", "small_k")
     ),
     ("implicit_gemm", "default", _flat_rows_narrow),
+    # the same layers in fp32: flat_rows won two of the three (latent 4->64, narrow 8->8) and
+    # narrow_tma the seed 16->16, in TF32 (session 35) and strict fp32 (session 34) alike; the
+    # unfold was 1.49-3.30x slower than the winner on all six, small_k 1.56-5.92x, implicit_gemm
+    # 1.45-4.53x. Their 16-17 candidates made the process's first shape (the seed 16->16) a
+    # 4.3-6.3 s first call
+    ("width_unfold", "drop", _flat_rows_narrow_fp32),
+    ("small_k", "drop", _flat_rows_narrow_fp32),
+    ("implicit_gemm", "default", _flat_rows_narrow_fp32),
     # RGB stems of 7 or more filter rows: width_unfold won all four the H200 timed (session 29:
     # flat_rows 1.75-1.94x slower on the 7x7 and 11x11 stems; it won the 3x3 ones)
     ("flat_rows", "drop", lambda p, n: "width_unfold" in n and p.r >= 7),
