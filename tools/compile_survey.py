@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 os.environ.pop("TRITON_INTERPRET", None)
 os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-survey-"))
@@ -36,9 +35,10 @@ def main() -> int:
     a = ap.parse_args()
 
     import torch
-    from compile_call import _compile
-    from compile_gluon import compile_sm90
+    from depthwise_gluon_check import _compile
     from triton.experimental.gluon._runtime import GluonJITFunction
+
+    os.environ.pop("TRITON_ALWAYS_COMPILE", None)  # that tool's setting: here the cache is shared, as in a bench run
 
     import convgemm.functional as F
     from convgemm.bench.suites import suite
@@ -69,7 +69,6 @@ def main() -> int:
     fprop._run_kernel = capture
     ws3d.gluon_launch = ws_wgrad.gluon_launch = capture_gluon
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
-    out_dir = tempfile.mkdtemp(prefix="compile-survey-")
     rows = []
     for shp in suite(a.suite):
         if a.only and a.only not in shp.name:
@@ -86,16 +85,14 @@ def main() -> int:
             except Exception:  # noqa: BLE001 - a candidate the tuner would drop
                 failed += 1
                 continue
-            t = time.perf_counter()
+            spent = 0.0
             for fn, args, kw, options in captured:
                 try:
-                    if options is None:
-                        compile_sm90(fn, args, kw, out_dir)
-                    else:
-                        _compile(fn, None, args, kw, options, out_dir)
-                except Exception:  # noqa: BLE001
+                    spent += _compile(fn, args, {**kw, **(options or {})})[1]
+                except Exception as e:  # noqa: BLE001
                     failed += 1
-            times.append((time.perf_counter() - t, f"{algo.name} [{cfg.describe()}]"))
+                    print(f"  {algo.name} [{cfg.describe()}] {getattr(fn, '__name__', fn)}: {type(e).__name__}: {e}")
+            times.append((spent, f"{algo.name} [{cfg.describe()}]"))
         longest = max(times, default=(0.0, ""))
         row = {"name": shp.name, "candidates": len(times), "failed": failed, "longest_s": round(longest[0], 3),
                "longest": longest[1], "sum_s": round(sum(t for t, _ in times), 3)}  # fmt: skip
