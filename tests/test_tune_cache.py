@@ -399,6 +399,26 @@ def test_tuner_prunes_for_flat_rows():
     assert "width_unfold" in stem and "flat_rows" not in stem
 
 
+def test_tuner_prunes_implicit_gemm_on_fp32_stems(monkeypatch):
+    """1-3 input channels in fp32: one implicit_gemm config (a fallback) among the candidates,
+    with the GPU's config lists (the interpreter's are one or two configs anyway); 16-bit stems of
+    fewer than 64 filters keep all of its configs."""
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda *_: 132)
+
+    def names(xs, ws, dtype, stride=1):
+        prob = _gpu_like(xs, ws, dtype=dtype, stride=stride)
+        cands = [a for a in ALGORITHMS.values() if a.supports(prob) is None]
+        return [a.name for a, _ in autotune.tuning_pairs(prob, cands)]
+
+    for xs, ws in (((2, 3, 64, 64), (64, 3, 7, 7)), ((2, 3, 64, 64), (32, 3, 3, 3)), ((8, 1, 28, 28), (32, 1, 3, 3))):
+        fp32 = names(xs, ws, torch.float32)
+        assert fp32.count("implicit_gemm") == 1 and len(set(fp32)) > 1, fp32
+    assert names((2, 3, 64, 64), (32, 3, 3, 3), torch.float16, stride=2).count("implicit_gemm") > 1
+
+
 def test_tuner_prunes_rows_kernel_on_one_channel_layers():
     """One input channel without groups: the depthwise rows kernel (as a channel multiplier) is
     not tuned (it lost every such layer timed since session 26); real depthwise layers keep it."""

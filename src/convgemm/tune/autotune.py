@@ -140,6 +140,11 @@ _PRUNE = (
     ("width_unfold", "drop", _flat_rows_narrow_fp32),
     ("small_k", "drop", _flat_rows_narrow_fp32),
     ("implicit_gemm", "default", _flat_rows_narrow_fp32),
+    # 1-3 input channels in fp32 (RGB stems and first layers, MNIST, gray): the pointer-gather GEMM
+    # was 2.29-8.49x slower than the winner (width_unfold, flat_rows or small_k) on all eight such
+    # layers of the all suite, in TF32 (session 35) and strict fp32 (session 34); its 2-10
+    # candidates a layer were the most of any algorithm there
+    ("implicit_gemm", "default", lambda p, n: p.dtype == torch.float32 and p.c <= 3 and p.groups == 1),
     # RGB stems of 7 or more filter rows: width_unfold won all four the H200 timed (session 29:
     # flat_rows 1.75-1.94x slower on the 7x7 and 11x11 stems; it won the 3x3 ones)
     ("flat_rows", "drop", lambda p, n: "width_unfold" in n and p.r >= 7),
