@@ -596,6 +596,16 @@ PY
             timeout 330 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \
             > "$OUT/all.log" 2>&1
         echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3 ;;
+    s38d)  # grouped_ws and wgrad_grouped_ws as tuner candidates (session 37, after their probes): the
+        # refusal test fixed for the GPU, then the grouped suite forward and wgrad from empty caches
+        timeout 120 python3 -m pytest -q -n 12 tests/test_grouped_ws.py -k "refusals" -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -5 | tee "$OUT/tests.log"
+        for d in fwd wgrad; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-grouped-$d.jsonl \
+                timeout 200 python3 -m convgemm bench --dtype bf16 --check --suite grouped --direction $d \
+                --json "$OUT/grouped-$d.json" > "$OUT/grouped-$d.log" 2>&1
+            echo "grouped $d: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-$d.log" | tail -3
+        done ;;
     s37a)  # grouped_ws (session 36, written without a GPU): its GPU tests, then its candidates against
         # grouped_tma's on ResNeXt's 3x3 layers in TF32 (where grouped_tma multiplies 8-16x the useful products)
         timeout 200 python3 -m pytest -q -n 12 tests/test_grouped_ws.py tests/test_nonfinite.py -p no:cacheprovider \
