@@ -276,14 +276,20 @@ def test_every_algorithm_can_be_tuned():
 
 
 def test_candidates_reach_the_tuner_once_switched_on(monkeypatch):
-    """With ``CANDIDATES`` on, ``tuning_pairs`` of a ResNeXt layer holds grouped_ws's candidates
-    beside grouped_tma's (no prune rule drops it)."""
+    """With ``CANDIDATES`` on, ``tuning_pairs`` of a ResNeXt layer in fp32 holds grouped_ws's
+    candidates beside grouped_tma's (no prune rule drops it); 16-bit layers get them only with
+    ``SIXTEEN_BIT`` (off: the tuner picked it on no bf16 layer, session 37)."""
     from convgemm.tune import autotune
 
-    prob = _prob(64, 256, 28, 28, 256, 3, 3, 32)
     monkeypatch.setattr(GroupedWs, "CANDIDATES", True)
+    prob = _prob(64, 256, 28, 28, 256, 3, 3, 32, dtype=torch.float32)
     pairs = autotune.tuning_pairs(prob, [ALGORITHMS["grouped_tma"], GWS])
-    assert [c for a, c in pairs if a is GWS] == GWS.candidates(prob)
+    assert GWS.candidates(prob) and [c for a, c in pairs if a is GWS] == GWS.candidates(prob)
+    half = _prob(64, 256, 28, 28, 256, 3, 3, 32)
+    assert GWS.candidates(half) and GWS.configs(half) == [] and not GroupedWs.SIXTEEN_BIT
+    monkeypatch.setattr(GroupedWs, "SIXTEEN_BIT", True)
+    pairs = autotune.tuning_pairs(half, [ALGORITHMS["grouped_tma"], GWS])
+    assert [c for a, c in pairs if a is GWS] == GWS.candidates(half)
 
 
 # --- wgrad_grouped_ws: grouped weight gradients on the Gluon wgrad ------------------------------

@@ -2268,8 +2268,12 @@ class GroupedWs(Algorithm):
     fuses_activation = True
     #: whether the tuner offers it: on since session 37, when the H200 passed its tests and
     #: ``tools/config_probe.py`` timed its best candidate faster than ``grouped_tma``'s on 6 of
-    #: ResNeXt's 7 layers in TF32 (1.02-1.14x) and on 5 in bf16 (up to 1.10x)
+    #: ResNeXt's 7 layers in TF32 (1.02-1.14x); ``configs`` offers it in fp32 only (``SIXTEEN_BIT``)
     CANDIDATES = True
+    #: 16-bit layers too: off. In bf16 the probe's margins were 1.00-1.10x and the tuner picked it
+    #: on none of ResNeXt's 7 layers (session 37, grouped suite from empty caches), while its
+    #: candidates took the first of them from 1.8 to 3.4 s of first-call tuning
+    SIXTEEN_BIT = False
 
     @staticmethod
     def widths(prob: ConvProblem) -> list[int]:
@@ -2323,7 +2327,7 @@ class GroupedWs(Algorithm):
         return cfg.gt >= 1
 
     def configs(self, prob: ConvProblem) -> list[Config]:
-        if not self.CANDIDATES:
+        if not self.CANDIDATES or (prob.dtype.itemsize == 2 and not self.SIXTEEN_BIT):
             return []
         return self.candidates(prob)
 
