@@ -16,6 +16,13 @@ whether a kernel with no register reuse but full-width loads gets nearer to it t
 ``--heads`` does the same for the tiny 1x1 heads of the suite (the segmentation head 16->1 over 8 x
 256 x 256, CRAFT's 16->2 over 384 x 384; issue 4 asks 2x cuDNN): cuDNN, the tuned choice, and a
 copy that moves as many bytes as the head reads and writes.
+
+``--wgrad`` measures issue 5's "depthwise wgrad >= 3x cuDNN" against the same floors on the
+grouped suite's 14 depthwise layers (MobileNetV2's 3x3, ConvNeXt's 7x7): a read of x and dy
+(one fp32-accumulated ``sum`` over a tensor of their combined size: a wgrad must read both once and
+writes almost nothing), a copy moving the same bytes, the fp32 FMA floor (taps x N*P*Q*C FMAs at
+132 SMs x 128 lanes x 1.98 GHz), cuDNN's ``convolution_backward`` (weight only) and convgemm's
+tuned ``conv2d_weight``; then 3x cuDNN, which is unreachable wherever it is under the read.
 """
 
 from __future__ import annotations
@@ -133,12 +140,63 @@ def head_probe(n: int, c: int, size: int, k: int) -> str:
             f"(2x cuDNN needs {cudnn_us / 2:.1f})")  # fmt: skip
 
 
+DW_WGRAD = [(32, 112, 1, 3), (96, 112, 2, 3), (144, 56, 1, 3), (144, 56, 2, 3), (192, 28, 1, 3), (192, 28, 2, 3),
+            (384, 14, 1, 3), (576, 14, 1, 3), (576, 14, 2, 3), (960, 7, 1, 3), (96, 56, 1, 7), (192, 28, 1, 7),
+            (384, 14, 1, 7), (768, 7, 1, 7)]  # fmt: skip
+FMA_PER_S = 132 * 128 * 1.98e9  # H200 fp32 FMA lanes x boost clock
+
+
+def wgrad_probe(c: int, size: int, st: int, k: int, batch: int) -> str:
+    import torch.nn.functional as F
+
+    import convgemm
+    from convgemm.bench.runner import _gpu_bench
+
+    pad = k // 2
+    x = torch.randn(batch, c, size, size, device="cuda", dtype=torch.bfloat16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(c, 1, k, k, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn_like(F.conv2d(x, wt, stride=st, padding=pad, groups=c))
+    both = torch.randn(x.numel() + dy.numel(), device="cuda", dtype=torch.bfloat16)
+    half = torch.empty(both.numel() // 2, device="cuda", dtype=torch.bfloat16)
+    read_us = _gpu_bench(lambda: torch.sum(both, dtype=torch.float32))
+    copy_us = _gpu_bench(lambda: half.copy_(both[: half.numel()]))
+    fma_us = k * k * dy.numel() / FMA_PER_S * 1e6
+
+    def cudnn():
+        return torch.ops.aten.convolution_backward(dy, x, wt, None, [st, st], [pad, pad], [1, 1], False, [0, 0], c,
+                                                   [False, True, False])[1]  # fmt: skip
+
+    def ours():
+        return convgemm.conv2d_weight(x, wt.shape, dy, stride=st, padding=pad, groups=c)
+
+    ref = cudnn().float()
+    got = ours().float()
+    err = ((got - ref).abs().max() / ref.abs().max()).item()
+    cudnn_us = _gpu_bench(cudnn)
+    ours_us = _gpu_bench(ours)
+    floor = max(read_us, fma_us)
+    name = f"{k}x{k} {c} @{size} s{st}"
+    verdict = (
+        "unreachable" if cudnn_us / 3 < floor else f"needs {100 * floor / (cudnn_us / 3):.0f}% of the floor's speed"
+    )
+    return (f"{name:18s} {read_us:6.1f} {copy_us:6.1f} {fma_us:6.1f} {cudnn_us:7.1f} {ours_us:9.1f} {cudnn_us / 3:7.1f}"
+            f"  {cudnn_us / floor:5.2f}x  {verdict}  (err {err:.1e})")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", default=",".join(str(i) for i in range(len(LAYERS))))
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--heads", action="store_true", help="the tiny 1x1 heads instead of the depthwise layers")
+    ap.add_argument("--wgrad", action="store_true", help="depthwise wgrad against its read and FMA floors")
     args = ap.parse_args()
+    if args.wgrad:
+        print(f"{'layer':18s} {'read':>6s} {'copy':>6s} {'fma':>6s} {'cuDNN':>7s} {'convgemm':>9s} {'cuDNN/3':>7s}"
+              "  cuDNN/floor (the best speedup possible)")  # fmt: skip
+        for layer in DW_WGRAD:
+            print(wgrad_probe(*layer, args.batch), flush=True)
+        return 0
     if args.heads:
         print(f"{'layer':22s} {'copy':>7s} {'cuDNN':>7s} {'convgemm':>9s}  tuned choice")
         for head in HEADS:

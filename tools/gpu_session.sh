@@ -576,6 +576,16 @@ PY
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
         bash "$0" s35b
         INDUCTOR_TIMEOUT=400 bash "$0" s35e ;;
+    s39a)  # session 38: the ws consumer tests (session 35's refactor), the TF32 grouped suite from empty
+        # caches (is grouped_ws picked in fp32, where its probe won?), then depthwise wgrad's floors
+        timeout 120 python3 -m pytest -q -n 12 tests/test_ws_consumers.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-grouped-tf32.jsonl \
+            timeout 260 python3 -m convgemm bench --dtype tf32 --check --suite grouped --direction fwd \
+            --json "$OUT/grouped-tf32.json" > "$OUT/grouped-tf32.log" 2>&1
+        echo "grouped tf32: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-tf32.log" | tail -3
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 180 python3 tools/dw_floor.py --wgrad 2>&1 | grep -v Warning \
+            | tee "$OUT/dw-wgrad-floor.log" ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)
