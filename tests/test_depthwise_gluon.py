@@ -214,3 +214,151 @@ def test_gpu_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
         assert chosen[-2:] == [depthwise.depthwise_rows_kernel_gl, depthwise.depthwise_rows_kernel], cfg
         assert torch.equal(outs[0], outs[1]), f"{cfg.describe()}: the two entries differ"
         assert_close(outs[0], ref, dtype, cfg.describe())
+
+
+# ---------------------------------------------------------------- the depthwise wgrad rows kernel's Gluon entry
+
+
+def _wgrad_case(c=96, h=28, w=28, r=3, stride=1, groups=None, dtype=torch.bfloat16, nchw=False):
+    x = torch.zeros(2, c, h, w, dtype=dtype)
+    groups = groups or c
+    wt = torch.zeros(c, c // groups, r, r, dtype=dtype)
+    prob = ConvProblem.from_tensors(x, wt, stride=(stride, stride), padding=(r // 2, r // 2), groups=groups)
+    dy = torch.zeros(2, c, prob.p, prob.q, dtype=dtype)
+    if not nchw:
+        x, dy = x.to(memory_format=torch.channels_last), dy.to(memory_format=torch.channels_last)
+    return prob, x, dy
+
+
+@pytest.fixture
+def wgrad_on_gpu_path(monkeypatch):
+    """``DepthwiseWgrad.gluon_layout`` as on a GPU: it is off under the interpreter."""
+    from convgemm.conv import backward
+
+    monkeypatch.setattr(backward, "interpreting", lambda: False)
+    monkeypatch.delenv("CONVGEMM_DEPTHWISE_GLUON", raising=False)
+
+
+def test_wgrad_layout_rules(wgrad_on_gpu_path, monkeypatch):
+    from convgemm.conv.backward import DepthwiseWgrad
+
+    cfg = Config(8, 32, 14, 4, 2, split_k=4, cols=7, vec=2)  # as rows_configs makes them: 2 channels a thread
+    prob, x, dy = _wgrad_case()
+    assert DepthwiseWgrad.gluon_layout(prob, cfg, x, dy) == {"SPT_K": 2, "TPW_Q": 2, "TPW_K": 16, "WPC_Q": 4,
+                                                             "WPC_K": 1}  # fmt: skip
+    got = DepthwiseWgrad.gluon_layout(prob, Config(4, 64, 14, 4, 2, split_k=4, cols=2, vec=2), x, dy)
+    assert got == {"SPT_K": 2, "TPW_Q": 1, "TPW_K": 32, "WPC_Q": 4, "WPC_K": 1}
+    s2 = _wgrad_case(c=144, stride=2)
+    assert DepthwiseWgrad.gluon_layout(s2[0], cfg, *s2[1:]) is not None
+    # the cases the Triton entry keeps, as the forward's rule
+    assert DepthwiseWgrad.gluon_layout(prob, Config(4, 32, 14, 4, 2, cols=7, vec=2), x, dy) is None  # 1 a thread
+    assert DepthwiseWgrad.gluon_layout(prob, Config(8, 32, 14, 4, 2, cols=7, vec=0), x, dy) is None
+    gp, gx, gdy = _wgrad_case(c=64, groups=16)
+    assert DepthwiseWgrad.gluon_layout(gp, cfg, gx, gdy) is None  # narrow groups: gathers
+    odd = _wgrad_case(c=100)
+    assert DepthwiseWgrad.gluon_layout(odd[0], cfg, *odd[1:]) is None  # strides not multiples of 16
+    nchw = _wgrad_case(nchw=True)
+    assert DepthwiseWgrad.gluon_layout(nchw[0], cfg, *nchw[1:]) is None
+    base = torch.zeros(x.numel() + 8, dtype=x.dtype)
+    assert DepthwiseWgrad.gluon_layout(prob, cfg, base[1:].as_strided(x.shape, x.stride()), dy) is None
+    # the partial sums' store: more channels than threads would give a thread several
+    assert DepthwiseWgrad.gluon_layout(prob, Config(1, 256, 14, 4, 2, cols=7, vec=2), x, dy) is None
+    monkeypatch.setattr(DepthwiseRows, "image_span", staticmethod(lambda t: 2**31))
+    assert DepthwiseWgrad.gluon_layout(prob, cfg, x, dy) is None  # 64-bit offsets
+    monkeypatch.undo()
+    from convgemm.conv import backward
+
+    monkeypatch.setattr(backward, "interpreting", lambda: False)
+    monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", "0")
+    assert DepthwiseWgrad.gluon_layout(prob, cfg, x, dy) is None
+
+
+def test_wgrad_launch_binds_every_parameter_of_both_entries(wgrad_on_gpu_path, monkeypatch):
+    """As the forward's: the Triton entry's defaulted ``LAYOUT`` / ``LAYOUT1`` are bound from
+    their defaults, the Gluon entry's layout constexprs and ``INT64`` from ``run``."""
+    from convgemm.conv import depthwise_wgrad
+    from convgemm.conv.backward import DepthwiseWgrad
+    from convgemm.matmul.launch import launch_tail
+
+    captured = []
+    monkeypatch.setattr(fprop, "_run_kernel", lambda launch, fn, grid, args, constexprs, options: captured.append(
+        (fn, args, constexprs())))  # fmt: skip
+    algo = DepthwiseWgrad()
+    cfg = Config(8, 32, 14, 4, 2, split_k=4, cols=2, vec=2)
+    prob, x, dy = _wgrad_case()
+    algo.run(prob, x, dy, torch.zeros(96, 1, 3, 3, dtype=torch.bfloat16), cfg)  # aligned: Gluon
+    odd, ox, ody = _wgrad_case(c=100)
+    algo.run(odd, ox, ody, torch.zeros(100, 1, 3, 3, dtype=torch.bfloat16), cfg)  # Triton
+    rows = [c for c in captured if c[0] is not depthwise_wgrad.wgrad_reduce_kernel]
+    (gl_fn, gl_args, gl_kw), (tt_fn, tt_args, tt_kw) = rows
+    assert gl_fn is depthwise_wgrad.depthwise_wgrad_rows_kernel_gl
+    assert tt_fn is depthwise_wgrad.depthwise_wgrad_rows_kernel
+    assert gl_kw["INT64"] is False and tt_kw["INT64"] is False
+    tt_fn = tt_fn if hasattr(tt_fn, "params") else triton.runtime.jit.JITFunction(tt_fn.fn)
+    gl_tail = launch_tail(gl_fn, len(gl_args), gl_kw)
+    tt_tail = launch_tail(tt_fn, len(tt_args), tt_kw)
+    assert len(gl_tail) == len(gl_fn.arg_names) - len(gl_args) and gl_tail[-5:] == (2, 2, 16, 4, 1)
+    assert len(tt_tail) == len(tt_fn.arg_names) - len(tt_args) and tt_tail[-2:] == (None, None)
+
+
+def test_wgrad_gluon_entry_compiles_to_the_same_mix():
+    """Candidates of a strided 3x3 (30 x loads a step, the slowest wgrad first calls) and a 7x7,
+    compiled for sm_90 both ways: the same registers and the same memory, floating-point,
+    shuffle and barrier instructions (the order of address and mask code differs: Gluon has no
+    LICM or instruction-reordering pass)."""
+    out = _check("--wgrad", "--max", "3", "16,96,56,56,96,3,3,2,1,1,96")
+    out += _check("--wgrad", "--max", "1", "8,96,28,28,96,7,7,1,3,1,96")
+    lines = [ln for ln in out.splitlines() if "compile Triton" in ln]
+    assert len(lines) >= 3 and all(" same" in ln and "DIFFERENT" not in ln for ln in lines), out
+
+
+WGRAD_GPU_LAYERS = [
+    (4, 96, 28, 28, 3, 1),
+    (4, 96, 56, 56, 3, 2),  # MobileNetV2-like strided 3x3
+    (4, 96, 28, 28, 7, 1),  # ConvNeXt-like 7x7
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("layer", WGRAD_GPU_LAYERS, ids=str)
+def test_gpu_wgrad_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
+    """Every rows candidate through the Gluon entry and then, with ``CONVGEMM_DEPTHWISE_GLUON=0``,
+    through the Triton entry: the same multiply-adds in the same order (only address code is
+    placed differently), so the same bits; and against float64."""
+    from convgemm.conv import depthwise_wgrad
+    from convgemm.conv.backward import DepthwiseWgrad
+
+    n, c, h, w, r, stride = layer
+    g = torch.Generator().manual_seed(11)
+    x64 = torch.randn(n, c, h, w, generator=g, dtype=torch.float64)
+    prob = ConvProblem.from_tensors(x64, torch.zeros(c, 1, r, r, dtype=torch.float64), stride=(stride, stride),
+                                    padding=(r // 2, r // 2), groups=c)  # fmt: skip
+    dy64 = torch.randn(n, c, prob.p, prob.q, generator=g, dtype=torch.float64)
+    x = x64.to("cuda", dtype).to(memory_format=torch.channels_last)
+    dy = dy64.to("cuda", dtype).to(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.zeros(c, 1, r, r, device="cuda", dtype=dtype), stride=(stride, stride),
+                                    padding=(r // 2, r // 2), groups=c)  # fmt: skip
+    ref = torch.nn.grad.conv2d_weight(x.double().cpu(), (c, 1, r, r), dy.double().cpu(), stride, r // 2, 1, c)
+    chosen = []
+    real = fprop._run_kernel
+
+    def spy(launch, fn, grid, args, constexprs, options):
+        chosen.append(fn)
+        real(launch, fn, grid, args, constexprs, options)
+
+    monkeypatch.setattr(fprop, "_run_kernel", spy)
+    algo = DepthwiseWgrad()
+    cfgs = algo.rows_configs(prob)
+    assert cfgs
+    for cfg in cfgs:
+        outs = []
+        for flag in ("1", "0"):
+            monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", flag)
+            dw = torch.full((c, 1, r, r), float("nan"), device="cuda", dtype=dtype)
+            algo.run(prob, x, dy, dw, cfg)
+            outs.append(dw)
+        rows = [f for f in chosen if f is not depthwise_wgrad.wgrad_reduce_kernel][-2:]
+        assert rows == [depthwise_wgrad.depthwise_wgrad_rows_kernel_gl, depthwise_wgrad.depthwise_wgrad_rows_kernel]
+        assert torch.equal(outs[0], outs[1]), f"{cfg.describe()}: the two entries differ"
+        assert_close(outs[0].cpu(), ref.to(dtype), dtype, cfg.describe())

@@ -586,6 +586,19 @@ PY
         echo "grouped tf32: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-tf32.log" | tail -3
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 180 python3 tools/dw_floor.py --wgrad 2>&1 | grep -v Warning \
             | tee "$OUT/dw-wgrad-floor.log" ;;
+    s39b)  # session 38: the depthwise wgrad rows kernel's Gluon entry (compiles 3-4x faster on the CPU,
+        # same instruction mix): GPU tests (both entries' bits), then the grouped wgrad suite from empty
+        # caches with the Gluon entry and with the Triton one (first calls: 4.7-8.4 s on MobileNetV2's
+        # strided layers in session 37; speed unchanged?)
+        timeout 150 python3 -m pytest -q -n 12 tests/test_depthwise_gluon.py -p no:cacheprovider --tb=short -W ignore \
+            2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests.log"
+        for flag in 1 0; do
+            CONVGEMM_DEPTHWISE_GLUON=$flag CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) \
+                CONVGEMM_TUNE_LOG=$OUT/tune-wgrad-gluon$flag.jsonl timeout 200 python3 -m convgemm bench --dtype bf16 \
+                --check --suite grouped --direction wgrad --json "$OUT/wgrad-gluon$flag.json" \
+                > "$OUT/wgrad-gluon$flag.log" 2>&1
+            echo "grouped wgrad (CONVGEMM_DEPTHWISE_GLUON=$flag): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/wgrad-gluon$flag.log" | tail -3
+        done ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)

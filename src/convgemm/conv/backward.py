@@ -23,6 +23,7 @@ partials are summed in split order by one program (``matmul.blocks.split_k_reduc
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 
@@ -762,10 +763,41 @@ class DepthwiseWgrad:
         _run_kernel(launch, depthwise_wgrad_kernel, grid, args, constexprs, {"num_warps": cfg.num_warps,
                                                                               "num_stages": cfg.num_stages})  # fmt: skip
 
+    @staticmethod
+    def gluon_layout(prob: ConvProblem, cfg: Config, x: torch.Tensor, dy: torch.Tensor) -> dict[str, int] | None:
+        """The layout constexprs of ``depthwise_wgrad_rows_kernel_gl`` (the rows kernel compiled
+        as Gluon, without Triton's coalescing pass), or None where the Triton entry runs.
+
+        The rule of the forward's ``DepthwiseRows.gluon_layout``: depthwise without multiplier,
+        ``vec`` 1, 2 or 4 elements a thread, 16-byte-aligned x and dy with channel stride 1 and
+        their other strides multiples of 16, 32-bit offsets; and, for the partial sums' [BLOCK_K]
+        store, at most one channel a thread (the pass's choice there: ``BLOCK_K / threads``
+        rounded down, at least 1). ``tools/depthwise_gluon_check.py --wgrad`` compiles both
+        entries for sm_90 and compares the SASS. ``CONVGEMM_DEPTHWISE_GLUON=0`` keeps the Triton
+        entry everywhere."""
+        from .depthwise_wgrad import depthwise_wgrad_rows_kernel_gl
+
+        if interpreting() or depthwise_wgrad_rows_kernel_gl is None:
+            return None
+        if os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
+            return None
+        if prob.cg != 1 or prob.kg != 1 or cfg.vec not in (1, 2, 4) or cfg.vec * prob.dtype.itemsize > 16:
+            return None
+        warps, bk = cfg.num_warps, cfg.block_n
+        if cfg.block_m * bk != 32 * warps * cfg.vec or bk > 32 * warps:
+            return None
+        if max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31:
+            return None
+        if x.data_ptr() % 16 or dy.data_ptr() % 16 or x.stride(1) != 1 or dy.stride(1) != 1:
+            return None
+        if any(t.stride(d) % 16 for t in (x, dy) for d in (0, 2, 3)):
+            return None
+        return DepthwiseRows.blocked(bk, cfg.vec, warps)
+
     def _run_rows(self, prob, x, dy, dw, cfg, launch) -> None:
         """The rows kernel into a workspace of per-program partial sums, then
         ``wgrad_reduce_kernel`` (``launch.extra``: its own launch handle) sums them in order."""
-        from .depthwise_wgrad import depthwise_wgrad_rows_kernel, wgrad_reduce_kernel
+        from .depthwise_wgrad import depthwise_wgrad_rows_kernel, depthwise_wgrad_rows_kernel_gl, wgrad_reduce_kernel
         from .fprop import _run_kernel
 
         reason = self.rows_ok(prob)
@@ -790,10 +822,13 @@ class DepthwiseWgrad:
         def constexprs():
             return dict(R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], STRIDE_W=prob.stride[1], DIL_W=prob.dilation[1],
                         BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=max(0, cfg.num_stages - 1),
-                        TRIM=DepthwiseRows.trim(prob, rows),
-                        ACC_F64=acc_t == torch.float64)  # fmt: skip
+                        TRIM=DepthwiseRows.trim(prob, rows), ACC_F64=acc_t == torch.float64,
+                        INT64=max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31,
+                        **(layout or {}))  # fmt: skip
 
-        _run_kernel(launch, depthwise_wgrad_rows_kernel, (k_blocks * prob.cg, n_split), args, constexprs,
+        layout = self.gluon_layout(prob, cfg, x, dy)
+        kernel = depthwise_wgrad_rows_kernel if layout is None else depthwise_wgrad_rows_kernel_gl
+        _run_kernel(launch, kernel, (k_blocks * prob.cg, n_split), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
         if launch is not None and launch.extra is None:
             launch.extra = Launch()

@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .depthwise import _col_masks, _step_loads
+from .depthwise import _col_masks, _step_loads, gl, gluon
 
 
 def tap_chunks(taps: int) -> tuple[int, int, int]:
@@ -321,6 +321,9 @@ def depthwise_wgrad_rows_kernel(
     PREFETCH: tl.constexpr,  # steps whose inputs are loaded ahead (0: none)
     TRIM: tl.constexpr,  # ROWS >= M - 1 and the first and last M - 1 steps unrolled
     ACC_F64: tl.constexpr,
+    INT64: tl.constexpr,  # 64-bit offsets within an image (the forward's rule: an image spans 2**31)
+    LAYOUT: tl.constexpr = None,  # None: Triton's; Gluon's [BLOCK_Q, BLOCK_K] layout from the Gluon entry
+    LAYOUT1: tl.constexpr = None,  # with LAYOUT: the partial sums' [BLOCK_K] store layout
 ):
     """Grid: (channel blocks * CG, splits), the input channel c' of the groups fastest; program
     (kb, c') reads x channel (k // KG) * CG + c' for output channel k. Split ``i`` takes column block ``i % q_blocks`` of the
@@ -337,18 +340,29 @@ def depthwise_wgrad_rows_kernel(
     split = tl.program_id(1)
     qb = split % q_blocks
     grp = split // q_blocks
-    qg = qb * BLOCK_Q * COLS + tl.arange(0, BLOCK_Q) * COLS
-    kr = tl.arange(0, BLOCK_K)
+    if LAYOUT is None:
+        q_range = tl.arange(0, BLOCK_Q)
+        kr = tl.arange(0, BLOCK_K)
+    else:
+        q_range = gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(1, LAYOUT))
+        kr = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, LAYOUT))
+    qg = qb * BLOCK_Q * COLS + q_range * COLS
     if VEC > 0:
         kr = (kr // VEC) * VEC + kr % VEC
     k = kb * BLOCK_K + kr
     k_ok = (k < K)[None, :]
     iw0 = qg * STRIDE_W - pad_w
     col_oks = _col_masks(iw0, W, k_ok, NJ)
-    # 64-bit offsets: an NCHW tensor's channel stride is H*W, and C*H*W may pass 2**31
-    x_cols = x_ptr + (((k // KG) * CG + cc).to(tl.int64) * s_xc)[None, :] + (iw0.to(tl.int64) * s_xw)[:, None]
-    y_cols = dy_ptr + (k.to(tl.int64) * s_yk)[None, :] + (qg.to(tl.int64) * s_yq)[:, None]
-    zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
+    if INT64:  # an NCHW tensor's channel stride is H*W, and C*H*W may pass 2**31
+        x_cols = x_ptr + (((k // KG) * CG + cc).to(tl.int64) * s_xc)[None, :] + (iw0.to(tl.int64) * s_xw)[:, None]
+        y_cols = dy_ptr + (k.to(tl.int64) * s_yk)[None, :] + (qg.to(tl.int64) * s_yq)[:, None]
+    else:
+        x_cols = x_ptr + (((k // KG) * CG + cc) * s_xc)[None, :] + (iw0 * s_xw)[:, None]
+        y_cols = dy_ptr + (k * s_yk)[None, :] + (qg * s_yq)[:, None]
+    if LAYOUT is None:
+        zero = tl.zeros((BLOCK_Q, BLOCK_K), dtype=acc_t)
+    else:
+        zero = gl.zeros((BLOCK_Q, BLOCK_K), acc_t, LAYOUT)
     accs = (zero,) * (R * S)
     for pair in range(grp * pairs_per_split, tl.minimum((grp + 1) * pairs_per_split, pairs)):
         n = pair // strips
@@ -360,7 +374,7 @@ def depthwise_wgrad_rows_kernel(
         nxt = ()  # the next PREFETCH steps' inputs, oldest first, loaded ahead of their use
         for d in tl.static_range(PREFETCH):
             nxt = nxt + _wgrad_inputs((), x_img, y_img, ih_base + d * STRIDE_H, p0, d, ROWS, H, P, col_oks, qg, Q, k_ok,
-                                      s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, 0)[0]  # fmt: skip
+                                      s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64, 0)[0]  # fmt: skip
         lo = 0
         hi = ROWS + M - 1
         if TRIM:
@@ -369,34 +383,69 @@ def depthwise_wgrad_rows_kernel(
             for u in tl.static_range(M - 1):  # slot m holds dy row p0 + u - m: valid for m <= u
                 cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, col_oks, qg, Q,
                                          k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
-                                         PREFETCH)  # fmt: skip
+                                         INT64, PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, 0, u + 1, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
             lo = M - 1
             hi = ROWS
         for u in range(lo, hi):  # every slot may hold a dy row of the strip
             cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + u * STRIDE_H, p0, u, ROWS, H, P, col_oks, qg, Q, k_ok,
-                                     s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, PREFETCH)  # fmt: skip
+                                     s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W, INT64,
+                                     PREFETCH)  # fmt: skip
             dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
             accs = _wgrad_fma(accs, cur, dys, 0, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
         if TRIM:
             for v in tl.static_range(M - 1):  # step ROWS + v: slot m valid for m > v
                 cur, nxt = _wgrad_inputs(nxt, x_img, y_img, ih_base + (ROWS + v) * STRIDE_H, p0, ROWS + v, ROWS, H, P,
                                          col_oks, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq, STRIDE_H, NJ, COLS, S, STRIDE_W,
-                                         DIL_W, PREFETCH)  # fmt: skip
+                                         DIL_W, INT64, PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, v + 1, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
     # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
-    kl = tl.arange(0, BLOCK_K)
     ws = ws_ptr + ((split * tl.num_programs(0) + pid0) * (R * S * BLOCK_K)).to(tl.int64)
-    for t in tl.static_range(R * S):
-        tl.store(ws + t * BLOCK_K + kl, tl.sum(accs[t], axis=0))
+    if LAYOUT is None:
+        kl = tl.arange(0, BLOCK_K)
+        for t in tl.static_range(R * S):
+            tl.store(ws + t * BLOCK_K + kl, tl.sum(accs[t], axis=0))
+    else:
+        kl = gl.arange(0, BLOCK_K, layout=LAYOUT1)
+        for t in tl.static_range(R * S):
+            tl.store(ws + t * BLOCK_K + kl, gl.convert_layout(tl.sum(accs[t], axis=0), LAYOUT1))
+
+
+if gluon is not None:
+
+    @gluon.jit
+    def depthwise_wgrad_rows_kernel_gl(x_ptr, dy_ptr, ws_ptr, H, W, P, Q, K, KG, CG, ROWS, strips, pairs,
+                                       pairs_per_split, q_blocks, s_xn, s_xh, s_xw, s_xc, s_yn, s_yk, s_yp, s_yq,
+                                       pad_h, pad_w, R: gl.constexpr, S: gl.constexpr, STRIDE_H: gl.constexpr,
+                                       STRIDE_W: gl.constexpr, DIL_W: gl.constexpr, BLOCK_Q: gl.constexpr,
+                                       COLS: gl.constexpr, BLOCK_K: gl.constexpr, VEC: gl.constexpr,
+                                       PREFETCH: gl.constexpr, TRIM: gl.constexpr, ACC_F64: gl.constexpr,
+                                       INT64: gl.constexpr, SPT_K: gl.constexpr, TPW_Q: gl.constexpr,
+                                       TPW_K: gl.constexpr, WPC_Q: gl.constexpr, WPC_K: gl.constexpr):  # fmt: skip
+        # ``depthwise_wgrad_rows_kernel`` with its tensors laid out explicitly (the layouts
+        # Triton's coalescing pass picks: ``backward.DepthwiseWgrad.gluon_layout``), compiled as
+        # Gluon, without that pass, as the forward's ``depthwise_rows_kernel_gl``: a stride-2 3x3
+        # tile of 7 columns makes 30 x loads a step, and MobileNetV2's strided layers waited
+        # 4.7-8.4 s on their first wgrad call (session 37). Same sm_90 SASS as the Triton entry
+        # where gluon_layout gives it (tools/depthwise_gluon_check.py --wgrad).
+        depthwise_wgrad_rows_kernel(x_ptr, dy_ptr, ws_ptr, H, W, P, Q, K, KG, CG, ROWS, strips, pairs,
+                                    pairs_per_split, q_blocks, s_xn, s_xh, s_xw, s_xc, s_yn, s_yk, s_yp, s_yq, pad_h,
+                                    pad_w, R, S, STRIDE_H, STRIDE_W, DIL_W, BLOCK_Q, COLS, BLOCK_K, VEC, PREFETCH,
+                                    TRIM, ACC_F64, INT64,
+                                    gl.BlockedLayout([1, SPT_K], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]),
+                                    gl.BlockedLayout([1], [32], [WPC_Q * WPC_K], [0]))  # fmt: skip
+
+else:  # pragma: no cover
+    depthwise_wgrad_rows_kernel_gl = None
 
 
 @triton.jit
 def _wgrad_inputs(nxt, x_img, y_img, ih0, p0, u, ROWS, H, P, col_oks, qg, Q, k_ok, s_xh, s_xw, s_yp, s_yq,
                   STRIDE_H: tl.constexpr, NJ: tl.constexpr, COLS: tl.constexpr, S: tl.constexpr,
-                  STRIDE_W: tl.constexpr, DIL_W: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
+                  STRIDE_W: tl.constexpr, DIL_W: tl.constexpr, INT64: tl.constexpr,
+                  PREFETCH: tl.constexpr):  # fmt: skip
     """(step u's inputs, the queue of later steps' inputs): a step's inputs are one flat tuple of
     STRIDE_H * NJ x vectors, then COLS dy vectors. With PREFETCH = D > 0, ``nxt`` holds steps u to
     u + D - 1 (oldest first): step u's leave it and step u + D's are loaded now, D steps before
@@ -405,11 +454,11 @@ def _wgrad_inputs(nxt, x_img, y_img, ih0, p0, u, ROWS, H, P, col_oks, qg, Q, k_o
         L: tl.constexpr = STRIDE_H * NJ + COLS
         cur = nxt[:L]
         nxt = nxt[L:] + _step_loads(x_img, ih0 + PREFETCH * STRIDE_H, H, col_oks, s_xh, s_xw, STRIDE_H, NJ, COLS,
-                                    S, STRIDE_W, DIL_W, True) + _dy_loads(y_img, p0, u + PREFETCH, ROWS, P, qg, Q,
-                                                                          k_ok, s_yp, s_yq, COLS)  # fmt: skip
+                                    S, STRIDE_W, DIL_W, INT64) + _dy_loads(y_img, p0, u + PREFETCH, ROWS, P, qg, Q,
+                                                                           k_ok, s_yp, s_yq, COLS, INT64)  # fmt: skip
     else:
         cur = _step_loads(x_img, ih0, H, col_oks, s_xh, s_xw, STRIDE_H, NJ, COLS, S, STRIDE_W, DIL_W,
-                          True) + _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS)  # fmt: skip
+                          INT64) + _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS, INT64)  # fmt: skip
     return cur, nxt
 
 
@@ -448,11 +497,14 @@ def _wgrad_fma(accs, cur, dys, LO: tl.constexpr, HI: tl.constexpr, R: tl.constex
 
 
 @triton.jit
-def _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS: tl.constexpr):
+def _dy_loads(y_img, p0, u, ROWS, P, qg, Q, k_ok, s_yp, s_yq, COLS: tl.constexpr, INT64: tl.constexpr):
     """dy row p0 + u at the COLS columns of each group (zeros past the strip or the image)."""
     p = p0 + u
     row_ok = (u < ROWS) & (p < P)
-    y_row = y_img + p.to(tl.int64) * s_yp
+    if INT64:
+        y_row = y_img + p.to(tl.int64) * s_yp
+    else:
+        y_row = y_img + p * s_yp
     vals = ()
     for c in tl.static_range(COLS):
         ok = (row_ok & (qg + c < Q))[:, None] & k_ok

@@ -1511,12 +1511,17 @@ class DepthwiseRows(Depthwise):
             return None
         if any(v % 16 for v in (*x.stride()[::2], x.stride(3), *y.stride()[::2], y.stride(3), wt.stride(0))):
             return None
-        # BlockedEncodingAttr::get over [BLOCK_Q, BLOCK_K], order [1, 0]: the channels take lanes
-        # (then warps) up to BLOCK_K / vec threads, the columns the rest
-        threads = min(warps * 32, max(1, bk // cfg.vec))
+        return DepthwiseRows.blocked(bk, cfg.vec, warps)
+
+    @staticmethod
+    def blocked(bk: int, vec: int, warps: int) -> dict[str, int]:
+        """The Gluon entries' [BLOCK_Q, BLOCK_K] layout constexprs: ``BlockedEncodingAttr::get``
+        over the tile, order [1, 0], ``vec`` channels a thread: the channels take lanes (then
+        warps) up to BLOCK_K / vec threads, the columns the rest."""
+        threads = min(warps * 32, max(1, bk // vec))
         tpw_k = min(threads, 32)
         wpc_k = max(1, min(threads // tpw_k, warps))
-        return {"SPT_K": cfg.vec, "TPW_Q": 32 // tpw_k, "TPW_K": tpw_k, "WPC_Q": warps // wpc_k, "WPC_K": wpc_k}
+        return {"SPT_K": vec, "TPW_Q": 32 // tpw_k, "TPW_K": tpw_k, "WPC_Q": warps // wpc_k, "WPC_K": wpc_k}
 
     @staticmethod
     def trim(prob: ConvProblem, rows: int) -> bool:
