@@ -70,6 +70,10 @@ def _flat_rows_narrow_fp32(prob: ConvProblem, names: set[str]) -> bool:
     )
 
 
+def _grouped_ws_wgrad(prob: ConvProblem, names: set[str]) -> bool:
+    return "wgrad_grouped_ws" in names and "wgrad_grouped_tma" in names
+
+
 def _unfolds_stem(prob: ConvProblem, names: set[str]) -> bool:
     return "width_unfold" in names and ALGORITHMS["width_unfold"].heuristic_ok(prob)
 
@@ -148,6 +152,14 @@ _PRUNE = (
     # RGB stems of 7 or more filter rows: width_unfold won all four the H200 timed (session 29:
     # flat_rows 1.75-1.94x slower on the 7x7 and 11x11 stems; it won the 3x3 ones)
     ("flat_rows", "drop", lambda p, n: "width_unfold" in n and p.r >= 7),
+    # grouped wgrad where the Gluon super-group kernel applies (16-bit, ResNeXt-like groups):
+    # wgrad_grouped_ws won all 7 ResNeXt g32 layers of session 37's tuner log (bf16, from empty
+    # caches); the best of the others was slower on every one: wgrad_grouped_tma 1.44-2.04x, the
+    # depthwise kernel on 4-8 channels a group 3.7-9.6x, the gather wgrad 5.9-7.8x, wgrad_tma
+    # 1.42-3.2x. Their candidates were most of those first calls' compiles (3.2 and 4.5 s on
+    # the first two layers); wgrad_grouped_tma keeps one config as the fallback
+    *((a, "drop", _grouped_ws_wgrad) for a in ("depthwise_wgrad", "wgrad", "wgrad_tma")),
+    ("wgrad_grouped_tma", "default", _grouped_ws_wgrad),
 )
 
 
