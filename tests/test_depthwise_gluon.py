@@ -308,8 +308,9 @@ def test_wgrad_gluon_entry_compiles_to_the_same_mix():
     LICM or instruction-reordering pass)."""
     out = _check("--wgrad", "--max", "3", "16,96,56,56,96,3,3,2,1,1,96")
     out += _check("--wgrad", "--max", "1", "8,96,28,28,96,7,7,1,3,1,96")
+    out += _check("--wgrad", "--dtype", "fp32", "--max", "2", "16,96,28,28,96,3,3,1,1,1,96")
     lines = [ln for ln in out.splitlines() if "compile Triton" in ln]
-    assert len(lines) >= 3 and all(" same" in ln and "DIFFERENT" not in ln for ln in lines), out
+    assert len(lines) >= 5 and all(" same" in ln and "DIFFERENT" not in ln for ln in lines), out
 
 
 WGRAD_GPU_LAYERS = [

@@ -826,7 +826,8 @@ class DepthwiseWgrad:
                         INT64=max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31,
                         **(layout or {}))  # fmt: skip
 
-        layout = self.gluon_layout(prob, cfg, x, dy)
+        # a warm launch relaunches what it compiled: the choice of entry is not needed then
+        layout = None if launch is not None and launch.warm else self.gluon_layout(prob, cfg, x, dy)
         kernel = depthwise_wgrad_rows_kernel if layout is None else depthwise_wgrad_rows_kernel_gl
         _run_kernel(launch, kernel, (k_blocks * prob.cg, n_split), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip

@@ -402,7 +402,7 @@ def depthwise_wgrad_rows_kernel(
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, v + 1, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
     # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
-    ws = ws_ptr + ((split * tl.num_programs(0) + pid0) * (R * S * BLOCK_K)).to(tl.int64)
+    ws = ws_ptr + (split * tl.num_programs(0) + pid0).to(tl.int64) * (R * S * BLOCK_K)
     if LAYOUT is None:
         kl = tl.arange(0, BLOCK_K)
         for t in tl.static_range(R * S):
