@@ -598,7 +598,12 @@ PY
                 --check --suite grouped --direction wgrad --json "$OUT/wgrad-gluon$flag.json" \
                 > "$OUT/wgrad-gluon$flag.log" 2>&1
             echo "grouped wgrad (CONVGEMM_DEPTHWISE_GLUON=$flag): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/wgrad-gluon$flag.log" | tail -3
-        done ;;
+        done
+        # where the small depthwise wgrads' 20-45 us go (the rows kernel against its reduce launch;
+        # session 21: more programs per SM did not help 960 @7)
+        for shape in 64,960,7,7,960,3,3,1,1,1,960 64,768,7,7,768,7,7,1,3,1,768 64,384,14,14,384,3,3,1,1,1,384; do
+            timeout 60 python3 tools/profile_call.py --direction wgrad --shape $shape
+        done 2>&1 | grep -v Warning > "$OUT/wgrad-profile.log"; tail -12 "$OUT/wgrad-profile.log" ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)
