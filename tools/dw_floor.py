@@ -22,7 +22,8 @@ grouped suite's 14 depthwise layers (MobileNetV2's 3x3, ConvNeXt's 7x7): a read 
 (one fp32-accumulated ``sum`` over a tensor of their combined size: a wgrad must read both once and
 writes almost nothing), a copy moving the same bytes, the fp32 FMA floor (taps x N*P*Q*C FMAs at
 132 SMs x 128 lanes x 1.98 GHz), cuDNN's ``convolution_backward`` (weight only) and convgemm's
-tuned ``conv2d_weight``; then 3x cuDNN, which is unreachable wherever it is under the read.
+tuned ``conv2d_weight``; then 3x cuDNN against the hard floor (the bytes at the nominal 4.22 TB/s,
+or the FMAs) and the measured one (the faster of the read and the copy, or the FMAs).
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ DW_WGRAD = [(32, 112, 1, 3), (96, 112, 2, 3), (144, 56, 1, 3), (144, 56, 2, 3), 
             (384, 14, 1, 3), (576, 14, 1, 3), (576, 14, 2, 3), (960, 7, 1, 3), (96, 56, 1, 7), (192, 28, 1, 7),
             (384, 14, 1, 7), (768, 7, 1, 7)]  # fmt: skip
 FMA_PER_S = 132 * 128 * 1.98e9  # H200 fp32 FMA lanes x boost clock
+NOMINAL_BPS = 4.22e12  # the bench's copy ceiling on the H200
 
 
 def wgrad_probe(c: int, size: int, st: int, k: int, batch: int) -> str:
@@ -175,13 +177,22 @@ def wgrad_probe(c: int, size: int, st: int, k: int, batch: int) -> str:
     err = ((got - ref).abs().max() / ref.abs().max()).item()
     cudnn_us = _gpu_bench(cudnn)
     ours_us = _gpu_bench(ours)
-    floor = max(read_us, fma_us)
+    # the hard floor: the bytes at the nominal copy ceiling (no kernel moves them faster) or the
+    # FMAs; the practical one: the fastest measured way to move them (H200, session 38: the copy,
+    # 3.5 TB/s; torch.sum only 2.6) or the FMAs
+    nominal_us = (x.numel() + dy.numel()) * x.element_size() / NOMINAL_BPS * 1e6
+    hard = max(nominal_us, fma_us)
+    floor = max(min(read_us, copy_us), fma_us)
     name = f"{k}x{k} {c} @{size} s{st}"
-    verdict = (
-        "unreachable" if cudnn_us / 3 < floor else f"needs {100 * floor / (cudnn_us / 3):.0f}% of the floor's speed"
-    )
-    return (f"{name:18s} {read_us:6.1f} {copy_us:6.1f} {fma_us:6.1f} {cudnn_us:7.1f} {ours_us:9.1f} {cudnn_us / 3:7.1f}"
-            f"  {cudnn_us / floor:5.2f}x  {verdict}  (err {err:.1e})")  # fmt: skip
+    if cudnn_us / 3 < hard:
+        verdict = "unreachable (under the nominal floor)"
+    elif cudnn_us / 3 < floor:
+        verdict = f"under the measured floor (needs {100 * hard / (cudnn_us / 3):.0f}% of the nominal rate)"
+    else:
+        verdict = f"needs {100 * floor / (cudnn_us / 3):.0f}% of the measured floor's speed"
+    return (f"{name:18s} {read_us:6.1f} {copy_us:6.1f} {nominal_us:6.1f} {fma_us:6.1f} {cudnn_us:7.1f} {ours_us:9.1f}"
+            f" {cudnn_us / 3:7.1f}"
+            f"  {cudnn_us / hard:5.2f}x {cudnn_us / floor:5.2f}x  {verdict}  (err {err:.1e})")  # fmt: skip
 
 
 def main() -> int:
@@ -192,8 +203,8 @@ def main() -> int:
     ap.add_argument("--wgrad", action="store_true", help="depthwise wgrad against its read and FMA floors")
     args = ap.parse_args()
     if args.wgrad:
-        print(f"{'layer':18s} {'read':>6s} {'copy':>6s} {'fma':>6s} {'cuDNN':>7s} {'convgemm':>9s} {'cuDNN/3':>7s}"
-              "  cuDNN/floor (the best speedup possible)")  # fmt: skip
+        print(f"{'layer':18s} {'read':>6s} {'copy':>6s} {'nomin':>6s} {'fma':>6s} {'cuDNN':>7s} {'convgemm':>9s}"
+              f" {'cuDNN/3':>7s}  cuDNN over the nominal and the measured floor (the best speedups possible)")  # fmt: skip
         for layer in DW_WGRAD:
             print(wgrad_probe(*layer, args.batch), flush=True)
         return 0

@@ -604,6 +604,14 @@ PY
         for shape in 64,960,7,7,960,3,3,1,1,1,960 64,768,7,7,768,7,7,1,3,1,768 64,384,14,14,384,3,3,1,1,1,384; do
             timeout 60 python3 tools/profile_call.py --direction wgrad --shape $shape
         done 2>&1 | grep -v Warning > "$OUT/wgrad-profile.log"; tail -12 "$OUT/wgrad-profile.log" ;;
+    s39c)  # issue 5's first-layer dgrad: CRAFT's conv1_1 (64 -> 3 channels at 768x768) was 1.67x in session 33,
+        # 2x asked; its kernels' split (narrow_fold's R x 1 GEMM against the column fold) and every candidate's time
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-conv11-dgrad.jsonl timeout 120 python3 -m convgemm \
+            bench --dtype bf16 --check --shape 1,3,768,768,64,3,3,1,1,1,1 --direction dgrad \
+            --json "$OUT/conv11-dgrad.json" > "$OUT/conv11-dgrad.log" 2>&1
+        echo "conv1_1 dgrad: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/conv11-dgrad.log" | tail -2
+        timeout 90 python3 tools/profile_call.py --direction dgrad --shape 1,3,768,768,64,3,3,1,1,1,1 2>&1 \
+            | grep -v Warning > "$OUT/conv11-profile.log"; head -14 "$OUT/conv11-profile.log" ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)
