@@ -617,9 +617,9 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 tools/fold_probe.py 2>&1 | grep -v Warning \
             | tee "$OUT/fold-probe.log" ;;
     s39d)  # s39c without its bench (device budget): conv1_1 dgrad's kernels, then the padded-tap A/B
-        timeout 60 python3 tools/profile_call.py --direction dgrad --shape 1,3,768,768,64,3,3,1,1,1,1 2>&1 \
+        timeout 45 python3 tools/profile_call.py --direction dgrad --shape 1,3,768,768,64,3,3,1,1,1,1 2>&1 \
             | grep -v Warning > "$OUT/conv11-profile.log"; head -8 "$OUT/conv11-profile.log"
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 150 python3 tools/fold_probe.py 2>&1 | grep -v Warning \
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/fold_probe.py --rounds 2 2>&1 | grep -v Warning \
             | tee "$OUT/fold-probe.log" ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
