@@ -49,47 +49,6 @@ def test_forced_matches_reference(case, dtype, out):
     assert_close(y, conv2d_ref(x, wt, b, stride=stride, padding=pad, dilation=dil), dtype, f"{NAME} {case}")
 
 
-# K = 3 -> 4 (an RGB output; the fold loads whole 4-channel blocks), 6 -> 8, 9 -> 12 (the fold's
-# channel block, 16, wider than a tap's 12: masked loads at the padded pitch), and K = 2 (not padded)
-PADDED_CASES = [
-    (2, 16, 9, 10, 3, 3, 3, 1, 1, 1, True),
-    (1, 16, 6, 7, 3, 1, 3, 1, (0, 1), 1, False),
-    (1, 16, 7, 9, 6, 3, 3, 1, 1, 1, True),
-    (1, 16, 7, 9, 9, 3, 3, (1, 2), 1, 1, True),
-    (2, 16, 7, 13, 2, 3, 5, 1, (1, 4), (1, 2), True),
-]
-
-
-@pytest.mark.parametrize("case", PADDED_CASES, ids=lambda c: "x".join(map(str, c[:7])))
-def test_padded_taps_match_reference(case, monkeypatch):
-    """``PAD_TAPS``: each tap's K channels padded to a multiple of 4 in the intermediate (zero
-    weights), for 16-byte-aligned stores and fold loads; same results."""
-    from convgemm.conv import fold
-
-    monkeypatch.setattr(fold, "PAD_TAPS", True)
-    n, c, h, w, k, r, s, stride, pad, dil, bias = case
-    assert fold.tap_width(k, s) == {3: 4, 6: 8, 9: 12, 2: 2}[k]
-    dtype = DTYPES[-1]
-    x, wt, b = _inputs(n, c, h, w, k, r, s, dtype, bias)
-    y = convgemm.conv2d(x, wt, b, stride=stride, padding=pad, dilation=dil, algorithm=NAME)
-    assert_close(y, conv2d_ref(x, wt, b, stride=stride, padding=pad, dilation=dil), dtype, f"padded {case}")
-
-
-def test_tap_width_rule(monkeypatch):
-    from convgemm.conv import fold
-
-    assert [fold.tap_width(k, 3) for k in (1, 2, 3, 4, 6, 7, 9)] == [1, 2, 3, 4, 6, 7, 9]  # off by default
-    monkeypatch.setattr(fold, "PAD_TAPS", True)
-    # at most a third more channels, and S of them within 64
-    assert [fold.tap_width(k, 3) for k in (1, 2, 3, 4, 5, 6, 7, 9, 16)] == [1, 2, 4, 4, 5, 8, 8, 12, 16]
-    assert fold.tap_width(15, 4) == 16 and fold.tap_width(15, 5) == 15
-    w = torch.randn(3, 5, 2, 4)
-    f = fold.fold_weight(w, 4)
-    assert f.shape == (16, 5, 2, 1)
-    for s in range(4):
-        assert torch.equal(f[s * 4 : s * 4 + 3, :, :, 0], w[:, :, :, s]) and not f[s * 4 + 3].any()
-
-
 def test_repeat_calls_on_one_launch_handle():
     # a call plan's handle: the R x 1 convolution replays narrow_tma's launch, the fold its aux
     from convgemm.matmul.launch import Launch

@@ -611,16 +611,7 @@ PY
             --json "$OUT/conv11-dgrad.json" > "$OUT/conv11-dgrad.log" 2>&1
         echo "conv1_1 dgrad: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/conv11-dgrad.log" | tail -2
         timeout 90 python3 tools/profile_call.py --direction dgrad --shape 1,3,768,768,64,3,3,1,1,1,1 2>&1 \
-            | grep -v Warning > "$OUT/conv11-profile.log"; head -14 "$OUT/conv11-profile.log"
-        # narrow_fold's taps padded to 4 channels (fold.PAD_TAPS, session 38: the fold's loads as
-        # 16-byte vectors) against the plain form, every config, alternating rounds
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 tools/fold_probe.py 2>&1 | grep -v Warning \
-            | tee "$OUT/fold-probe.log" ;;
-    s39d)  # s39c without its bench (device budget): conv1_1 dgrad's kernels, then the padded-tap A/B
-        timeout 45 python3 tools/profile_call.py --direction dgrad --shape 1,3,768,768,64,3,3,1,1,1,1 2>&1 \
-            | grep -v Warning > "$OUT/conv11-profile.log"; head -8 "$OUT/conv11-profile.log"
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/fold_probe.py --rounds 2 2>&1 | grep -v Warning \
-            | tee "$OUT/fold-probe.log" ;;
+            | grep -v Warning > "$OUT/conv11-profile.log"; head -14 "$OUT/conv11-profile.log" ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)

@@ -22,40 +22,18 @@ import triton.language as tl
 
 from ..matmul.blocks import activation_epilogue
 
-#: whether ``tap_width`` pads a tap's K channels to a multiple of 4 (session 38: the A/B switch
-#: of ``tools/fold_probe.py``; the padded form is untimed until the H200 has run it)
-PAD_TAPS = False
 
-
-def tap_width(k: int, s: int, most: int = 64) -> int:
-    """Channels of U per filter column for K output channels: K, or K rounded up to a multiple
-    of 4 (``PAD_TAPS``) where that adds at most a third and S of them fit in ``most``. Each
-    tap's channels then start 16-byte aligned in the fp32 intermediate: the R x 1 GEMM stores
-    and the fold loads them as 16-byte vectors (9 scalar stores and 9 scalar loads a pixel for
-    an RGB output otherwise), for a third more intermediate bytes (K = 3 -> 4)."""
-    kp = -(-k // 4) * 4
-    if PAD_TAPS and (kp - k) * 3 <= k and s * kp <= most:
-        return kp
-    return k
-
-
-def fold_weight(w: torch.Tensor, kp: int | None = None) -> torch.Tensor:
-    """``w [K, C, R, S]`` -> ``[S * KP, C, R, 1]`` with ``out[s*KP + k, c, r, 0] = w[k, c, r, s]``
-    (zeros for ``K <= k < KP``; ``KP`` = K by default), laid out channels_last ([S*KP][R][1][C] in
-    memory): the KRSC order ``narrow_tma`` reads, so its ``krsc_weight`` is a view of this one
-    copy when C needs no padding."""
+def fold_weight(w: torch.Tensor) -> torch.Tensor:
+    """``w [K, C, R, S]`` -> ``[S * K, C, R, 1]`` with ``out[s*K + k, c, r, 0] = w[k, c, r, s]``,
+    laid out channels_last ([S*K][R][1][C] in memory): the KRSC order ``narrow_tma`` reads, so its
+    ``krsc_weight`` is a view of this one copy when C needs no padding."""
     k, c, r, s = w.shape
-    kp = kp or k
-    if kp == k:
-        return w.permute(3, 0, 2, 1).reshape(s * k, r, 1, c).permute(0, 3, 1, 2)
-    out = w.new_zeros(s, kp, r, c)
-    out[:, :k] = w.permute(3, 0, 2, 1)
-    return out.reshape(s * kp, r, 1, c).permute(0, 3, 1, 2)
+    return w.permute(3, 0, 2, 1).reshape(s * k, r, 1, c).permute(0, 3, 1, 2)
 
 
 @triton.jit
 def width_fold_kernel(
-    u_ptr,  # [N, P, W, S*KP] fp32, dense
+    u_ptr,  # [N, P, W, S*K] fp32, dense
     bias_ptr,
     y_ptr,
     M,  # N * P * Q output pixels
@@ -75,11 +53,9 @@ def width_fold_kernel(
     ACT: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    KP: tl.constexpr,  # U's channels per tap (``tap_width``: K, or K padded with zero channels)
 ):
-    """``y[n, k, p, q] = act(sum_s U[n, p, q*sw - pw + s*dw, s*KP + k] + bias[k])``, summed in s
-    order in fp32 and rounded once into y's dtype (any strides: NHWC or NCHW). With ``KP`` =
-    BLOCK_K each tap's block is loaded whole (its padding channels are zeros): one vector."""
+    """``y[n, k, p, q] = act(sum_s U[n, p, q*sw - pw + s*dw, s*K + k] + bias[k])``, summed in s
+    order in fp32 and rounded once into y's dtype (any strides: NHWC or NCHW)."""
     m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     k = tl.arange(0, BLOCK_K)
     m_ok = m < M
@@ -91,10 +67,8 @@ def width_fold_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
     for s in tl.static_range(S):
         j = q * stride_w - pad_w + s * dil_w
-        ok = (m_ok & (j >= 0) & (j < W))[:, None]
-        if KP != BLOCK_K:  # (else the whole block: K output channels, then zeros)
-            ok = ok & k_ok[None, :]
-        src = (row.to(tl.int64) * W + j) * (S * KP) + s * KP
+        ok = (m_ok & (j >= 0) & (j < W))[:, None] & k_ok[None, :]
+        src = (row.to(tl.int64) * W + j) * (S * K) + s * K
         acc += tl.load(u_ptr + src[:, None] + k[None, :], mask=ok, other=0.0)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + k, mask=k_ok, other=0.0).to(tl.float32)[None, :]

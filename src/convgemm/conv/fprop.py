@@ -1874,11 +1874,9 @@ class NarrowFold(Algorithm):
     def reduced(self, prob: ConvProblem) -> ConvProblem:
         """The R x 1 problem: ``S * K`` output channels over the input's own width, no bias or
         activation (the fold applies them)."""
-        from .fold import tap_width
-
         return replace(
-            prob, k=prob.s * tap_width(prob.k, prob.s, self.MAX_FOLDED), s=1, stride=(prob.stride[0], 1),
-            pad_w=(0, 0), dilation=(prob.dilation[0], 1), has_bias=False, activation="",
+            prob, k=prob.s * prob.k, s=1, stride=(prob.stride[0], 1), pad_w=(0, 0),
+            dilation=(prob.dilation[0], 1), has_bias=False, activation="",
         )  # fmt: skip
 
     def supports(self, prob: ConvProblem) -> str | None:
@@ -1908,13 +1906,12 @@ class NarrowFold(Algorithm):
 
         rp = self.reduced(prob)
         sk = rp.k
-        kp = sk // prob.s
-        # [N, P, W, S*KP] dense: the fold reads each pixel's S*KP partial sums as one run
+        # [N, P, W, S*K] dense: the fold reads each pixel's S*K partial sums as one run
         u = torch.empty((prob.n, rp.p, prob.w, sk), dtype=torch.float32, device=x.device)
         # packed on every call, like krsc_weight: a weight changed in place is always seen. The
         # call plan's handle replays the R x 1 convolution (``narrow_tma``'s own fast path) and,
         # as its ``aux``, the fold
-        _NARROW.run(rp, x, fold_weight(w, kp), None, u.permute(0, 3, 1, 2), cfg, launch)
+        _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)
         m = prob.n * prob.p * prob.q
         bk = _small(prob.k, 1)
         bm = max(16, 2048 // bk)
@@ -1922,7 +1919,7 @@ class NarrowFold(Algorithm):
                 y.stride(2), y.stride(3), prob.stride[1], prob.pad_w[0], prob.dilation[1])  # fmt: skip
 
         def constexprs():
-            return dict(S=prob.s, HAS_BIAS=bias is not None, ACT=prob.activation, BLOCK_M=bm, BLOCK_K=bk, KP=kp)
+            return dict(S=prob.s, HAS_BIAS=bias is not None, ACT=prob.activation, BLOCK_M=bm, BLOCK_K=bk)
 
         _run_kernel(aux_of(launch), width_fold_kernel, (cdiv(m, bm),), args, constexprs,
                     {"num_warps": 4, "num_stages": 1})  # fmt: skip
