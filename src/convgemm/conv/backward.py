@@ -773,7 +773,9 @@ class DepthwiseWgrad:
         their other strides multiples of 16, 32-bit offsets; and, for the partial sums' [BLOCK_K]
         store, at most one channel a thread (the pass's choice there: ``BLOCK_K / threads``
         rounded down, at least 1). ``tools/depthwise_gluon_check.py --wgrad`` compiles both
-        entries for sm_90 and compares the SASS. ``CONVGEMM_DEPTHWISE_GLUON=0`` keeps the Triton
+        entries for sm_90 and compares their instruction mix (the same registers, memory and
+        floating-point instructions; the address code is ordered differently), and the H200 gave
+        the same bits and speeds (session 38). ``CONVGEMM_DEPTHWISE_GLUON=0`` keeps the Triton
         entry everywhere."""
         from .depthwise_wgrad import depthwise_wgrad_rows_kernel_gl
 
