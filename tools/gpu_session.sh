@@ -612,6 +612,11 @@ PY
         echo "conv1_1 dgrad: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/conv11-dgrad.log" | tail -2
         timeout 90 python3 tools/profile_call.py --direction dgrad --shape 1,3,768,768,64,3,3,1,1,1,1 2>&1 \
             | grep -v Warning > "$OUT/conv11-profile.log"; head -14 "$OUT/conv11-profile.log" ;;
+    s40a)  # the row-ring R x 1 convolution (session 38, compiled for sm_90 on the CPU only): its GPU tests,
+        # then its time on conv1_1's reduced dgrad against narrow_fold (the GEMM step was 47.7 us)
+        timeout 150 python3 -m pytest -q -n 12 tests/test_row_ring.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests.log"
+        timeout 150 python3 tools/row_ring_probe.py 2>&1 | grep -v Warning | tee "$OUT/row-ring-probe.log" ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)

@@ -1,0 +1,82 @@
+"""The experimental row-ring R x 1 convolution (``conv/row_ring.py``, session 38): its sm_90 compile
+on the CPU, and on the GPU its results against float64 (not yet run on a GPU when written)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_compiles_for_sm90_to_wgmma_and_tma():
+    """CRAFT's conv1_1 dgrad as narrow_fold reduces it (64 -> 9 channels, 3 x 1 at 768 x 768): the
+    kernel compiles for sm_90 with its R wgmmas on ring slots and one TMA row load a step."""
+    import collections
+
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from depthwise_gluon_check import _compile, _sass
+
+    from convgemm.conv import row_ring as rr
+
+    n, c, h, w, j, r = 1, 64, 768, 768, 9, 3
+    x = torch.zeros(n, c, h, w, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    box = [1, 1, 128, c]
+    desc = TensorDescriptor(x, [n, h, w, c], [x.stride(0), x.stride(2), x.stride(3), 1], box,
+                            gl.NVMMASharedLayout.get_default_for(box, gl.bfloat16))  # fmt: skip
+    u = torch.zeros(n, h, w, j)
+    args = (desc, torch.zeros(r, 16, c, dtype=torch.bfloat16), u, h, w, h, j, 1, 288, 6, 48, *u.stride()[:3])
+    k, _ = _compile(rr.row_ring_kernel, args, dict(R=3, TW=128, BC=64, BN=16, ROWS=16, num_warps=4))
+    sass, regs = _sass(k.asm["cubin"])
+    ops = collections.Counter(i.split()[1] if i.startswith("@") else i.split()[0] for i in sass)
+    assert ops["HGMMA.64x16x16.F32.BF16"] == 3 * 2 * 4, ops  # 3 taps x 2 m64 halves x 4 k16 steps
+    assert ops["UTMALDG.4D"] == 4, ops  # the chunk's first 3 rows, then one a step
+    assert regs <= 128 and k.metadata.shared <= 100_000
+
+
+def test_refuses_what_it_does_not_take():
+    from convgemm.conv.row_ring import row_ring_conv
+
+    x = torch.zeros(1, 48, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="use narrow_tma"):
+        row_ring_conv(x, torch.zeros(9, 48, 3, 1, dtype=torch.bfloat16), 1, torch.zeros(1, 8, 8, 9))
+    x = torch.zeros(1, 64, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="use narrow_tma"):
+        row_ring_conv(x, torch.zeros(9, 64, 5, 1, dtype=torch.bfloat16), 2, torch.zeros(1, 8, 8, 9))
+
+
+# (N, C, H, W, J, R, pad): conv1_1's reduction on a smaller image (a W tail past 128), one filter
+# row, two rows, chunks ending early (P < ROWS), several images, 32 channels
+GPU_CASES = [
+    (1, 64, 40, 300, 9, 3, 1),
+    (2, 64, 17, 128, 3, 1, 0),
+    (1, 32, 9, 130, 16, 2, 1),
+    (3, 64, 5, 64, 12, 3, 1),
+    (1, 128, 33, 200, 32, 3, 1),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", GPU_CASES, ids=str)
+@pytest.mark.parametrize("rows", [16, 4])
+def test_gpu_matches_float64(case, dtype, rows):
+    from convgemm.conv.row_ring import row_ring_conv
+
+    n, c, h, w, j, r, pad = case
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(n, c, h, w, generator=g).to(dtype)
+    wt = (torch.randn(j, c, r, 1, generator=g) / c**0.5).to(dtype)
+    ref = F.conv2d(x.double(), wt.double(), padding=(pad, 0)).permute(0, 2, 3, 1)  # [N, P, W, J]
+    u = torch.full(tuple(ref.shape), float("nan"), device="cuda")
+    row_ring_conv(x.cuda().contiguous(memory_format=torch.channels_last), wt.cuda(), pad, u, rows=rows)
+    torch.cuda.synchronize()
+    err = ((u.double().cpu() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-5, f"rel err {err:.2e}"  # bf16/fp16 products summed in fp32 by wgmma
