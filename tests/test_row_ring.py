@@ -37,7 +37,7 @@ def test_compiles_for_sm90_to_wgmma_and_tma():
     sass, regs = _sass(k.asm["cubin"])
     ops = collections.Counter(i.split()[1] if i.startswith("@") else i.split()[0] for i in sass)
     assert ops["HGMMA.64x16x16.F32.BF16"] == 3 * 2 * 4, ops  # 3 taps x 2 m64 halves x 4 k16 steps
-    assert ops["UTMALDG.4D"] == 4, ops  # the chunk's first 3 rows, then one a step
+    assert ops["UTMALDG.4D"] == 5, ops  # the chunk's first 4 rows (one ring), then one a step
     assert regs <= 128 and k.metadata.shared <= 100_000
 
 

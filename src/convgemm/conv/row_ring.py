@@ -9,8 +9,9 @@ was 47.7 of the layer's 60 us of kernels on the H200 (session 38). Here a progra
 ``TW`` columns down a chunk of ``ROWS`` output rows; each step TMA-loads one new input row
 (``TW`` pixels x C channels, padding rows zero-filled by TMA) into a ring of 4 buffers and issues
 R ``wgmma`` on whole buffers (Gluon refuses overlapping shared-memory subslices, so the R row taps
-are R slots, not R slices of one tile) against the R weight taps, which stay in shared memory. An
-input row is loaded once per chunk plus R - 1 halo rows a chunk.
+are R slots, not R slices of one tile) against the R weight taps, which stay in shared memory;
+the ring keeps 4 - R row loads ahead of the step that reads them. An input row is loaded once
+per chunk plus R - 1 halo rows a chunk.
 
 ``u[n, p, w, j] = sum_{r, c} x[n, p - pad + r, w, c] * wt[j, c, r]`` (stride 1, dilation 1 along H;
 no padding along W: ``narrow_fold`` reduces its filter to R x 1 over the input's own width).
@@ -60,6 +61,7 @@ def row_ring_kernel(x_desc, w_ptr, u_ptr, H, W, P, J, pad, num_units, strips, ch
     ready = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
     for b in gl.static_range(4):
         mbarrier.init(ready.index(b), count=1)
+    fence_async_shared()  # the barriers' init before the first TMA (as a precaution)
     # the weight taps, once per program
     wl: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
     wn = gl.arange(0, BN, layout=gl.SliceLayout(1, wl))
@@ -67,6 +69,7 @@ def row_ring_kernel(x_desc, w_ptr, u_ptr, H, W, P, J, pad, num_units, strips, ch
     for r in gl.static_range(R):
         wts.index(r).store(gl.load(w_ptr + (r * BN + wn[:, None]) * BC + wc[None, :]))
     fence_async_shared()
+    gl.thread_barrier()  # every warp's weight stores before any wgmma reads them
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                   instr_shape=[16, BN, 16])  # fmt: skip
     ol: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [gl.num_warps(), 1], [1, 0])
@@ -81,11 +84,14 @@ def row_ring_kernel(x_desc, w_ptr, u_ptr, H, W, P, J, pad, num_units, strips, ch
         p0 = chunk * ROWS
         w0 = strip * TW
         rows = gl.minimum(ROWS, P - p0)
-        # output row p needs input rows p - pad + r (r < R): the chunk's first R rows now
+        # output row p0 + i needs the chunk's input rows i .. i + R - 1 (input row p0 - pad + q for
+        # chunk row q < rows + R - 1, load number base + q): the first 4 now, one ring's worth
         base = it
-        for r in gl.static_range(R):
-            _row_load(x_desc, ring, ready, it, n, p0 - pad + r, w0)
-            it += 1
+        loads = rows + R - 1
+        for q in gl.static_range(4):
+            if q < loads:
+                _row_load(x_desc, ring, ready, it, n, p0 - pad + q, w0)
+                it += 1
         for i in range(rows):
             # the chunk's rows i .. i + R - 1 (load numbers base + i + r): a slot's next load is
             # issued only after its row's last step, so each wait is on its latest phase
@@ -96,10 +102,10 @@ def row_ring_kernel(x_desc, w_ptr, u_ptr, H, W, P, J, pad, num_units, strips, ch
                 a = ring.index((base + i + r) % 4).reshape([TW, BC])
                 acc = warpgroup_mma(a, wts.index(r).permute((1, 0)), acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            # every wgmma of this step is done: the next step's newest row (load base + i + R) goes
-            # to the slot of load base + i + R - 4, a row no later step reads
-            if i + 1 < rows:
-                _row_load(x_desc, ring, ready, it, n, p0 + i + R - pad, w0)
+            # every wgmma of this step is done, so chunk row i's slot is free: chunk row i + 4 goes
+            # there, 4 - R steps before it is read (one step ahead at R = 3)
+            if i + 4 < loads:
+                _row_load(x_desc, ring, ready, it, n, p0 - pad + i + 4, w0)
                 it += 1
             out = gl.convert_layout(acc, ol)
             col = w0 + om
@@ -119,7 +125,15 @@ def row_ring_conv(x: torch.Tensor, wt: torch.Tensor, pad: int, u: torch.Tensor, 
     if c2 != c or one != 1 or r > 3 or j > 64 or c not in (16, 32, 64, 128) or x.stride(1) != 1:
         raise ValueError(f"row_ring_conv: x {tuple(x.shape)} (channels_last, C 16-128 a power of two) and "
                          f"wt {tuple(wt.shape)} (J <= 64, R <= 3, one column) do not fit; use narrow_tma")  # fmt: skip
+    if x.dtype not in (torch.float16, torch.bfloat16) or wt.dtype != x.dtype:
+        raise ValueError(f"row_ring_conv: x {x.dtype} and wt {wt.dtype}: both fp16 or both bf16; use narrow_tma")
+    if num_warps not in (4, 8) or tw % (16 * num_warps) or tw > 256:
+        raise ValueError(f"row_ring_conv: tw {tw} with {num_warps} warps: 4 or 8 warps, tw a multiple of 16 per "
+                         "warp and at most 256 (one wgmma row block a warpgroup)")  # fmt: skip
     p = h + 2 * pad - r + 1
+    if tuple(u.shape) != (n, p, w, j) or u.dtype != torch.float32 or u.stride(3) != 1 or u.device != x.device:
+        raise ValueError(f"row_ring_conv: u must be fp32 [N, P, W, J] = {(n, p, w, j)} with channel stride 1 on "
+                         f"{x.device}, got {u.dtype} {tuple(u.shape)} strides {u.stride()}")  # fmt: skip
     bn = max(16, 1 << (j - 1).bit_length())
     wp = torch.zeros(r, bn, c, dtype=x.dtype, device=x.device)
     wp[:, :j] = wt[:, :, :, 0].permute(2, 0, 1)
@@ -130,7 +144,11 @@ def row_ring_conv(x: torch.Tensor, wt: torch.Tensor, pad: int, u: torch.Tensor, 
     desc = TensorDescriptor(x, [n, h, w, c], [x.stride(0), x.stride(2), x.stride(3), 1], box, layout)
     strips, chunks = cdiv(w, tw), cdiv(p, rows)
     units = n * strips * chunks
-    grid = (max(1, min(units, 3 * sm_count())),)
+    # programs an SM can hold: the ring, the weight taps (4 slots) and the epilogue's scratch
+    smem = 4 * tw * c * x.element_size() + 4 * bn * c * x.element_size() + tw * bn * 4
+    per_sm = max(1, min(3, 220_000 // smem))
+    with torch.cuda.device(x.device):
+        grid = (max(1, min(units, per_sm * sm_count())),)
     row_ring_kernel[grid](desc, wp, u, h, w, p, j, pad, units, strips, chunks, u.stride(0), u.stride(1), u.stride(2),
                           R=r, TW=tw, BC=c, BN=bn, ROWS=rows, num_warps=num_warps)  # fmt: skip
     return u
