@@ -13,32 +13,44 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_COMPILE = """
+import collections, json, os, sys
+import torch
+sys.path.insert(0, os.path.join(sys.argv[1], "tools"))
+from depthwise_gluon_check import _compile, _sass
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from convgemm.conv import row_ring as rr
+n, c, h, w, j, r = 1, 64, 768, 768, 9, 3
+x = torch.zeros(n, c, h, w, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+box = [1, 1, 128, c]
+desc = TensorDescriptor(x, [n, h, w, c], [x.stride(0), x.stride(2), x.stride(3), 1], box,
+                        gl.NVMMASharedLayout.get_default_for(box, gl.bfloat16))
+u = torch.zeros(n, h, w, j)
+args = (desc, torch.zeros(r, 16, c, dtype=torch.bfloat16), u, h, w, h, j, 1, 288, 6, 48, *u.stride()[:3])
+k, _ = _compile(rr.row_ring_kernel, args, dict(R=3, TW=128, BC=64, BN=16, ROWS=16, num_warps=4))
+sass, regs = _sass(k.asm["cubin"])
+ops = collections.Counter(i.split()[1] if i.startswith("@") else i.split()[0] for i in sass)
+print(json.dumps({"ops": ops, "regs": regs, "shared": k.metadata.shared}))
+"""
+
+
 def test_compiles_for_sm90_to_wgmma_and_tma():
     """CRAFT's conv1_1 dgrad as narrow_fold reduces it (64 -> 9 channels, 3 x 1 at 768 x 768): the
-    kernel compiles for sm_90 with its R wgmmas on ring slots and one TMA row load a step."""
-    import collections
+    kernel compiles for sm_90 with its R wgmmas on ring slots and one TMA row load a step. In a
+    subprocess: the compile helper leaves the interpreter (``TRITON_INTERPRET``) for the process."""
+    import json
+    import subprocess
 
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    from depthwise_gluon_check import _compile, _sass
-
-    from convgemm.conv import row_ring as rr
-
-    n, c, h, w, j, r = 1, 64, 768, 768, 9, 3
-    x = torch.zeros(n, c, h, w, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-    box = [1, 1, 128, c]
-    desc = TensorDescriptor(x, [n, h, w, c], [x.stride(0), x.stride(2), x.stride(3), 1], box,
-                            gl.NVMMASharedLayout.get_default_for(box, gl.bfloat16))  # fmt: skip
-    u = torch.zeros(n, h, w, j)
-    args = (desc, torch.zeros(r, 16, c, dtype=torch.bfloat16), u, h, w, h, j, 1, 288, 6, 48, *u.stride()[:3])
-    k, _ = _compile(rr.row_ring_kernel, args, dict(R=3, TW=128, BC=64, BN=16, ROWS=16, num_warps=4))
-    sass, regs = _sass(k.asm["cubin"])
-    ops = collections.Counter(i.split()[1] if i.startswith("@") else i.split()[0] for i in sass)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "src") + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", _COMPILE, ROOT], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    ops = got["ops"]
     assert ops["HGMMA.64x16x16.F32.BF16"] == 3 * 2 * 4, ops  # 3 taps x 2 m64 halves x 4 k16 steps
     assert ops["UTMALDG.4D"] == 5, ops  # the chunk's first 4 rows (one ring), then one a step
-    assert regs <= 128 and k.metadata.shared <= 100_000
+    assert got["regs"] <= 128 and got["shared"] <= 100_000
 
 
 def test_refuses_what_it_does_not_take():
