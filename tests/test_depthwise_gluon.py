@@ -39,9 +39,24 @@ def _case(c=96, h=14, w=14, r=3, groups=None, dtype=torch.bfloat16, nchw=False):
 
 @pytest.fixture
 def on_gpu_path(monkeypatch):
-    """``gluon_layout`` as on a GPU: it is off under the interpreter."""
+    """Both rows kernels' ``gluon_layout`` as on a GPU (``DepthwiseRows.gluon_blocked``): off
+    under the interpreter."""
     monkeypatch.setattr(fprop, "interpreting", lambda: False)
     monkeypatch.delenv("CONVGEMM_DEPTHWISE_GLUON", raising=False)
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The kernels ``_run_kernel`` launches, in order (each still launched)."""
+    chosen = []
+    real = fprop._run_kernel
+
+    def spy(launch, fn, grid, args, constexprs, options):
+        chosen.append(fn)
+        real(launch, fn, grid, args, constexprs, options)
+
+    monkeypatch.setattr(fprop, "_run_kernel", spy)
+    return chosen
 
 
 def test_layout_on_tiles_of_vec_elements_a_thread(on_gpu_path):
@@ -176,7 +191,7 @@ GPU_LAYERS = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
-def test_gpu_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
+def test_gpu_both_entries_give_the_same_bits(layer, dtype, monkeypatch, launched):
     """Every candidate ``configs()`` makes, run through the Gluon entry and then with
     ``CONVGEMM_DEPTHWISE_GLUON=0`` through the Triton entry: the same SASS, so the same bits; and
     against float64."""
@@ -194,14 +209,6 @@ def test_gpu_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
     pad = (r // 2, s_ // 2 if h > 1 else 0)
     prob, xp, _ = _prepare(x, wt, b, (stride, stride), pad, (1, 1), c)
     algo = fprop.ALGORITHMS["depthwise_rows"]
-    chosen = []
-    real = fprop._run_kernel
-
-    def spy(launch, fn, grid, args, constexprs, options):
-        chosen.append(fn)
-        real(launch, fn, grid, args, constexprs, options)
-
-    monkeypatch.setattr(fprop, "_run_kernel", spy)
     ref = conv2d_ref(x, wt, b, stride, pad, 1, c)
     for cfg in algo.configs(prob):
         outs = []
@@ -211,7 +218,7 @@ def test_gpu_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
             y = y.to(memory_format=torch.channels_last)
             algo.run(prob, xp, wt, b, y, cfg)
             outs.append(y)
-        assert chosen[-2:] == [depthwise.depthwise_rows_kernel_gl, depthwise.depthwise_rows_kernel], cfg
+        assert launched[-2:] == [depthwise.depthwise_rows_kernel_gl, depthwise.depthwise_rows_kernel], cfg
         assert torch.equal(outs[0], outs[1]), f"{cfg.describe()}: the two entries differ"
         assert_close(outs[0], ref, dtype, cfg.describe())
 
@@ -230,16 +237,7 @@ def _wgrad_case(c=96, h=28, w=28, r=3, stride=1, groups=None, dtype=torch.bfloat
     return prob, x, dy
 
 
-@pytest.fixture
-def wgrad_on_gpu_path(monkeypatch):
-    """``DepthwiseWgrad.gluon_layout`` as on a GPU: it is off under the interpreter."""
-    from convgemm.conv import backward
-
-    monkeypatch.setattr(backward, "interpreting", lambda: False)
-    monkeypatch.delenv("CONVGEMM_DEPTHWISE_GLUON", raising=False)
-
-
-def test_wgrad_layout_rules(wgrad_on_gpu_path, monkeypatch):
+def test_wgrad_layout_rules(on_gpu_path, monkeypatch):
     from convgemm.conv.backward import DepthwiseWgrad
 
     cfg = Config(8, 32, 14, 4, 2, split_k=4, cols=7, vec=2)  # as rows_configs makes them: 2 channels a thread
@@ -266,14 +264,12 @@ def test_wgrad_layout_rules(wgrad_on_gpu_path, monkeypatch):
     monkeypatch.setattr(DepthwiseRows, "image_span", staticmethod(lambda t: 2**31))
     assert DepthwiseWgrad.gluon_layout(prob, cfg, x, dy) is None  # 64-bit offsets
     monkeypatch.undo()
-    from convgemm.conv import backward
-
-    monkeypatch.setattr(backward, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
     monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", "0")
     assert DepthwiseWgrad.gluon_layout(prob, cfg, x, dy) is None
 
 
-def test_wgrad_launch_binds_every_parameter_of_both_entries(wgrad_on_gpu_path, monkeypatch):
+def test_wgrad_launch_binds_every_parameter_of_both_entries(on_gpu_path, monkeypatch):
     """As the forward's: the Triton entry's defaulted ``LAYOUT`` / ``LAYOUT1`` are bound from
     their defaults, the Gluon entry's layout constexprs and ``INT64`` from ``run``."""
     from convgemm.conv import depthwise_wgrad
@@ -323,7 +319,7 @@ WGRAD_GPU_LAYERS = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layer", WGRAD_GPU_LAYERS, ids=str)
-def test_gpu_wgrad_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
+def test_gpu_wgrad_both_entries_give_the_same_bits(layer, dtype, monkeypatch, launched):
     """Every rows candidate through the Gluon entry and then, with ``CONVGEMM_DEPTHWISE_GLUON=0``,
     through the Triton entry: the same multiply-adds in the same order (only address code is
     placed differently), so the same bits; and against float64."""
@@ -341,14 +337,6 @@ def test_gpu_wgrad_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
     prob = ConvProblem.from_tensors(x, torch.zeros(c, 1, r, r, device="cuda", dtype=dtype), stride=(stride, stride),
                                     padding=(r // 2, r // 2), groups=c)  # fmt: skip
     ref = torch.nn.grad.conv2d_weight(x.double().cpu(), (c, 1, r, r), dy.double().cpu(), stride, r // 2, 1, c)
-    chosen = []
-    real = fprop._run_kernel
-
-    def spy(launch, fn, grid, args, constexprs, options):
-        chosen.append(fn)
-        real(launch, fn, grid, args, constexprs, options)
-
-    monkeypatch.setattr(fprop, "_run_kernel", spy)
     algo = DepthwiseWgrad()
     cfgs = algo.rows_configs(prob)
     assert cfgs
@@ -359,7 +347,7 @@ def test_gpu_wgrad_both_entries_give_the_same_bits(layer, dtype, monkeypatch):
             dw = torch.full((c, 1, r, r), float("nan"), device="cuda", dtype=dtype)
             algo.run(prob, x, dy, dw, cfg)
             outs.append(dw)
-        rows = [f for f in chosen if f is not depthwise_wgrad.wgrad_reduce_kernel][-2:]
+        rows = [f for f in launched if f is not depthwise_wgrad.wgrad_reduce_kernel][-2:]
         assert rows == [depthwise_wgrad.depthwise_wgrad_rows_kernel_gl, depthwise_wgrad.depthwise_wgrad_rows_kernel]
         assert torch.equal(outs[0], outs[1]), f"{cfg.describe()}: the two entries differ"
         assert_close(outs[0].cpu(), ref.to(dtype), dtype, cfg.describe())

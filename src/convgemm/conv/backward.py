@@ -23,7 +23,6 @@ partials are summed in split order by one program (``matmul.blocks.split_k_reduc
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import replace
 
@@ -777,24 +776,9 @@ class DepthwiseWgrad:
         floating-point instructions; the address code is ordered differently), and the H200 gave
         the same bits and speeds (session 38). ``CONVGEMM_DEPTHWISE_GLUON=0`` keeps the Triton
         entry everywhere."""
-        from .depthwise_wgrad import depthwise_wgrad_rows_kernel_gl
-
-        if interpreting() or depthwise_wgrad_rows_kernel_gl is None:
+        if cfg.block_n > 32 * cfg.num_warps:
             return None
-        if os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
-            return None
-        if prob.cg != 1 or prob.kg != 1 or cfg.vec not in (1, 2, 4) or cfg.vec * prob.dtype.itemsize > 16:
-            return None
-        warps, bk = cfg.num_warps, cfg.block_n
-        if cfg.block_m * bk != 32 * warps * cfg.vec or bk > 32 * warps:
-            return None
-        if max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31:
-            return None
-        if x.data_ptr() % 16 or dy.data_ptr() % 16 or x.stride(1) != 1 or dy.stride(1) != 1:
-            return None
-        if any(t.stride(d) % 16 for t in (x, dy) for d in (0, 2, 3)):
-            return None
-        return DepthwiseRows.blocked(bk, cfg.vec, warps)
+        return DepthwiseRows.gluon_blocked(prob, cfg, x, dy)
 
     def _run_rows(self, prob, x, dy, dw, cfg, launch) -> None:
         """The rows kernel into a workspace of per-program partial sums, then

@@ -428,8 +428,9 @@ if gluon is not None:
         # Triton's coalescing pass picks: ``backward.DepthwiseWgrad.gluon_layout``), compiled as
         # Gluon, without that pass, as the forward's ``depthwise_rows_kernel_gl``: a stride-2 3x3
         # tile of 7 columns makes 30 x loads a step, and MobileNetV2's strided layers waited
-        # 4.7-8.4 s on their first wgrad call (session 37). Same sm_90 SASS as the Triton entry
-        # where gluon_layout gives it (tools/depthwise_gluon_check.py --wgrad).
+        # 4.7-8.4 s on their first wgrad call (session 37). The same registers and memory and
+        # floating-point instructions as the Triton entry where gluon_layout gives it, address
+        # code ordered otherwise (tools/depthwise_gluon_check.py --wgrad); the same bits on the H200.
         depthwise_wgrad_rows_kernel(x_ptr, dy_ptr, ws_ptr, H, W, P, Q, K, KG, CG, ROWS, strips, pairs,
                                     pairs_per_split, q_blocks, s_xn, s_xh, s_xw, s_xc, s_yn, s_yk, s_yp, s_yq, pad_h,
                                     pad_w, R, S, STRIDE_H, STRIDE_W, DIL_W, BLOCK_Q, COLS, BLOCK_K, VEC, PREFETCH,

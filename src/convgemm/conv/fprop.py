@@ -1492,9 +1492,20 @@ class DepthwiseRows(Depthwise):
         as such), 32-bit offsets. ``tests/test_depthwise_gluon.py`` compiles both entries for
         sm_90 and requires the same SASS. ``CONVGEMM_DEPTHWISE_GLUON=0`` keeps the Triton entry
         everywhere. Off under the interpreter, which cannot run Gluon, and without Gluon."""
-        from .depthwise import depthwise_rows_kernel_gl
+        bias = [bias] if bias is not None else []
+        return DepthwiseRows.gluon_blocked(prob, cfg, x, y, [wt, *bias], (wt.stride(0),))
 
-        if interpreting() or depthwise_rows_kernel_gl is None or os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
+    @staticmethod
+    def gluon_blocked(prob: ConvProblem, cfg: Config, x: torch.Tensor, y: torch.Tensor, others=(),
+                      strides=()) -> dict[str, int] | None:  # fmt: skip
+        """The rule both rows kernels' Gluon entries share (``gluon_layout`` here and
+        ``backward.DepthwiseWgrad.gluon_layout``): the ``blocked`` layout constexprs for a tile
+        over the NHWC images ``x`` and ``y``, or None where the Triton entry runs. ``others``:
+        more tensors that must be 16-byte aligned; ``strides``: more strides that must be
+        multiples of 16 elements."""
+        from .depthwise import gluon
+
+        if interpreting() or gluon is None or os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
             return None
         if prob.cg != 1 or prob.kg != 1 or cfg.vec not in (1, 2, 4) or cfg.vec * prob.dtype.itemsize > 16:
             return None
@@ -1506,10 +1517,9 @@ class DepthwiseRows(Depthwise):
             return None
         if max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(y)) >= 2**31:
             return None  # 64-bit offsets: Triton's TTIR passes, which Gluon skips, shape that address code
-        tensors = [x, y, wt] + ([bias] if bias is not None else [])
-        if any(t.data_ptr() % 16 for t in tensors) or x.stride(1) != 1 or y.stride(1) != 1:
+        if any(t.data_ptr() % 16 for t in (x, y, *others)) or x.stride(1) != 1 or y.stride(1) != 1:
             return None
-        if any(v % 16 for v in (*x.stride()[::2], x.stride(3), *y.stride()[::2], y.stride(3), wt.stride(0))):
+        if any(v % 16 for v in (*(t.stride(d) for t in (x, y) for d in (0, 2, 3)), *strides)):
             return None
         return DepthwiseRows.blocked(bk, cfg.vec, warps)
 
