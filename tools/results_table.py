@@ -1,4 +1,4 @@
-"""Generate the README's results table from a committed benchmark JSON.
+"""Generate the results tables (README.md, docs/results.md) from a committed benchmark JSON.
 
     python tools/results_table.py benchmarks/results/h200-2026-11-30.json            # print it
     python tools/results_table.py benchmarks/results/h200-2026-11-30.json --update README.md
