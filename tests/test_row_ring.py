@@ -92,3 +92,85 @@ def test_gpu_matches_float64(case, dtype, rows):
     torch.cuda.synchronize()
     err = ((u.double().cpu() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-5, f"rel err {err:.2e}"  # bf16/fp16 products summed in fp32 by wgmma
+
+
+def _conv1_1_dgrad_problem(**kw):
+    """CRAFT's conv1_1 dgrad as a forward convolution (dy 64 channels -> 3, 3 x 3 at 768 x 768)."""
+    from convgemm.problem import ConvProblem
+
+    base = dict(n=1, c=64, h=768, w=768, k=3, r=3, s=3, pad_h=(1, 1), pad_w=(1, 1), dtype=torch.bfloat16,
+                tma_ok=True, input_tma_ok=True, input_dense=True)  # fmt: skip
+    base.update(kw)
+    return ConvProblem(**base)
+
+
+@pytest.mark.parametrize("flag", ["1", "0", None])
+def test_narrow_fold_times_the_ring_only_when_asked(monkeypatch, flag):
+    """``CONVGEMM_ROW_RING=1`` adds the ring's candidates to ``narrow_fold``'s configs (the GPU's
+    config list: the interpreter's single default is patched away), and nothing else does."""
+    from convgemm.conv import fprop
+
+    if flag is None:
+        monkeypatch.delenv("CONVGEMM_ROW_RING", raising=False)
+    else:
+        monkeypatch.setenv("CONVGEMM_ROW_RING", flag)
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    prob = _conv1_1_dgrad_problem()
+    algo = fprop.ALGORITHMS["narrow_fold"]
+    assert algo.supports(prob) is None
+    rings = [c for c in algo.configs(prob) if c.ring]
+    if flag == "1":
+        assert [(c.block_m, c.ring) for c in rings] == [(128, 16), (64, 16), (128, 32)]
+        assert all(c.block_n == 16 and c.block_k == 64 and "ring" in c.describe() for c in rings)
+    else:
+        assert rings == []
+
+
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (dict(r=5, pad_h=(2, 2)), "at most 3"),
+        (dict(c=48), "C = 48"),
+        (dict(pad_h=(0, 1)), "the same above and below"),
+        (dict(dilation=(2, 1), pad_h=(2, 2)), "dilation 1"),
+        (dict(input_dense=False), "evenly strided"),
+    ],
+)
+def test_ring_refuses_what_it_does_not_take(monkeypatch, kw, reason):
+    from convgemm.conv import fprop, row_ring
+
+    rp = fprop.ALGORITHMS["narrow_fold"].reduced(_conv1_1_dgrad_problem(**kw))
+    assert reason in row_ring.fits(rp)
+    monkeypatch.setenv("CONVGEMM_ROW_RING", "1")
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    assert not any(c.ring for c in fprop.ALGORITHMS["narrow_fold"].configs(_conv1_1_dgrad_problem(**kw)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", [(1, 64, 40, 300, 3, 3), (2, 32, 17, 70, 5, 3), (1, 16, 9, 130, 16, 2)], ids=str)
+def test_gpu_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dtype):
+    """``narrow_fold``'s whole run (ring + column fold, bias) on every ring candidate."""
+    import convgemm
+    from convgemm.conv.fprop import ALGORITHMS
+
+    monkeypatch.setenv("CONVGEMM_ROW_RING", "1")
+    n, c, h, w, k, r = shape
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(n, c, h, w, generator=g).to(dtype).cuda().contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c, r, 3, generator=g) / (3 * c) ** 0.5).to(dtype).cuda()
+    b = torch.randn(k, generator=g).to(dtype).cuda()
+    pad = (r // 2, 1)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=pad)
+    algo = ALGORITHMS["narrow_fold"]
+    prob = convgemm.explain(x, wt, b, padding=pad, algorithm="narrow_fold")["problem"]
+    rings = [cfg for cfg in algo.configs(prob) if cfg.ring]
+    assert rings
+    for cfg in rings:
+        y = torch.full(ref.shape, float("nan"), device="cuda", dtype=dtype).contiguous(
+            memory_format=torch.channels_last
+        )
+        algo.run(prob, x, wt, b, y, cfg)
+        torch.cuda.synchronize()
+        err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err < 1e-2, f"{cfg.describe()}: rel err {err:.2e}"  # one bf16 rounding of the output

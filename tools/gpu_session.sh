@@ -616,7 +616,14 @@ PY
         # then its time on conv1_1's reduced dgrad against narrow_fold (the GEMM step was 47.7 us)
         timeout 150 python3 -m pytest -q -n 12 tests/test_row_ring.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests.log"
-        timeout 150 python3 tools/row_ring_probe.py 2>&1 | grep -v Warning | tee "$OUT/row-ring-probe.log" ;;
+        timeout 150 python3 tools/row_ring_probe.py 2>&1 | grep -v Warning | tee "$OUT/row-ring-probe.log"
+        # issue 5's first-layer dgrad (2x cuDNN asked; 1.67x in session 33): conv1_1 tuned without, then with
+        # the ring among narrow_fold's candidates
+        for ring in 0 1; do
+            CONVGEMM_ROW_RING=$ring CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 -m convgemm bench --dtype bf16 \
+                --check --shape 1,3,768,768,64,3,3,1,1,1,1 --direction dgrad --json "$OUT/conv11-dgrad-ring$ring.json" \
+                2>&1 | grep -v Warning | tail -6 | tee "$OUT/conv11-dgrad-ring$ring.log"
+        done ;;
     s38a)  # session 37: depthwise layers on the rows kernel's Gluon entry (the coalescing pass skipped at
         # compile time, same sm_90 SASS on the CPU): GPU tests, then the grouped suite from empty caches
         # (first-call tuning: ConvNeXt's 7x7 layers took 3.3-4.1 s in session 33, the target is 3 s)

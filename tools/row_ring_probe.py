@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The experimental row-ring R x 1 convolution (``conv/row_ring.py``) on CRAFT's conv1_1 dgrad as
 ``narrow_fold`` reduces it (dy 64 channels -> 9 fp32 channels, 3 x 1, 768 x 768, bf16), against
-``narrow_fold``'s whole run (R x 1 GEMM on ``narrow_tma`` + the column fold) with its configs (GPU).
+``narrow_fold``'s whole run (R x 1 GEMM + the column fold) with each of its configs, the ring's
+(``CONVGEMM_ROW_RING=1``) among them (GPU).
 
     PYTHONPATH=src python3 tools/row_ring_probe.py
 
@@ -12,6 +13,8 @@ against float64.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +43,7 @@ def main() -> int:
                 us = _gpu_bench(lambda tw=tw, rows=rows, warps=warps: row_ring_conv(dy, w_rx1, 1, u, tw=tw, rows=rows,
                                                                                     num_warps=warps))  # fmt: skip
                 print(f"row_ring tw {tw:3d} rows {rows:2d} w{warps}: {us:7.1f} us  (rel err {err:.1e})", flush=True)
+    os.environ["CONVGEMM_ROW_RING"] = "1"  # narrow_fold's configs then include the ring's (GEMM + fold)
     algo = ALGORITHMS["narrow_fold"]
     prob = convgemm.explain(dy, wf, None, padding=1, algorithm="narrow_fold")["problem"]
     y = torch.empty(1, 3, 768, 768, device="cuda", dtype=dy.dtype).contiguous(memory_format=torch.channels_last)

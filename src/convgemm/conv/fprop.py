@@ -77,6 +77,9 @@ class Config:
     # 1: implicit_gemm_ws / conv3d_ws store tiles from registers, without a shared-memory staging
     # tile (ws3d's EPI), which leaves room for more ring stages
     direct: int = 0
+    # > 0: narrow_fold's R x 1 step on conv/row_ring.py (experimental, CONVGEMM_ROW_RING=1):
+    # this many output rows per chunk, strips of block_m columns
+    ring: int = 0
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -102,6 +105,8 @@ class Config:
             s += f" x{self.parts}"
         if self.direct:
             s += " ds"
+        if self.ring:
+            s += f" ring{self.ring}"
         return s
 
 
@@ -1906,7 +1911,13 @@ class NarrowFold(Algorithm):
         return False  # tuned only
 
     def configs(self, prob: ConvProblem) -> list[Config]:
-        return _NARROW.configs(self.reduced(prob))
+        out = _NARROW.configs(self.reduced(prob))
+        if not interpreting():
+            from . import row_ring
+
+            if row_ring.enabled() and row_ring.fits(self.reduced(prob)) is None:
+                out += row_ring.configs(self.reduced(prob))
+        return out
 
     def default_config(self, prob: ConvProblem) -> Config:
         return _NARROW.default_config(self.reduced(prob))
@@ -1921,7 +1932,12 @@ class NarrowFold(Algorithm):
         # packed on every call, like krsc_weight: a weight changed in place is always seen. The
         # call plan's handle replays the R x 1 convolution (``narrow_tma``'s own fast path) and,
         # as its ``aux``, the fold
-        _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)
+        if cfg.ring:
+            from .row_ring import row_ring_conv
+
+            row_ring_conv(x, fold_weight(w), rp.pad_h[0], u, tw=cfg.block_m, rows=cfg.ring, num_warps=cfg.num_warps)
+        else:
+            _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)
         m = prob.n * prob.p * prob.q
         bk = _small(prob.k, 1)
         bm = max(16, 2048 // bk)

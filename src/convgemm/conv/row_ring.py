@@ -1,6 +1,6 @@
 """An R x 1 convolution with few output channels, each input row read once: a ring of row buffers
-(experimental, session 38; not yet an algorithm: written without a GPU, compiled for sm_90 on
-the CPU only).
+(experimental, session 38: written without a GPU and compiled for sm_90 on the CPU only;
+``narrow_fold`` times it for its R x 1 step only with ``CONVGEMM_ROW_RING=1``).
 
 ``narrow_fold``'s first step (``fprop.NarrowFold``) is an R x 1 convolution into ``S * K`` fp32
 channels on ``narrow_tma``, whose tiles load one TMA box per filter row: CRAFT's conv1_1 dgrad
@@ -19,6 +19,8 @@ no padding along W: ``narrow_fold`` reduces its filter to R x 1 over the input's
 
 from __future__ import annotations
 
+import os
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -35,6 +37,39 @@ from .._runtime import cdiv, sm_count
 
 #: ring slots (a power of two: shared-memory allocations are); R + 1 of them in use, so R <= 3
 SLOTS = 4
+
+
+def enabled() -> bool:
+    """``CONVGEMM_ROW_RING=1``: ``narrow_fold``'s tuner also times the ring for its R x 1 step
+    (off by default until the H200 has checked and timed it)."""
+    return os.environ.get("CONVGEMM_ROW_RING", "0") == "1"
+
+
+def fits(rp) -> str | None:
+    """Why the ring cannot run the R x 1 problem ``rp`` (``NarrowFold.reduced``), or None."""
+    if rp.r > 3:
+        return f"{rp.r} filter rows: the ring of {SLOTS} row slots takes at most 3"
+    if rp.s != 1 or rp.pad_w != (0, 0) or rp.stride != (1, 1) or rp.dilation != (1, 1):
+        return "stride and dilation 1, one filter column, no padding along W"
+    if rp.pad_h[0] != rp.pad_h[1]:
+        return f"padding {rp.pad_h} rows: the same above and below"
+    if rp.groups != 1 or rp.c not in (16, 32, 64, 128):
+        return f"C = {rp.c} (groups {rp.groups}): 16, 32, 64 or 128 channels, one box each, groups 1"
+    if rp.k > 64:
+        return f"{rp.k} output channels: at most 64"
+    if rp.dtype not in (torch.float16, torch.bfloat16):
+        return f"{rp.dtype}: fp16 or bf16"
+    if not (rp.input_tma_ok and rp.input_dense) or rp.input_nchw:
+        return "the NHWC input must be TMA-aligned with evenly strided rows"
+    return None
+
+
+def configs(rp) -> list:
+    """``narrow_fold``'s ring candidates: strips of 128 or 64 columns, chunks of 16 or 32 rows."""
+    from .fprop import Config
+
+    bn = max(16, 1 << (rp.k - 1).bit_length())
+    return [Config(tw, bn, rp.c, 4, SLOTS, ring=rows) for tw, rows in ((128, 16), (64, 16), (128, 32))]
 
 
 @gluon.jit
