@@ -1,5 +1,6 @@
 """A CPU emulation of the Gluon kernels (the forward ``ws3d.ws_conv3d_kernel``, the weight
-gradient ``ws_wgrad.ws_wgrad3d_kernel``), for tests without a GPU.
+gradient ``ws_wgrad.ws_wgrad3d_kernel``, and ``row_ring.row_ring_kernel`` by ``run_row_ring``,
+with its ring's barrier phases checked), for tests without a GPU.
 
 Gluon does not run under ``TRITON_INTERPRET``, so these kernels' index arithmetic (work units,
 pixel tiles, the views' box coordinates per filter tap, grouped channel offsets, the fix-up
@@ -417,3 +418,164 @@ def install(monkeypatch) -> None:
 
     monkeypatch.setattr(ws3d, "gluon_launch", launch)
     monkeypatch.setattr(ws_wgrad, "gluon_launch", launch)
+
+
+# ---------------------------------------------------------------- conv/row_ring.py's kernel
+class _RingBarrier:
+    """One ``mbarrier`` of the row ring, with the hardware's phase rule: ``wait(phase)`` passes
+    once the barrier's phase of that parity has completed. Copies complete when issued here, so
+    the check is that each wait is for the slot's *latest* copy (the phase that copy completes);
+    a wait for an older parity would pass on the GPU before the copy landed."""
+
+    def __init__(self):
+        self.done = 0  # completed phases (one copy each: count 1, expect + TMA)
+        self.waited = 0  # the completions the last wait covered
+        self.armed = False
+
+    def wait(self, phase):
+        assert self.done >= 1 and (self.done - 1) & 1 == int(phase), (
+            f"wait for phase {int(phase)} on a barrier with {self.done} completed phases: not the latest copy"
+        )
+        self.waited = self.done
+
+
+class _RingSlot:
+    """A shared-memory buffer: a row-ring slot (``reshape``: the landed box, only once its barrier
+    was waited for) or a weight tap (``store`` / ``permute``)."""
+
+    def __init__(self, ring, i):
+        self.ring, self.i, self.data = ring, i, None
+
+    def reshape(self, shape):
+        bar = self.ring.emu.bars.items[self.i]
+        assert bar.waited == bar.done, f"ring slot {self.i} read before waiting for its latest copy"
+        out = self.data.reshape(shape).clone().as_subclass(_SlotRead)
+        out.slot = (self.ring, self.i)
+        return out
+
+    def store(self, val):
+        self.data = torch.as_tensor(val, dtype=torch.float64).clone()
+
+    def permute(self, dims):
+        return self.data.permute(dims)
+
+
+class _SlotRead(torch.Tensor):
+    """A ring slot's contents as a wgmma operand (remembers the slot, for the in-flight check)."""
+
+
+class _Smem:
+    def __init__(self, n, emu):
+        self.items = [_RingSlot(self, i) for i in range(n)]
+        self.emu = emu  # its barriers: emu.bars (allocated after the buffers)
+
+    def index(self, i):
+        return self.items[int(i)]
+
+
+class _BarrierArray:
+    def __init__(self, n):
+        self.items = [_RingBarrier() for _ in range(n)]
+
+    def index(self, i):
+        return self.items[int(i)]
+
+
+class _RowRingEmu:
+    """``gl`` / ``mbarrier`` / ``tma`` / wgmma for ``row_ring_kernel``: TMA row copies land at once
+    and complete their barrier's phase; an async wgmma keeps its ring slot in flight until
+    ``warpgroup_mma_wait``, and a copy into a slot in flight fails (the WAR race the GPU would
+    have)."""
+
+    def __init__(self):
+        self.ring = None
+        self.in_flight = set()
+        self.copies = 0
+
+    def allocate_shared_memory(self, dtype, shape, layout=None):
+        if dtype is torch.int64:  # the barriers
+            self.bars = _BarrierArray(shape[0])
+            return self.bars
+        smem = _Smem(shape[0], self)
+        if len(shape) == 5:  # the row ring [4, 1, 1, TW, BC]
+            self.ring = smem
+        return smem
+
+    # mbarrier
+    def init(self, bar, count):
+        assert count == 1
+
+    def expect(self, bar, nbytes):
+        assert not bar.armed, "expect on a barrier whose copy has not completed"
+        bar.armed = True
+
+    def wait(self, bar, phase):
+        bar.wait(phase)
+
+    def invalidate(self, bar):
+        assert not bar.armed, "a barrier invalidated with a copy in flight"
+
+    # tma
+    def async_copy_global_to_shared(self, desc, coord, bar, buf):
+        assert bar.armed, "a TMA copy onto a barrier without expect"
+        assert buf.ring is not self.ring or (self.ring, buf.i) not in self.in_flight, (
+            f"a row copied into ring slot {buf.i} while a wgmma still reads it"
+        )
+        buf.data = desc.read([int(c) for c in coord])
+        self.copies += 1
+        bar.armed = False
+        bar.done += 1
+
+    def mma(self, a, b, acc, is_async=False):
+        if isinstance(a, _SlotRead):
+            self.in_flight.add(a.slot)
+        return acc + a.as_subclass(torch.Tensor).double() @ b
+
+    def mma_wait(self, num_outstanding=0, deps=()):
+        assert num_outstanding == 0
+        self.in_flight.clear()
+        return deps[0]
+
+
+def run_row_ring(grid, args: tuple, kw: dict, fn=None) -> int:
+    """Emulate one launch of ``row_ring.row_ring_kernel`` program by program (the kernel's own
+    Python code, its unit walk, ring schedule, barrier phases and stores); returns the number of
+    row copies it made. ``fn``: the kernel (``row_ring.row_ring_kernel`` unless given)."""
+    from convgemm.conv import row_ring
+
+    fn = row_ring.row_ring_kernel if fn is None else fn
+    a = _kernel_args(fn, args, kw)
+    emu = _RowRingEmu()
+    x_d = Desc(a["x_desc"])
+    x_d.layout = None
+    gl_ = types.SimpleNamespace(**vars(GL))
+    gl_.allocate_shared_memory = emu.allocate_shared_memory
+    gl_.static_assert = lambda cond, msg="": None if cond else (_ for _ in ()).throw(AssertionError(msg))
+    gl_.BlockedLayout = lambda *a, **k: None
+    gl_.NVMMASharedLayout = types.SimpleNamespace(get_default_for=lambda *a, **k: None)
+    gl_.NVMMADistributedLayout = lambda **k: None
+    gl_.convert_layout = lambda v, layout: v
+    gl_.thread_barrier = lambda: None
+    gl_.minimum = lambda p, q: min(int(p), int(q))
+    bar_ns = types.SimpleNamespace(init=emu.init, expect=emu.expect, wait=emu.wait, invalidate=emu.invalidate,
+                                   MBarrierLayout=lambda: None)  # fmt: skip
+    tma_ns = types.SimpleNamespace(async_copy_global_to_shared=emu.async_copy_global_to_shared)
+    overrides = {"mbarrier": bar_ns, "tma": tma_ns, "fence_async_shared": lambda: None,
+                 "warpgroup_mma": emu.mma, "warpgroup_mma_wait": emu.mma_wait}  # fmt: skip
+    cache: dict = {}
+    kernel = _python(fn, overrides, cache)
+    for f in cache.values():
+        f.__globals__["gl"] = gl_
+    programs = grid[0]
+    _state["programs"] = programs
+    names = fn.arg_names
+    call = [a[n] for n in names]
+    call[names.index("x_desc")] = x_d
+    call[names.index("w_ptr")] = Ptr(a["w_ptr"])
+    call[names.index("u_ptr")] = Ptr(a["u_ptr"])
+    for pid in range(programs):
+        _state["pid"] = pid
+        emu.bars = None
+        kernel(*call)
+        assert all(not b.armed for b in emu.bars.items), "a row copy issued and never waited for"
+    return emu.copies

@@ -174,3 +174,80 @@ def test_gpu_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dtype):
         torch.cuda.synchronize()
         err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
         assert err < 1e-2, f"{cfg.describe()}: rel err {err:.2e}"  # one bf16 rounding of the output
+
+
+def _emulated(monkeypatch):
+    """``row_ring_kernel`` launches run by ``gluon_emu.run_row_ring`` (on the CPU); returns the
+    list of each launch's row-copy count."""
+    from gluon_emu import run_row_ring
+
+    from convgemm.conv import row_ring
+
+    real = row_ring.row_ring_kernel
+    copies = []
+
+    class Emulated:
+        arg_names = real.arg_names
+
+        def __getitem__(self, grid):
+            return lambda *args, **kw: copies.append(run_row_ring(grid, args, kw, real))
+
+    monkeypatch.setattr(row_ring, "row_ring_kernel", Emulated())
+    monkeypatch.setattr(row_ring, "sm_count", lambda: 2)  # a few persistent programs, several units each
+    return copies
+
+
+@pytest.mark.parametrize("rows", [16, 4, 1])
+@pytest.mark.parametrize("case", GPU_CASES, ids=str)
+def test_emulated_matches_float64(monkeypatch, case, rows):
+    """The kernel's own code on the CPU (``gluon_emu.run_row_ring``): units, the ring's schedule
+    and barrier phases (each wait for its slot's latest copy, no copy into a slot a wgmma still
+    reads), stores, W tails; the result against float64 and the copy count (each chunk's rows
+    once, plus R - 1 halo rows)."""
+    from convgemm.conv.row_ring import row_ring_conv
+
+    copies = _emulated(monkeypatch)
+    n, c, h, w, j, r, pad = case
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(n, c, h, w, generator=g).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(j, c, r, 1, generator=g) / c**0.5).to(torch.bfloat16)
+    ref = F.conv2d(x.double(), wt.double(), padding=(pad, 0)).permute(0, 2, 3, 1)
+    u = torch.full(tuple(ref.shape), float("nan"))
+    tw = 128 if w > 64 else 64
+    row_ring_conv(x, wt, pad, u, tw=tw, rows=rows)
+    err = ((u.double() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-5, f"rel err {err:.2e}"
+    p = ref.shape[1]
+    chunks = -(-p // rows)
+    strips = -(-w // tw)
+    assert copies == [n * strips * (p + chunks * (r - 1))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(1, 64, 11, 70, 3, 3), (2, 32, 6, 20, 5, 3), (1, 16, 5, 9, 16, 2)], ids=str)
+def test_emulated_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dtype):
+    """``narrow_fold``'s whole run on each ring candidate on the CPU: the ring emulated, the
+    column fold (bias, S taps) under the interpreter, y channels_last and NCHW."""
+    import convgemm
+    from convgemm.conv import row_ring
+    from convgemm.conv.fprop import ALGORITHMS
+
+    copies = _emulated(monkeypatch)
+    n, c, h, w, k, r = shape
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(n, c, h, w, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c, r, 3, generator=g) / (3 * c) ** 0.5).to(dtype)
+    b = torch.randn(k, generator=g).to(dtype)
+    pad = (r // 2, 1)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=pad)
+    algo = ALGORITHMS["narrow_fold"]
+    prob = convgemm.explain(x, wt, b, padding=pad, algorithm="narrow_fold")["problem"]
+    rp = algo.reduced(prob)
+    assert row_ring.fits(rp) is None
+    for cfg in row_ring.configs(rp):
+        for fmt in (torch.channels_last, torch.contiguous_format):
+            y = torch.full(ref.shape, float("nan"), dtype=dtype).contiguous(memory_format=fmt)
+            algo.run(prob, x, wt, b, y, cfg)
+            err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+            assert err < 1e-2, f"{cfg.describe()}: rel err {err:.2e}"  # one 16-bit rounding of the output
+    assert len(copies) == 2 * len(row_ring.configs(rp))

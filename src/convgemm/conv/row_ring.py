@@ -1,6 +1,7 @@
 """An R x 1 convolution with few output channels, each input row read once: a ring of row buffers
-(experimental, session 38: written without a GPU and compiled for sm_90 on the CPU only;
-``narrow_fold`` times it for its R x 1 step only with ``CONVGEMM_ROW_RING=1``).
+(experimental, session 38: written without a GPU, compiled for sm_90 and emulated on the CPU
+only, ``tests/gluon_emu.run_row_ring``; ``narrow_fold`` times it for its R x 1 step only with
+``CONVGEMM_ROW_RING=1``).
 
 ``narrow_fold``'s first step (``fprop.NarrowFold``) is an R x 1 convolution into ``S * K`` fp32
 channels on ``narrow_tma``, whose tiles load one TMA box per filter row: CRAFT's conv1_1 dgrad
@@ -182,8 +183,7 @@ def row_ring_conv(x: torch.Tensor, wt: torch.Tensor, pad: int, u: torch.Tensor, 
     # programs an SM can hold: the ring, the weight taps (4 slots) and the epilogue's scratch
     smem = 4 * tw * c * x.element_size() + 4 * bn * c * x.element_size() + tw * bn * 4
     per_sm = max(1, min(3, 220_000 // smem))
-    with torch.cuda.device(x.device):
-        grid = (max(1, min(units, per_sm * sm_count())),)
+    grid = (max(1, min(units, per_sm * sm_count())),)  # the grid's size only: any device's count will do
     row_ring_kernel[grid](desc, wp, u, h, w, p, j, pad, units, strips, chunks, u.stride(0), u.stride(1), u.stride(2),
                           R=r, TW=tw, BC=c, BN=bn, ROWS=rows, num_warps=num_warps)  # fmt: skip
     return u
