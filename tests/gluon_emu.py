@@ -556,7 +556,11 @@ def run_row_ring(grid, args: tuple, kw: dict, fn=None) -> int:
     gl_.NVMMADistributedLayout = lambda **k: None
     gl_.convert_layout = lambda v, layout: v
     gl_.thread_barrier = lambda: None
-    gl_.minimum = lambda p, q: min(int(p), int(q))
+    gl_.minimum = lambda p, q: torch.clamp(p, max=q) if isinstance(p, torch.Tensor) else min(int(p), int(q))
+    gl_.maximum = lambda v, lo: torch.clamp(v, min=float(lo))
+    gl_.gather = lambda src, index, axis: torch.gather(src, axis, index.long())
+    gl_.reshape = lambda t, shape: t.reshape(shape)
+    gl_.sum = lambda t, axis: t.sum(axis)
     bar_ns = types.SimpleNamespace(init=emu.init, expect=emu.expect, wait=emu.wait, invalidate=emu.invalidate,
                                    MBarrierLayout=lambda: None)  # fmt: skip
     tma_ns = types.SimpleNamespace(async_copy_global_to_shared=emu.async_copy_global_to_shared)
@@ -572,7 +576,8 @@ def run_row_ring(grid, args: tuple, kw: dict, fn=None) -> int:
     call = [a[n] for n in names]
     call[names.index("x_desc")] = x_d
     call[names.index("w_ptr")] = Ptr(a["w_ptr"])
-    call[names.index("u_ptr")] = Ptr(a["u_ptr"])
+    call[names.index("out_ptr")] = Ptr(a["out_ptr"])
+    call[names.index("bias_ptr")] = Ptr(a["bias_ptr"])
     for pid in range(programs):
         _state["pid"] = pid
         emu.bars = None

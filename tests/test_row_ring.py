@@ -26,31 +26,43 @@ x = torch.zeros(n, c, h, w, dtype=torch.bfloat16).to(memory_format=torch.channel
 box = [1, 1, 128, c]
 desc = TensorDescriptor(x, [n, h, w, c], [x.stride(0), x.stride(2), x.stride(3), 1], box,
                         gl.NVMMASharedLayout.get_default_for(box, gl.bfloat16))
-u = torch.zeros(n, h, w, j)
-args = (desc, torch.zeros(r, 16, c, dtype=torch.bfloat16), u, h, w, h, j, 1, 288, 6, 48, *u.stride()[:3])
-k, _ = _compile(rr.row_ring_kernel, args, dict(R=3, TW=128, BC=64, BN=16, ROWS=16, num_warps=4))
+fold = sys.argv[2] == "fold"
+if fold:
+    u = torch.zeros(n, 3, h, w, dtype=torch.bfloat16)
+    strides = (u.stride(0), u.stride(2), u.stride(3), u.stride(1))
+    args = (desc, torch.zeros(r, 16, c, dtype=torch.bfloat16), u, u, w, h, j, w, 1, 1, 288, 7, 48, *strides)
+    const = dict(FOLD=True, S=3, K=3, KB=4, HAS_BIAS=False, RELU=False)
+else:
+    u = torch.zeros(n, h, w, j)
+    args = (desc, torch.zeros(r, 16, c, dtype=torch.bfloat16), u, u, w, h, j, w, 1, 0, 288, 6, 48, *u.stride())
+    const = dict(FOLD=False, S=1, K=1, KB=2, HAS_BIAS=False, RELU=False)
+k, _ = _compile(rr.row_ring_kernel, args, dict(R=3, TW=128, BC=64, BN=16, ROWS=16, NS=int(sys.argv[3]), num_warps=4,
+                                              **const))
 sass, regs = _sass(k.asm["cubin"])
 ops = collections.Counter(i.split()[1] if i.startswith("@") else i.split()[0] for i in sass)
 print(json.dumps({"ops": ops, "regs": regs, "shared": k.metadata.shared}))
 """
 
 
-def test_compiles_for_sm90_to_wgmma_and_tma():
-    """CRAFT's conv1_1 dgrad as narrow_fold reduces it (64 -> 9 channels, 3 x 1 at 768 x 768): the
-    kernel compiles for sm_90 with its R wgmmas on ring slots and one TMA row load a step. In a
-    subprocess: the compile helper leaves the interpreter (``TRITON_INTERPRET``) for the process."""
+@pytest.mark.parametrize("fold, slots", [("u", 4), ("u", 8), ("fold", 4), ("fold", 8)])
+def test_compiles_for_sm90_to_wgmma_and_tma(fold, slots):
+    """CRAFT's conv1_1 dgrad as narrow_fold reduces it (64 -> 9 channels, 3 x 1 at 768 x 768), with
+    and without the fold in the epilogue: the kernel compiles for sm_90 with its R wgmmas on ring
+    slots and one TMA row load a step. In a subprocess: the compile helper leaves the interpreter
+    (``TRITON_INTERPRET``) for the process."""
     import json
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.path.join(ROOT, "src") + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", _COMPILE, ROOT], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", _COMPILE, ROOT, fold, str(slots)], env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     ops = got["ops"]
     assert ops["HGMMA.64x16x16.F32.BF16"] == 3 * 2 * 4, ops  # 3 taps x 2 m64 halves x 4 k16 steps
-    assert ops["UTMALDG.4D"] == 5, ops  # the chunk's first 4 rows (one ring), then one a step
-    assert got["regs"] <= 128 and got["shared"] <= 100_000
+    assert ops["UTMALDG.4D"] == slots + 1, ops  # the chunk's first rows (one ring), then one a step
+    assert got["regs"] <= 128 and got["shared"] <= (100_000 if slots == 4 else 180_000), got
 
 
 def test_refuses_what_it_does_not_take():
@@ -120,7 +132,10 @@ def test_narrow_fold_times_the_ring_only_when_asked(monkeypatch, flag):
     assert algo.supports(prob) is None
     rings = [c for c in algo.configs(prob) if c.ring]
     if flag == "1":
-        assert [(c.block_m, c.ring) for c in rings] == [(128, 16), (64, 16), (128, 32)]
+        shapes = [(128, 16, 4), (128, 32, 8), (64, 32, 8)]
+        assert [(c.block_m, c.ring, c.num_stages, c.fused) for c in rings] == [(*t, 0) for t in shapes] + [
+            (*t, 1) for t in shapes
+        ]
         assert all(c.block_n == 16 and c.block_k == 64 and "ring" in c.describe() for c in rings)
     else:
         assert rings == []
@@ -197,9 +212,9 @@ def _emulated(monkeypatch):
     return copies
 
 
-@pytest.mark.parametrize("rows", [16, 4, 1])
+@pytest.mark.parametrize("rows, slots", [(16, 4), (4, 4), (1, 4), (16, 8), (5, 8)])
 @pytest.mark.parametrize("case", GPU_CASES, ids=str)
-def test_emulated_matches_float64(monkeypatch, case, rows):
+def test_emulated_matches_float64(monkeypatch, case, rows, slots):
     """The kernel's own code on the CPU (``gluon_emu.run_row_ring``): units, the ring's schedule
     and barrier phases (each wait for its slot's latest copy, no copy into a slot a wgmma still
     reads), stores, W tails; the result against float64 and the copy count (each chunk's rows
@@ -214,7 +229,7 @@ def test_emulated_matches_float64(monkeypatch, case, rows):
     ref = F.conv2d(x.double(), wt.double(), padding=(pad, 0)).permute(0, 2, 3, 1)
     u = torch.full(tuple(ref.shape), float("nan"))
     tw = 128 if w > 64 else 64
-    row_ring_conv(x, wt, pad, u, tw=tw, rows=rows)
+    row_ring_conv(x, wt, pad, u, tw=tw, rows=rows, slots=slots)
     err = ((u.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-5, f"rel err {err:.2e}"
     p = ref.shape[1]
@@ -243,11 +258,86 @@ def test_emulated_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dt
     algo = ALGORITHMS["narrow_fold"]
     prob = convgemm.explain(x, wt, b, padding=pad, algorithm="narrow_fold")["problem"]
     rp = algo.reduced(prob)
-    assert row_ring.fits(rp) is None
-    for cfg in row_ring.configs(rp):
+    assert row_ring.fits(rp) is None and row_ring.fold_fits(prob) is None
+    for cfg in row_ring.configs(prob, rp):
         for fmt in (torch.channels_last, torch.contiguous_format):
             y = torch.full(ref.shape, float("nan"), dtype=dtype).contiguous(memory_format=fmt)
             algo.run(prob, x, wt, b, y, cfg)
             err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
             assert err < 1e-2, f"{cfg.describe()}: rel err {err:.2e}"  # one 16-bit rounding of the output
-    assert len(copies) == 2 * len(row_ring.configs(rp))
+    assert len(copies) == 2 * len(row_ring.configs(prob, rp))
+
+
+# (N, C, H, W, K, R, S, pad_h, pad_w, Q less than the padded width by): conv1_1's dgrad on a small
+# image, strips overlapping past 64 columns, K 1 and 5 (channel groups of 1 and 8), a 5-wide
+# filter, no padding, right padding cut short (padding='same' with an even width), 32 and 16 channels
+FOLD_CASES = [
+    (1, 64, 12, 150, 3, 3, 3, 1, 1, 0),
+    (2, 32, 7, 70, 5, 2, 3, 1, 1, 0),
+    (1, 16, 5, 40, 1, 3, 5, 1, 2, 0),
+    (1, 64, 9, 66, 4, 3, 3, 0, 0, 0),
+    (1, 32, 6, 33, 3, 3, 4, 1, 2, 1),
+]
+
+
+@pytest.mark.parametrize("tw, rows, slots", [(64, 4, 4), (128, 16, 8)])
+@pytest.mark.parametrize("case", FOLD_CASES, ids=str)
+def test_emulated_fold_matches_float64(monkeypatch, case, tw, rows, slots):
+    """``row_ring_fold`` on the CPU: the column fold in the ring's epilogue (overlapping strips,
+    the gather of each channel group from its shifted row, bias and relu), y NCHW and
+    channels_last, against float64."""
+    from convgemm.conv.row_ring import row_ring_fold
+
+    copies = _emulated(monkeypatch)
+    n, c, h, w, k, r, s, ph, pw, cut = case
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(n, c, h, w, generator=g).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c, r, s, generator=g) / (s * c) ** 0.5).to(torch.bfloat16)
+    b = torch.randn(k, generator=g).to(torch.bfloat16)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=(ph, pw))
+    ref = ref[..., : ref.shape[3] - cut]
+    for fmt, act in ((torch.contiguous_format, ""), (torch.channels_last, "relu")):
+        want = ref.clamp(min=0) if act else ref
+        y = torch.full(ref.shape, float("nan"), dtype=torch.bfloat16).contiguous(memory_format=fmt)
+        row_ring_fold(x, wt, b, y, ph, pw, act, tw=tw, rows=rows, slots=slots)
+        err = ((y.double() - want).abs().max() / want.abs().max()).item()
+        assert err < 1e-2, f"{fmt} {act!r}: rel err {err:.2e}"  # one bf16 rounding of y
+    q, p = ref.shape[3], ref.shape[2]
+    strips = -(-q // (tw - s + 1))
+    assert copies[0] == n * strips * (p + -(-p // rows) * (r - 1))
+
+
+def test_fold_refuses_what_it_does_not_take():
+    from convgemm.conv import fprop, row_ring
+
+    prob = _conv1_1_dgrad_problem(stride=(1, 2))
+    assert "along W" in row_ring.fold_fits(prob)
+    assert "along W" in row_ring.fold_fits(_conv1_1_dgrad_problem(dilation=(1, 2), pad_w=(2, 2)))
+    assert "over 128" in row_ring.fold_fits(_conv1_1_dgrad_problem(k=40, s=5))
+    assert row_ring.fold_fits(_conv1_1_dgrad_problem(activation="relu")) is None
+    rp = fprop.ALGORITHMS["narrow_fold"].reduced(prob)
+    assert not any(c.fused for c in row_ring.configs(prob, rp))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("tw, rows, slots", [(64, 4, 4), (128, 16, 8), (128, 32, 8)])
+@pytest.mark.parametrize("case", FOLD_CASES, ids=str)
+def test_gpu_fold_matches_float64(case, tw, rows, slots, dtype):
+    from convgemm.conv.row_ring import row_ring_fold
+
+    n, c, h, w, k, r, s, ph, pw, cut = case
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(n, c, h, w, generator=g).to(dtype)
+    wt = (torch.randn(k, c, r, s, generator=g) / (s * c) ** 0.5).to(dtype)
+    b = torch.randn(k, generator=g).to(dtype)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=(ph, pw))
+    ref = ref[..., : ref.shape[3] - cut]
+    xg = x.cuda().contiguous(memory_format=torch.channels_last)
+    for fmt, act in ((torch.contiguous_format, ""), (torch.channels_last, "relu")):
+        want = ref.clamp(min=0) if act else ref
+        y = torch.full(ref.shape, float("nan"), device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+        row_ring_fold(xg, wt.cuda(), b.cuda(), y, ph, pw, act, tw=tw, rows=rows, slots=slots)
+        torch.cuda.synchronize()
+        err = ((y.double().cpu() - want).abs().max() / want.abs().max()).item()
+        assert err < 1e-2, f"{fmt} {act!r}: rel err {err:.2e}"  # one 16-bit rounding of y

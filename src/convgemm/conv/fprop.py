@@ -78,8 +78,10 @@ class Config:
     # tile (ws3d's EPI), which leaves room for more ring stages
     direct: int = 0
     # > 0: narrow_fold's R x 1 step on conv/row_ring.py (experimental, CONVGEMM_ROW_RING=1):
-    # this many output rows per chunk, strips of block_m columns
+    # this many output rows per chunk, strips of block_m columns, num_stages ring slots
     ring: int = 0
+    # 1 (with ring): the column fold in the ring kernel's epilogue, y written directly
+    fused: int = 0
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -106,7 +108,7 @@ class Config:
         if self.direct:
             s += " ds"
         if self.ring:
-            s += f" ring{self.ring}"
+            s += f" ring{self.ring}" + (" fused" if self.fused else "")
         return s
 
 
@@ -1916,7 +1918,7 @@ class NarrowFold(Algorithm):
             from . import row_ring
 
             if row_ring.enabled() and row_ring.fits(self.reduced(prob)) is None:
-                out += row_ring.configs(self.reduced(prob))
+                out += row_ring.configs(prob, self.reduced(prob))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
@@ -1933,9 +1935,13 @@ class NarrowFold(Algorithm):
         # call plan's handle replays the R x 1 convolution (``narrow_tma``'s own fast path) and,
         # as its ``aux``, the fold
         if cfg.ring:
-            from .row_ring import row_ring_conv
+            from .row_ring import row_ring_conv, row_ring_fold
 
-            row_ring_conv(x, fold_weight(w), rp.pad_h[0], u, tw=cfg.block_m, rows=cfg.ring, num_warps=cfg.num_warps)
+            ring = dict(tw=cfg.block_m, rows=cfg.ring, slots=cfg.num_stages, num_warps=cfg.num_warps, launch=launch)
+            if cfg.fused:
+                row_ring_fold(x, w, bias, y, prob.pad_h[0], prob.pad_w[0], prob.activation, **ring)
+                return
+            row_ring_conv(x, fold_weight(w), rp.pad_h[0], u, **ring)
         else:
             _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)
         m = prob.n * prob.p * prob.q
