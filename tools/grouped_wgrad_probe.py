@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""``wgrad_grouped_ws`` (grouped weight gradients on the Gluon kernel, not yet a tuner candidate)
+"""``wgrad_grouped_ws`` (grouped weight gradients on the Gluon kernel; a tuner candidate since session 37)
 on ResNeXt-50's grouped 3x3 layers: every candidate against cuDNN's weight gradient and
 convgemm's tuned choice without it (bf16, channels_last; GPU only).
 
