@@ -87,8 +87,23 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", default="bf16", help="comma-separated: bf16, fp16, fp32, tf32")
     t.add_argument("--layout", default="channels_last", choices=["channels_last", "nchw"])
 
-    sub.add_parser("info", help="print the device, versions, algorithms and the tuning cache")
+    i = sub.add_parser("info", help="print the device, versions, algorithms and the tuning cache")
+    for p in (b, t, i):
+        p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                       help="run this Python file first (as module 'convgemm_plugin'), e.g. to register "
+                       "algorithms with convgemm.extend.register_algorithm (docs/extending.md)")  # fmt: skip
     return ap
+
+
+def load_plugins(paths: list[str]) -> None:
+    """Run each plugin file as the module ``convgemm_plugin`` (its ``register_algorithm`` calls
+    then apply to this process)."""
+    import runpy
+
+    for path in paths:
+        if not os.path.isfile(path):
+            raise SystemExit(f"convgemm: --plugin {path}: no such file; give the path of a Python file")
+        runpy.run_path(path, run_name="convgemm_plugin")
 
 
 def _shapes(args) -> list:
@@ -325,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         _ensure_backend()
     args = build_parser().parse_args(argv)
+    load_plugins(args.plugin)
     return {"bench": cmd_bench, "tune": cmd_tune, "info": cmd_info}[args.cmd](args)
 
 
