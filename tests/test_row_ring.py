@@ -341,3 +341,26 @@ def test_gpu_fold_matches_float64(case, tw, rows, slots, dtype):
         torch.cuda.synchronize()
         err = ((y.double().cpu() - want).abs().max() / want.abs().max()).item()
         assert err < 1e-2, f"{fmt} {act!r}: rel err {err:.2e}"  # one 16-bit rounding of y
+
+
+@pytest.mark.gpu
+def test_gpu_packed_weight_follows_in_place_updates():
+    """The packed weight taps are cached per weight tensor and version: a repeat call reuses them,
+    an in-place update (an optimizer step) is seen, in both forms."""
+    from convgemm.conv.fold import fold_weight
+    from convgemm.conv.row_ring import row_ring_conv, row_ring_fold
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(1, 64, 20, 140, generator=g).to(torch.bfloat16).cuda().contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(3, 64, 3, 3, generator=g) / 24).to(torch.bfloat16).cuda()
+    y = torch.empty(1, 3, 20, 140, device="cuda", dtype=torch.bfloat16)
+    u = torch.empty(1, 20, 140, 9, device="cuda")
+    for step in range(3):
+        if step == 2:
+            w.mul_(-2)  # in place: the version counter moves
+        ref = F.conv2d(x.double(), w.double(), padding=1)
+        row_ring_fold(x, w, None, y, 1, 1)
+        assert ((y.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2, f"fold, call {step}"
+        ref_u = F.conv2d(x.double(), fold_weight(w).double(), padding=(1, 0)).permute(0, 2, 3, 1)
+        row_ring_conv(x, fold_weight(w), 1, u, source=w)
+        assert ((u.double() - ref_u).abs().max() / ref_u.abs().max()).item() < 1e-5, f"u, call {step}"

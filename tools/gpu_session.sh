@@ -612,9 +612,14 @@ PY
         echo "conv1_1 dgrad: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/conv11-dgrad.log" | tail -2
         timeout 90 python3 tools/profile_call.py --direction dgrad --shape 1,3,768,768,64,3,3,1,1,1,1 2>&1 \
             | grep -v Warning > "$OUT/conv11-profile.log"; head -14 "$OUT/conv11-profile.log" ;;
+    s40b)  # session 39's convgemm.extend example (patch embeddings as the shared GEMM with its own loader),
+        # registered by --plugin and tuned against the built-ins: ConvNeXt's stem and ViT-B/16's patch embedding
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 -m convgemm bench --plugin examples/patchify_algorithm.py \
+            --dtype bf16 --check --shape 64,3,224,224,96,4,4,4,0,1,1 --shape 64,3,224,224,768,16,16,16,0,1,1 \
+            --json "$OUT/patchify.json" 2>&1 | grep -v Warning | tail -8 | tee "$OUT/patchify.log" ;;
     s40a)  # the row-ring R x 1 convolution (session 38, compiled for sm_90 on the CPU only): its GPU tests,
         # then its time on conv1_1's reduced dgrad against narrow_fold (the GEMM step was 47.7 us)
-        timeout 150 python3 -m pytest -q -n 12 tests/test_row_ring.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+        timeout 150 python3 -m pytest -q -n 12 tests/test_row_ring.py tests/test_extend.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/tests.log"
         timeout 150 python3 tools/row_ring_probe.py 2>&1 | grep -v Warning | tee "$OUT/row-ring-probe.log"
         # issue 5's first-layer dgrad (2x cuDNN asked; 1.67x in session 33): conv1_1 tuned without, then with

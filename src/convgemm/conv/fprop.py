@@ -1941,7 +1941,7 @@ class NarrowFold(Algorithm):
             if cfg.fused:
                 row_ring_fold(x, w, bias, y, prob.pad_h[0], prob.pad_w[0], prob.activation, **ring)
                 return
-            row_ring_conv(x, fold_weight(w), rp.pad_h[0], u, **ring)
+            row_ring_conv(x, fold_weight(w), rp.pad_h[0], u, source=w, **ring)
         else:
             _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)
         m = prob.n * prob.p * prob.q

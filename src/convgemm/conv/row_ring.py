@@ -239,12 +239,23 @@ def _grid(units: int, smem: int) -> tuple[int]:
     return (max(1, min(units, per_sm * sm_count())),)  # the grid's size only: any device's count will do
 
 
+def _packed(source: torch.Tensor, tag: tuple, make) -> torch.Tensor:
+    """The kernel's weight taps ``[R, BN, C]``, made from ``source`` by ``make`` and kept per
+    weight tensor and version (``functional._derived_weight``): a call costs no packing kernels
+    unless the weight changed."""
+    from ..functional import _derived_weight
+
+    return _derived_weight(source, ("row_ring", *tag), make)
+
+
 def row_ring_conv(x: torch.Tensor, wt: torch.Tensor, pad: int, u: torch.Tensor, tw: int = 128, rows: int = 16,
-                  slots: int = 4, num_warps: int = 4, launch=None) -> torch.Tensor:  # fmt: skip
+                  slots: int = 4, num_warps: int = 4, launch=None, source: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """``u [N, P, W, J]`` (fp32, channel stride 1) = the R x 1 convolution of the channels_last
     ``x [N, C, H, W]`` (fp16 or bf16, C of 16, 32, 64 or 128) by ``wt [J, C, R, 1]`` (x's dtype,
     J <= 64, R <= 3), padding ``pad`` rows above and below, stride 1. Returns ``u``.
-    ``launch``: the call plan's handle (``matmul.launch.Launch``)."""
+    ``launch``: the call plan's handle (``matmul.launch.Launch``); ``source``: the tensor ``wt``
+    is a view of (``fold.fold_weight(w)``: ``w``), whose identity and version key the packed
+    weight's cache (default ``wt``)."""
     n, c, h, w = x.shape
     j, c2, r, one = wt.shape
     _check(x, r, j, tw, slots, num_warps)
@@ -255,8 +266,13 @@ def row_ring_conv(x: torch.Tensor, wt: torch.Tensor, pad: int, u: torch.Tensor, 
         raise ValueError(f"row_ring_conv: u must be fp32 [N, P, W, J] = {(n, p, w, j)} with channel stride 1 on "
                          f"{x.device}, got {u.dtype} {tuple(u.shape)} strides {u.stride()}")  # fmt: skip
     bn = max(16, 1 << (j - 1).bit_length())
-    wp = torch.zeros(r, bn, c, dtype=x.dtype, device=x.device)
-    wp[:, :j] = wt[:, :, :, 0].permute(2, 0, 1)
+
+    def pack(_):
+        wp = torch.zeros(r, bn, c, dtype=x.dtype, device=x.device)
+        wp[:, :j] = wt[:, :, :, 0].permute(2, 0, 1)
+        return wp
+
+    wp = _packed(wt if source is None else source, ("u", tuple(wt.shape), bn), pack)
     strips, chunks = cdiv(w, tw), cdiv(p, rows)
     units = n * strips * chunks
     es = x.element_size()
@@ -310,9 +326,14 @@ def row_ring_fold(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y
         raise ValueError(f"row_ring_fold: y {tuple(y.shape)} must be [{n}, {k}, {p}, Q <= {wd + 2 * pad_w - s + 1}], "
                          f"activation '' or 'relu' (got {act!r}), S <= {tw}")  # fmt: skip
     kb, bn = _fold_kb(k), _fold_bn(k, s)
-    wp = torch.zeros(r, bn, c, dtype=x.dtype, device=x.device)
-    # channel s*KB + k: column s of output channel k
-    wp[:, : s * kb].view(r, s, kb, c)[:, :, :k] = w.permute(2, 3, 0, 1)
+
+    def pack(v):
+        wp = torch.zeros(r, bn, c, dtype=x.dtype, device=x.device)
+        # channel s*KB + k: column s of output channel k
+        wp[:, : s * kb].view(r, s, kb, c)[:, :, :k] = v.permute(2, 3, 0, 1)
+        return wp
+
+    wp = _packed(w, ("fold", bn, kb), pack)
     step = tw - s + 1
     strips, chunks = cdiv(q, step), cdiv(p, rows)
     units = n * strips * chunks
