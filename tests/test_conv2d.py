@@ -281,6 +281,46 @@ def test_sliced_views(layout):
     assert_close(y, conv2d_ref(x, w, b, padding=1), torch.float32)
 
 
+# (C, K, R, S, padding, groups): a dense 3x3, a 1x1, few output channels 3x3 (the heads and the
+# fold), a depthwise 3x3, an RGB stem: between them every algorithm that takes fp32 sees one
+STRIDED_BIAS_CASES = [(16, 16, 3, 3, 1, 1), (16, 16, 1, 1, 0, 1), (16, 4, 3, 3, 1, 1), (16, 16, 3, 3, 1, 16),
+                      (3, 16, 3, 3, 1, 1)]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", STRIDED_BIAS_CASES, ids=str)
+def test_strided_bias_every_algorithm(case):
+    """A sliced bias (``b[::2]``, stride 2) reads its own elements: kernels read ``bias[k]`` at
+    ``bias_ptr + k``, so convgemm makes it dense first (it read the wrong elements before session
+    39), on every algorithm that takes the problem and on a repeat call (the plan path)."""
+    c, k, r, s, pad, groups = case
+    x = torch.randn(2, c, 7, 9, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(k, c // groups, r, s, device=DEVICE)
+    b = torch.randn(2 * k, device=DEVICE)[::2]
+    assert b.stride(0) == 2
+    ref = conv2d_ref(x, w, b, padding=pad, groups=groups)
+    ran = []
+    for name in ["auto", *convgemm.algorithms()]:
+        try:
+            for _ in range(2):
+                y = convgemm.conv2d(x, w, b, padding=pad, groups=groups, algorithm=name)
+        except ValueError as e:
+            assert "cannot run" in str(e), e
+            continue
+        assert_close(y, ref, torch.float32, f"{name} {case}")
+        ran.append(name)
+    assert len(ran) >= 3, ran
+
+
+def test_strided_bias_conv1d_conv3d():
+    b = torch.randn(8, device=DEVICE)[::2]
+    x1, w1 = torch.randn(1, 16, 20, device=DEVICE), torch.randn(4, 16, 3, device=DEVICE)
+    assert_close(convgemm.conv1d(x1, w1, b, padding=1), torch.nn.functional.conv1d(x1.double(), w1.double(),
+                 b.double(), padding=1), torch.float32, "conv1d")  # fmt: skip
+    x3, w3 = torch.randn(1, 16, 4, 6, 6, device=DEVICE), torch.randn(4, 16, 3, 3, 3, device=DEVICE)
+    assert_close(convgemm.conv3d(x3, w3, b, padding=1), torch.nn.functional.conv3d(x3.double(), w3.double(),
+                 b.double(), padding=1), torch.float32, "conv3d")  # fmt: skip
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_dtypes_and_unbatched(dtype):
     x = torch.randn(8, 9, 10, device=DEVICE).to(dtype)

@@ -106,6 +106,15 @@ def has_tma(t: torch.Tensor) -> bool:
     return capability(t.device.index if t.device.index is not None else torch.cuda.current_device())[0] >= 9
 
 
+def dense_bias(bias: torch.Tensor | None) -> torch.Tensor | None:
+    """``bias`` with unit stride: every kernel reads ``bias[k]`` at ``bias_ptr + k`` (a sliced
+    bias, ``b[::2]``, would read the wrong elements). A copy of K elements where it has another
+    stride; the same tensor otherwise."""
+    if bias is not None and bias.dim() == 1 and bias.shape[0] > 1 and bias.stride(0) != 1:
+        return bias.contiguous()
+    return bias
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import torch
 
-from ._runtime import POISON, check_device, empty, has_tma, interpreting, may_cache, transforming
+from ._runtime import POISON, check_device, dense_bias, empty, has_tma, interpreting, may_cache, transforming
 from .conv.fprop import ALGORITHMS, nchw_tma_disabled
 from .conv.layout import as_nhwc, tma_aligned, to_format
 from .matmul.blocks import ACTIVATIONS
@@ -264,6 +264,8 @@ def _plan_key(input, weight, bias, stride, padding, dilation, groups, algorithm)
         return None
     if bias is not None and not isinstance(bias, torch.Tensor):
         return None
+    if bias is not None and dense_bias(bias) is not bias:
+        return None  # a strided bias: no plan, so no replay reads it in place (conv2d_forward copies it)
     b = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() % 16)
     try:
         return (
@@ -414,6 +416,7 @@ def conv2d_forward(
     ``activation``: ``""`` or a checked name (``_check_activation``). ``out`` (internal): a
     tensor of the output's shape and dtype, any strides (e.g. one stride phase of a larger
     tensor), written in place and returned."""
+    bias = dense_bias(bias)
     sig = _forward_sig(input, weight, bias, stride, padding, dilation, groups, algorithm, activation, out)
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ._inductor import ensure_lowerings
-from ._runtime import check_device, empty, transforming
+from ._runtime import check_device, dense_bias, empty, transforming
 from .conv import conv3d as k3
 from .functional import (
     _autocast,
@@ -127,6 +127,7 @@ def conv3d_forward(input, weight, bias, stride, padding, dilation, groups, out=N
     """The forward computation (plans, tuning, kernels); no autograd. ``out`` (internal): a
     tensor of the output's shape and dtype, any strides (one stride phase of a larger tensor, as
     strided dgrad writes), written in place and returned."""
+    bias = dense_bias(bias)
     key = _plan_key(input, weight, bias, stride, padding, dilation, groups)
     if key is not None and out is not None:
         # the kernels' descriptors, and whether they store in place, follow out's geometry
