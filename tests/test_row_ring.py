@@ -68,6 +68,10 @@ def test_compiles_for_sm90_to_wgmma_and_tma(fold, slots):
 def test_refuses_what_it_does_not_take():
     from convgemm.conv.row_ring import row_ring_conv
 
+    x = torch.zeros(1, 128, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="shared memory"):
+        row_ring_conv(x, torch.zeros(9, 128, 3, 1, dtype=torch.bfloat16), 1, torch.zeros(1, 8, 8, 9), slots=8)
+
     x = torch.zeros(1, 48, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     with pytest.raises(ValueError, match="use narrow_tma"):
         row_ring_conv(x, torch.zeros(9, 48, 3, 1, dtype=torch.bfloat16), 1, torch.zeros(1, 8, 8, 9))
@@ -228,7 +232,7 @@ def test_emulated_matches_float64(monkeypatch, case, rows, slots):
     wt = (torch.randn(j, c, r, 1, generator=g) / c**0.5).to(torch.bfloat16)
     ref = F.conv2d(x.double(), wt.double(), padding=(pad, 0)).permute(0, 2, 3, 1)
     u = torch.full(tuple(ref.shape), float("nan"))
-    tw = 128 if w > 64 else 64
+    tw = 128 if w > 64 and slots * c <= 512 else 64  # C = 128 on 8 slots of 128 columns: over 227 KB
     row_ring_conv(x, wt, pad, u, tw=tw, rows=rows, slots=slots)
     err = ((u.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-5, f"rel err {err:.2e}"
@@ -364,3 +368,42 @@ def test_gpu_packed_weight_follows_in_place_updates():
         ref_u = F.conv2d(x.double(), fold_weight(w).double(), padding=(1, 0)).permute(0, 2, 3, 1)
         row_ring_conv(x, fold_weight(w), 1, u, source=w)
         assert ((u.double() - ref_u).abs().max() / ref_u.abs().max()).item() < 1e-5, f"u, call {step}"
+
+
+def test_emulated_fold_with_same_padding_of_an_even_filter(monkeypatch):
+    """padding='same' with a 4-wide filter pads (1, 2) columns: the fused ring takes the right
+    padding from y's width (a review found it refused this)."""
+    import convgemm
+    from convgemm.conv import row_ring
+    from convgemm.conv.fprop import ALGORITHMS
+
+    _emulated(monkeypatch)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(1, 32, 6, 40, generator=g).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(3, 32, 3, 4, generator=g) / 20).to(torch.bfloat16)
+    ref = F.conv2d(x.double(), wt.double(), padding="same")
+    algo = ALGORITHMS["narrow_fold"]
+    prob = convgemm.explain(x, wt, None, padding="same", algorithm="narrow_fold")["problem"]
+    assert prob.pad_w == (1, 2)
+    fused = [c for c in row_ring.configs(prob, algo.reduced(prob)) if c.fused]
+    assert fused
+    for cfg in fused:
+        y = torch.full(ref.shape, float("nan"), dtype=torch.bfloat16)
+        algo.run(prob, x, wt, None, y, cfg)
+        assert ((y.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2, cfg.describe()
+
+
+def test_configs_fit_in_shared_memory():
+    """No candidate needs more shared memory than a block may have: C = 128 drops the 8-slot
+    128-column ring, a fused tile of 128 channels (K 9, S 5) drops most shapes."""
+    from convgemm.conv import fprop, row_ring
+
+    for kw in (dict(c=128), dict(c=64, k=9, s=5, pad_w=(2, 2)), dict(c=128, k=9, s=5, pad_w=(2, 2))):
+        prob = _conv1_1_dgrad_problem(**kw)
+        rp = fprop.ALGORITHMS["narrow_fold"].reduced(prob)
+        cfgs = row_ring.configs(prob, rp)
+        for cfg in cfgs:
+            assert row_ring.fits_smem(row_ring.smem_bytes(cfg.block_m, rp.c, 2, cfg.block_n, cfg.num_stages, cfg.fused))
+        if kw["c"] == 128:
+            assert (128, 32, 8) not in [(c.block_m, c.ring, c.num_stages) for c in cfgs]
+    assert row_ring.smem_bytes(128, 128, 2, 16, 8, 0) > row_ring.SMEM_LIMIT  # the case the filter removes

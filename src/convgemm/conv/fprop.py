@@ -1929,18 +1929,21 @@ class NarrowFold(Algorithm):
 
         rp = self.reduced(prob)
         sk = rp.k
+        if cfg.ring and cfg.fused:  # one kernel, no intermediate
+            from .row_ring import row_ring_fold
+
+            row_ring_fold(x, w, bias, y, prob.pad_h[0], prob.pad_w[0], prob.activation, tw=cfg.block_m, rows=cfg.ring,
+                          slots=cfg.num_stages, num_warps=cfg.num_warps, launch=launch)  # fmt: skip
+            return
         # [N, P, W, S*K] dense: the fold reads each pixel's S*K partial sums as one run
         u = torch.empty((prob.n, rp.p, prob.w, sk), dtype=torch.float32, device=x.device)
-        # packed on every call, like krsc_weight: a weight changed in place is always seen. The
-        # call plan's handle replays the R x 1 convolution (``narrow_tma``'s own fast path) and,
-        # as its ``aux``, the fold
+        # narrow_tma packs the weight on every call (krsc_weight), the ring keeps its packed taps
+        # per weight version: a weight changed in place is always seen. The call plan's handle
+        # replays the R x 1 convolution and, as its ``aux``, the fold
         if cfg.ring:
-            from .row_ring import row_ring_conv, row_ring_fold
+            from .row_ring import row_ring_conv
 
             ring = dict(tw=cfg.block_m, rows=cfg.ring, slots=cfg.num_stages, num_warps=cfg.num_warps, launch=launch)
-            if cfg.fused:
-                row_ring_fold(x, w, bias, y, prob.pad_h[0], prob.pad_w[0], prob.activation, **ring)
-                return
             row_ring_conv(x, fold_weight(w), rp.pad_h[0], u, source=w, **ring)
         else:
             _NARROW.run(rp, x, fold_weight(w), None, u.permute(0, 3, 1, 2), cfg, launch)

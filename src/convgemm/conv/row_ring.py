@@ -71,13 +71,32 @@ def configs(prob, rp) -> list:
     ``width_fold_kernel``) and, where ``fold_fits``, with the fold in the ring's epilogue."""
     from .fprop import Config
 
+    es = rp.dtype.itemsize
     bn = max(16, 1 << (rp.k - 1).bit_length())
     shapes = ((128, 16, 4), (128, 32, 8), (64, 32, 8))
     out = [Config(tw, bn, rp.c, 4, slots, ring=rows) for tw, rows, slots in shapes]
     if fold_fits(prob) is None:
         bn = _fold_bn(prob.k, prob.s)
         out += [Config(tw, bn, rp.c, 4, slots, ring=rows, fused=1) for tw, rows, slots in shapes]
-    return out
+    # C = 128 on 8 slots of 128 columns, or a fused tile of 128 channels, needs more than a block
+    # may have (compiled for sm_90: up to 360 KB)
+    return [cfg for cfg in out if fits_smem(smem_bytes(cfg.block_m, rp.c, es, cfg.block_n, cfg.num_stages, cfg.fused))]
+
+
+#: shared memory a block may use on sm_90 (227 KB), less the 1 KB of static shared memory the
+#: compiled kernel also declares and a margin for the estimate (at most 64 bytes under the
+#: compiled size over 96 configurations, session 39's review)
+SMEM_LIMIT = 227 * 1024 - 2048
+
+
+def smem_bytes(tw: int, c: int, es: int, bn: int, slots: int, fold: int) -> int:
+    """The kernel's shared memory, estimated: the ring, the weight taps (4 allocated), and the
+    epilogue's scratch (the layout conversion; fused: the gather's too)."""
+    return slots * tw * c * es + 4 * bn * c * es + (2 if fold else 1) * tw * bn * 4 + slots * 8
+
+
+def fits_smem(nbytes: int) -> bool:
+    return nbytes <= SMEM_LIMIT
 
 
 @gluon.jit
@@ -217,6 +236,10 @@ def _check(x: torch.Tensor, r: int, j: int, tw: int, slots: int, num_warps: int)
                          "narrow_tma")  # fmt: skip
     if x.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"row_ring: x is {x.dtype}: fp16 or bf16; use narrow_tma")
+    es = x.element_size()
+    if x.data_ptr() % 16 or any(x.stride(d) * es % 16 for d in (0, 2, 3)):
+        raise ValueError(f"row_ring: x's address or pixel strides {x.stride()} are not 16-byte multiples, as TMA "
+                         "needs; use narrow_tma")  # fmt: skip
     if num_warps != 4 or tw not in (64, 128) or slots not in (4, 8):
         raise ValueError(f"row_ring: tw {tw}, {slots} slots, {num_warps} warps: tw 64 or 128, 4 or 8 slots, 4 warps "
                          "(one warpgroup)")  # fmt: skip
@@ -235,6 +258,9 @@ def _go(launch, grid: tuple, args: tuple, kw: dict) -> None:
 
 
 def _grid(units: int, smem: int) -> tuple[int]:
+    if not fits_smem(smem):
+        raise ValueError(f"row_ring: this tile needs about {smem // 1024} KB of shared memory, over the "
+                         f"{SMEM_LIMIT // 1024} KB a block may use; use fewer slots or columns, or narrow_tma")  # fmt: skip
     per_sm = max(1, min(3, 220_000 // smem))  # programs an SM holds
     return (max(1, min(units, per_sm * sm_count())),)  # the grid's size only: any device's count will do
 
@@ -276,7 +302,7 @@ def row_ring_conv(x: torch.Tensor, wt: torch.Tensor, pad: int, u: torch.Tensor, 
     strips, chunks = cdiv(w, tw), cdiv(p, rows)
     units = n * strips * chunks
     es = x.element_size()
-    grid = _grid(units, slots * tw * c * es + 4 * bn * c * es + tw * bn * 4)
+    grid = _grid(units, smem_bytes(tw, c, es, bn, slots, 0))
     args = (_descriptor(x, tw), wp, u, u, w, p, j, w, pad, 0, units, strips, chunks, u.stride(0), u.stride(1),
             u.stride(2), u.stride(3))  # fmt: skip
     kw = dict(R=r, TW=tw, BC=c, BN=bn, ROWS=rows, NS=slots, FOLD=False, S=1, K=1, KB=2, HAS_BIAS=False, RELU=False,
@@ -322,8 +348,9 @@ def row_ring_fold(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y
         raise ValueError(f"row_ring_fold: w {tuple(w.shape)} {w.dtype}, y {y.dtype}, bias "
                          f"{None if bias is None else tuple(bias.shape)}: w [K, {c}, R, S] and y in {x.dtype}, bias [K]")  # fmt: skip
     p, q = h + 2 * pad_h - r + 1, y.shape[3]
-    if tuple(y.shape[:3]) != (n, k, p) or q > wd + 2 * pad_w - s + 1 or s > tw or act not in ("", "relu"):
-        raise ValueError(f"row_ring_fold: y {tuple(y.shape)} must be [{n}, {k}, {p}, Q <= {wd + 2 * pad_w - s + 1}], "
+    # Q sets the right padding (any: columns past the image read TMA's zeros)
+    if tuple(y.shape[:3]) != (n, k, p) or s > tw or act not in ("", "relu"):
+        raise ValueError(f"row_ring_fold: y {tuple(y.shape)} must be [{n}, {k}, {p}, Q], "
                          f"activation '' or 'relu' (got {act!r}), S <= {tw}")  # fmt: skip
     kb, bn = _fold_kb(k), _fold_bn(k, s)
 
@@ -338,7 +365,7 @@ def row_ring_fold(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y
     strips, chunks = cdiv(q, step), cdiv(p, rows)
     units = n * strips * chunks
     es = x.element_size()
-    grid = _grid(units, slots * tw * c * es + 4 * bn * c * es + 2 * tw * bn * 4)
+    grid = _grid(units, smem_bytes(tw, c, es, bn, slots, 1))
     args = (_descriptor(x, tw), wp, y, y if bias is None else bias, wd, p, s * k, q, pad_h, pad_w, units, strips,
             chunks, y.stride(0), y.stride(2), y.stride(3), y.stride(1))  # fmt: skip
     kw = dict(R=r, TW=tw, BC=c, BN=bn, ROWS=rows, NS=slots, FOLD=True, S=s, K=k, KB=kb, HAS_BIAS=bias is not None,
