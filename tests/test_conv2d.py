@@ -321,6 +321,21 @@ def test_strided_bias_conv1d_conv3d():
                  b.double(), padding=1), torch.float32, "conv3d")  # fmt: skip
 
 
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_broadcast_input_takes_no_tma(layout):
+    """One image expanded to a batch (stride 0 along N): correct, and never read through a TMA
+    descriptor (a zero stride's encoding is not documented)."""
+    x1 = torch.randn(1, 16, 7, 9, device=DEVICE)
+    if layout == "channels_last":
+        x1 = x1.to(memory_format=torch.channels_last)
+    x = x1.expand(3, 16, 7, 9)
+    w, b = torch.randn(16, 16, 3, 3, device=DEVICE), torch.randn(16, device=DEVICE)
+    prob = convgemm.explain(x, w, b, padding=1)["problem"]
+    # NCHW: converted to a dense channels_last copy first (TMA may read that), not kept as it is
+    assert not prob.input_nchw and (layout == "nchw" or not prob.input_tma_ok)
+    assert_close(convgemm.conv2d(x, w, b, padding=1), conv2d_ref(x, w, b, padding=1), torch.float32)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_dtypes_and_unbatched(dtype):
     x = torch.randn(8, 9, 10, device=DEVICE).to(dtype)

@@ -556,6 +556,7 @@ def _nchw_view_ok(x: torch.Tensor, planes: bool = False) -> bool:
         and x.data_ptr() % 16 == 0
         and (x.stride(2) == x.shape[3] or x.shape[2] == 1 if planes else (x.stride(2) * e) % 16 == 0)
         and all((x.stride(i) * e) % 16 == 0 for i in (0, 1))
+        and not any(x.stride(d) == 0 and x.shape[d] > 1 for d in (0, 1, 2))  # broadcast: see tma_aligned
     )
 
 
