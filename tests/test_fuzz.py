@@ -63,14 +63,44 @@ def test_random_problems(shard):
     check()
 
 
+def _view(t: torch.Tensor, kind: str) -> torch.Tensor:
+    """``t`` as a drawn kind of tensor with the same shape: itself (``dense``), a strided slice of a
+    larger tensor holding its values (``sliced``: every other index of dim 0 or 1, an offset along
+    the last dim), or its first entry broadcast along dim 0 (``broadcast``: stride 0, other
+    values)."""
+    if kind == "dense":
+        return t
+    if kind == "broadcast":
+        return t[:1].expand(t.shape)
+    dim = 1 if t.dim() > 1 and t.shape[1] > 1 else 0
+    shape = list(t.shape)
+    shape[dim] *= 2
+    shape[-1] += 2 if t.dim() > 1 else 0
+    big = torch.randn(shape, device=t.device, dtype=t.dtype)
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+        big = big.contiguous(memory_format=torch.channels_last)
+    idx = [slice(None)] * t.dim()
+    idx[dim] = slice(None, None, 2)
+    if t.dim() > 1:
+        idx[-1] = slice(1, 1 + t.shape[-1])
+    view = big[tuple(idx)]
+    view.copy_(t)
+    return view
+
+
 def check_problem(p, data):
-    """One drawn problem: forward with a drawn algorithm (or its refusal), dgrad and wgrad."""
+    """One drawn problem: forward with a drawn algorithm (or its refusal), dgrad and wgrad, each
+    tensor drawn dense, a strided slice, or (along the batch) broadcast."""
     n, c, h, w, k, r, s, stride, pad, dil, groups, has_bias, cl = p
     kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
     fmt = torch.channels_last if cl else torch.contiguous_format
-    x = torch.randn(n, c, h, w, device=DEVICE).to(memory_format=fmt)
-    wt = torch.randn(k, c // groups, r, s, device=DEVICE)
-    b = torch.randn(k, device=DEVICE) if has_bias else None
+    batch_kinds = ["dense", "dense", "sliced"] + (["broadcast"] if n > 1 else [])
+    x = _view(torch.randn(n, c, h, w, device=DEVICE).to(memory_format=fmt),
+              data.draw(st.sampled_from(batch_kinds), label="x view"))  # fmt: skip
+    wt = _view(torch.randn(k, c // groups, r, s, device=DEVICE), data.draw(st.sampled_from(["dense", "sliced"]),
+                                                                          label="weight view"))  # fmt: skip
+    b = _view(torch.randn(k, device=DEVICE), data.draw(st.sampled_from(["dense", "sliced"]), label="bias view")) \
+        if has_bias else None  # fmt: skip
     old = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     try:
@@ -83,7 +113,9 @@ def check_problem(p, data):
             assert "cannot run" in str(e), e
         else:
             assert_close(y, ref, torch.float32, f"fwd {algorithm} {p}")
-        dy = torch.randn(prob.output_shape, device=DEVICE)
+        dy = _view(
+            torch.randn(prob.output_shape, device=DEVICE), data.draw(st.sampled_from(batch_kinds), label="dy view")
+        )
         gx = torch.nn.grad.conv2d_input(x.shape, wt.double().cpu(), dy.double().cpu(), **kw)
         gw = torch.nn.grad.conv2d_weight(x.double().cpu(), wt.shape, dy.double().cpu(), **kw)
         assert_close(convgemm.conv2d_input(x.shape, wt, dy, **kw), gx, torch.float32, f"dgrad {p}")
