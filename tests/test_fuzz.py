@@ -148,23 +148,26 @@ def problems_3d(draw):
 
 @settings(max_examples=EXAMPLES_3D, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @seed(SEED)
-@given(problems_3d())
-def test_random_3d_problems(p):
+@given(problems_3d(), st.data())
+def test_random_3d_problems(p, data):
     """conv3d forward, dgrad and wgrad on random valid problems against float64
     (``CONVGEMM_FUZZ_EXAMPLES_3D`` examples, 8 by default)."""
     n, c, size, k, ks, stride, pad, dil, groups, has_bias, cl = p
     kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
     fmt = torch.channels_last_3d if cl else torch.contiguous_format
-    x = torch.randn(n, c, *size, device=DEVICE).contiguous(memory_format=fmt)
+    batch_kinds = ["dense", "dense", "sliced"] + (["broadcast"] if n > 1 else [])
+    x = _view(torch.randn(n, c, *size, device=DEVICE).contiguous(memory_format=fmt),
+              data.draw(st.sampled_from(batch_kinds), label="x view"))  # fmt: skip
     wt = torch.randn(k, c // groups, *ks, device=DEVICE)
-    b = torch.randn(k, device=DEVICE) if has_bias else None
+    b = _view(torch.randn(k, device=DEVICE), data.draw(st.sampled_from(["dense", "sliced"]), label="bias view")) \
+        if has_bias else None  # fmt: skip
     old = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     try:
         xd, wd = x.double().cpu(), wt.double().cpu()
         ref = F.conv3d(xd, wd, None if b is None else b.double().cpu(), **kw)
         assert_close(convgemm.conv3d(x, wt, b, **kw), ref, torch.float32, f"conv3d {p}")
-        dy = torch.randn(ref.shape, device=DEVICE)
+        dy = _view(torch.randn(ref.shape, device=DEVICE), data.draw(st.sampled_from(batch_kinds), label="dy view"))
         gx = torch.nn.grad.conv3d_input(x.shape, wd, dy.double().cpu(), **kw)
         gw = torch.nn.grad.conv3d_weight(xd, wt.shape, dy.double().cpu(), **kw)
         assert_close(convgemm.conv3d_input(x.shape, wt, dy, **kw), gx, torch.float32, f"conv3d dgrad {p}")
