@@ -174,3 +174,47 @@ def test_random_3d_problems(p, data):
         assert_close(convgemm.conv3d_weight(x, wt.shape, dy, **kw), gw, torch.float32, f"conv3d wgrad {p}")
     finally:
         torch.backends.cudnn.allow_tf32 = old
+
+
+EXAMPLES_T = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES_T", "12"))
+
+
+@st.composite
+def transpose_problems(draw):
+    groups = draw(st.sampled_from([1, 1, 2]))
+    cg, kg = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    r, s = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pad = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    # output_padding < max(stride, dilation) per axis; the output must not be empty
+    opad = tuple(draw(st.integers(0, max(stride[i], dil[i]) - 1)) for i in range(2))
+    h, w = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    n = draw(st.integers(1, 2))
+    return n, cg * groups, h, w, kg * groups, r, s, stride, pad, opad, dil, groups, draw(st.booleans())
+
+
+@settings(max_examples=EXAMPLES_T, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seed(SEED)
+@given(transpose_problems(), st.data())
+def test_random_transpose_problems(p, data):
+    """conv_transpose2d on random valid problems (output_padding, dilation, groups), its input and
+    bias drawn dense, sliced or broadcast, against float64 (``CONVGEMM_FUZZ_EXAMPLES_T``, 12)."""
+    n, c, h, w, k, r, s, stride, pad, opad, dil, groups, has_bias = p
+    ho = (h - 1) * stride[0] - 2 * pad[0] + dil[0] * (r - 1) + opad[0] + 1
+    wo = (w - 1) * stride[1] - 2 * pad[1] + dil[1] * (s - 1) + opad[1] + 1
+    if ho < 1 or wo < 1:
+        return
+    kw = dict(stride=stride, padding=pad, output_padding=opad, groups=groups, dilation=dil)
+    batch_kinds = ["dense", "sliced"] + (["broadcast"] if n > 1 else [])
+    x = _view(torch.randn(n, c, h, w, device=DEVICE), data.draw(st.sampled_from(batch_kinds), label="x view"))
+    wt = torch.randn(c, k // groups, r, s, device=DEVICE)
+    b = _view(torch.randn(k, device=DEVICE), data.draw(st.sampled_from(["dense", "sliced"]), label="bias view")) \
+        if has_bias else None  # fmt: skip
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        ref = F.conv_transpose2d(x.double().cpu(), wt.double().cpu(), None if b is None else b.double().cpu(), **kw)
+        assert_close(convgemm.conv_transpose2d(x, wt, b, **kw), ref, torch.float32, f"conv_transpose2d {p}")
+    finally:
+        torch.backends.cudnn.allow_tf32 = old

@@ -93,3 +93,35 @@ def test_conv_transpose2d_compiled_calls_convgemm_directly(monkeypatch):
         y, code = run_and_get_code(torch.compile(f, fullgraph=True), x, w, b)
     assert "extern_kernels.convgemm_conv_transpose2d(" in "\n".join(code)
     torch.testing.assert_close(y, f(x, w, b), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "rank, kw",
+    [
+        (2, dict(stride=1, padding=1, output_padding=1, dilation=2)),
+        (2, dict(stride=(2, 1), padding=1, output_padding=(2, 0), dilation=(3, 1))),
+        (1, dict(stride=1, padding=0, output_padding=2, dilation=3)),
+        (3, dict(stride=1, padding=1, output_padding=1, dilation=2)),
+    ],
+    ids=["2d", "2d-s2-op2-d3", "1d", "3d"],
+)
+def test_output_padding_past_the_stride(rank, kw):
+    """output_padding >= stride is allowed when the dilation is larger (PyTorch's rule): the last
+    rows then read no input, and a forward convolution over the output has more positions than
+    the input. convgemm refused these (a grad_output shape error) before session 39; forward and
+    both gradients against float64."""
+    fn = {1: convgemm.conv_transpose1d, 2: convgemm.conv_transpose2d, 3: convgemm.conv_transpose3d}[rank]
+    ref_fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[rank]
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(2, 3, *[4] * rank, generator=g).to(DEVICE).requires_grad_()
+    w = torch.randn(3, 2, *[3] * rank, generator=g).to(DEVICE).requires_grad_()
+    b = torch.randn(2, generator=g).to(DEVICE).requires_grad_()
+    y = fn(x, w, b, **kw)
+    xd, wd, bd = (t.detach().double().cpu().requires_grad_() for t in (x, w, b))
+    ref = ref_fn(xd, wd, bd, **kw)
+    assert_close(y, ref, torch.float32, "forward")
+    dy = torch.randn(ref.shape, generator=g, dtype=torch.float64)
+    got = torch.autograd.grad(y, (x, w, b), dy.float().to(DEVICE))
+    want = torch.autograd.grad(ref, (xd, wd, bd), dy)
+    for name, a, e in zip(("dx", "dw", "db"), got, want, strict=True):
+        assert_close(a, e, torch.float32, name)

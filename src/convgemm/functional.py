@@ -1330,6 +1330,7 @@ def conv_transpose2d(
         input = input.unsqueeze(0)
     input, weight, bias = _autocast(input, weight, bias)
     out_size, st, pad, dil = _transpose_args(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    input = transpose_input_padded(input, weight.shape[2:], out_size[2:], st, pad, dil)
     if transforming():
         from .ops import _FuncConvTranspose2d
 
@@ -1339,6 +1340,25 @@ def conv_transpose2d(
     else:
         y = conv_transpose2d_forward(input, weight, bias, out_size, st, pad, dil, groups)
     return y.squeeze(0) if unbatched else y
+
+
+def transpose_input_padded(input, taps, out_size, stride, padding, dilation) -> torch.Tensor:
+    """The transposed convolution's input, zero-padded at the end of each spatial axis where
+    ``output_padding >= stride`` (allowed when the dilation is larger): there a forward
+    convolution over the output size has ``output_padding // stride`` more positions than the
+    input, which a dgrad needs as its ``grad_output``; the zeros add nothing. Otherwise ``input``
+    itself. Any rank (``taps``, ``out_size``, ``stride``, ``padding``, ``dilation`` per spatial
+    axis); differentiable (``F.pad``)."""
+    extra = [
+        (int(o) + 2 * p - d * (t - 1) - 1) // s + 1 - i
+        for o, t, s, p, d, i in zip(out_size, taps, stride, padding, dilation, input.shape[2:], strict=True)
+    ]
+    if not any(extra):
+        return input
+    pads = []
+    for e in reversed(extra):  # F.pad lists the last axis first
+        pads += [0, e]
+    return torch.nn.functional.pad(input, pads)
 
 
 def conv_transpose2d_forward(input, weight, bias, out_size, stride, padding, dilation, groups) -> torch.Tensor:

@@ -28,6 +28,7 @@ from .functional import (
     _swap_channels,
     conv2d_input,
     conv2d_weight,
+    transpose_input_padded,
 )
 from .matmul.launch import Launch
 from .ops import (
@@ -422,6 +423,7 @@ def conv_transpose3d(
     if bias is not None and (not isinstance(bias, Tensor) or tuple(bias.shape) != (c_out,)):
         raise ValueError(f"{op}: bias must be a tensor of shape [{c_out}] (C_out) or None")
     input, weight, bias = _autocast(input, weight, bias)
+    input = transpose_input_padded(input, weight.shape[2:], size[2:], st, pad, dil)
     args = (list(st), [*pad, *pad], list(dil), groups)
     if _needs_op(input, weight, None):
         y = torch.ops.convgemm.conv3d_input(size, weight, input, *args)
