@@ -218,3 +218,46 @@ def test_random_transpose_problems(p, data):
         assert_close(convgemm.conv_transpose2d(x, wt, b, **kw), ref, torch.float32, f"conv_transpose2d {p}")
     finally:
         torch.backends.cudnn.allow_tf32 = old
+
+
+@st.composite
+def same_problems(draw):
+    groups = draw(st.sampled_from([1, 1, 2, 4]))
+    cg, kg = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    r, s = draw(st.integers(1, 5)), draw(st.integers(1, 5))  # even sizes pad asymmetrically
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    h, w = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    return draw(st.integers(1, 2)), cg * groups, h, w, kg * groups, r, s, dil, groups, draw(st.booleans())
+
+
+@settings(max_examples=EXAMPLES_T, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seed(SEED)
+@given(same_problems(), st.data())
+def test_random_same_padding_with_autograd(p, data):
+    """``padding='same'`` / ``'valid'`` (asymmetric for even effective kernels) through
+    ``convgemm.conv2d`` and autograd: the output and the gradients of x, weight and bias against
+    float64 autograd (``CONVGEMM_FUZZ_EXAMPLES_T``, 12)."""
+    n, c, h, w, k, r, s, dil, groups, has_bias = p
+    padding = data.draw(st.sampled_from(["same", "same", "valid"]), label="padding")
+    if padding == "valid" and (h < dil[0] * (r - 1) + 1 or w < dil[1] * (s - 1) + 1):
+        return
+    batch_kinds = ["dense", "sliced"] + (["broadcast"] if n > 1 else [])
+    x = _view(torch.randn(n, c, h, w, device=DEVICE).to(memory_format=torch.channels_last),
+              data.draw(st.sampled_from(batch_kinds), label="x view")).requires_grad_()  # fmt: skip
+    wt = torch.randn(k, c // groups, r, s, device=DEVICE, requires_grad=True)
+    b = torch.randn(k, device=DEVICE, requires_grad=True) if has_bias else None
+    kw = dict(padding=padding, dilation=dil, groups=groups)
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        y = convgemm.conv2d(x, wt, b, **kw)
+        leaves = [t.detach().double().cpu().requires_grad_() for t in (x, wt) + ((b,) if has_bias else ())]
+        ref = F.conv2d(leaves[0], leaves[1], leaves[2] if has_bias else None, **kw)
+        assert_close(y, ref, torch.float32, f"same fwd {p} {padding}")
+        dy = torch.randn(ref.shape, dtype=torch.float64)
+        got = torch.autograd.grad(y, [x, wt] + ([b] if has_bias else []), dy.float().to(DEVICE))
+        want = torch.autograd.grad(ref, leaves, dy)
+        for name, a, e in zip(("dx", "dw", "db"), got, want, strict=False):
+            assert_close(a, e, torch.float32, f"same {name} {p} {padding}")
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
