@@ -1046,3 +1046,11 @@ def test_conv3d_strided_dgrad_by_phases(case, channels_last):
     got = convgemm.functional3d.conv3d_input(x.shape, w, dy, **kw)
     assert got.is_contiguous(memory_format=_CL3 if channels_last else torch.contiguous_format)
     assert_close(got, want, torch.float16, f"strided dgrad {case}")
+
+
+def test_tma_input_refuses_a_broadcast_batch():
+    """One volume expanded to a batch (stride 0 along N) is never a TMA descriptor (the zero
+    stride's encoding is not documented); a single image keeps it."""
+    x = torch.randn(1, 16, 2, 4, 4, device=DEVICE).to(memory_format=torch.channels_last_3d)
+    assert k3.tma_input_ok(x) == k3.tma_input_ok(x.expand(1, 16, 2, 4, 4))
+    assert not k3.tma_input_ok(x.expand(3, 16, 2, 4, 4))

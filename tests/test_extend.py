@@ -145,3 +145,69 @@ def test_cli_plugin_registers(capsys):
             extend.unregister_algorithm("patchify")
     with pytest.raises(SystemExit, match="no such file"):
         cli.main(["info", "--plugin", os.path.join(ROOT, "examples", "missing.py")])
+
+
+def test_cache_key_and_memo_follow_the_registry(patchify):
+    """A process with registered algorithms keeps tuning-cache entries of its own, and a memo entry
+    (keyed by bucketed sizes) naming a registered algorithm is used only where it supports the
+    problem (the review's H = 15 case: the same bucket as H = 16)."""
+    import dataclasses
+
+    x, wt, b = conv_inputs(1, 3, 16, 16, 8, 4, 4, torch.float32, DEVICE)
+    prob = convgemm.explain(x, wt, b, stride=4)["problem"]
+    with_user = autotune.cache_key(prob, torch.device("cpu"))
+    extend.unregister_algorithm("patchify")
+    try:
+        assert autotune.cache_key(prob, torch.device("cpu")) != with_user
+    finally:
+        extend.register_algorithm(EXAMPLE.Patchify())
+
+    class EvenRows(EXAMPLE.Patchify):
+        name = "even_rows"
+
+        def supports(self, prob):
+            return "odd image height" if prob.h % 2 else super().supports(prob)
+
+    even = extend.register_algorithm(EvenRows())
+    try:
+        autotune._memo[prob.key()] = (even, even.default_config(prob))
+        odd = dataclasses.replace(prob, h=15)  # the same bucket as 16 rows
+        assert odd.key() == prob.key() and even.supports(odd) is not None
+        assert autotune.choose(odd, x, wt, b, None)[0] is not even
+        autotune._memo[prob.key()] = (even, even.default_config(prob))
+        assert autotune.choose(prob, x, wt, b, None)[0] is even  # the entry still serves its own problem
+    finally:
+        extend.unregister_algorithm("even_rows")
+
+
+def test_a_broken_plugin_is_skipped_with_a_warning(patchify):
+    class Broken(EXAMPLE.Patchify):
+        name = "broken"
+
+        def supports(self, prob):
+            raise RuntimeError("plugin bug")
+
+    extend.register_algorithm(Broken())
+    try:
+        x, wt, b = conv_inputs(1, 3, 8, 8, 4, 2, 2, torch.float32, DEVICE)
+        with pytest.warns(RuntimeWarning, match="supports\\(\\) raised RuntimeError"):
+            y = convgemm.conv2d(x, wt, b, stride=2)
+        assert_close(y, conv2d_ref(x, wt, b, stride=2), torch.float32, "auto beside a broken plugin")
+    finally:
+        extend.unregister_algorithm("broken")
+
+
+def test_launch_gemm_refuses_what_it_does_not_set_up(patchify):
+    import dataclasses
+
+    x, wt, b = conv_inputs(1, 3, 8, 8, 4, 2, 2, torch.float32, DEVICE)
+    prob = convgemm.explain(x, wt, b, stride=2)["problem"]
+    cfg = patchify.default_config(prob)
+    y = torch.empty(1, 4, 4, 4, device=DEVICE)
+    call = dict(a=(), b=(), c=(), fns=(None,) * 5, m=16, n=4, k_tiles=1, y=y)
+    with pytest.raises(ValueError, match="plain kernel"):
+        extend.launch_gemm(prob, dataclasses.replace(cfg, split_k=2), **call)
+    with pytest.raises(ValueError, match="plain kernel"):
+        extend.launch_gemm(prob, dataclasses.replace(cfg, persistent=1), **call)
+    with pytest.raises(ValueError, match="batch \\* n"):
+        extend.launch_gemm(prob, cfg, bias=torch.zeros(5, device=DEVICE), **call)

@@ -21,7 +21,7 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DEVICE
+from conftest import DEVICE, INTERPRET
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from reference import assert_close
@@ -94,32 +94,38 @@ def check_problem(p, data):
     n, c, h, w, k, r, s, stride, pad, dil, groups, has_bias, cl = p
     kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
     fmt = torch.channels_last if cl else torch.contiguous_format
+    # fp32 (TF32 off) mostly; fp16 too, and bf16 where tl.dot computes it right (the GPU)
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float32, torch.float16] + ([] if INTERPRET else
+                                                                                        [torch.bfloat16])),
+                      label="dtype")  # fmt: skip
     batch_kinds = ["dense", "dense", "sliced"] + (["broadcast"] if n > 1 else [])
-    x = _view(torch.randn(n, c, h, w, device=DEVICE).to(memory_format=fmt),
+    x = _view(torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=fmt),
               data.draw(st.sampled_from(batch_kinds), label="x view"))  # fmt: skip
-    wt = _view(torch.randn(k, c // groups, r, s, device=DEVICE), data.draw(st.sampled_from(["dense", "sliced"]),
-                                                                          label="weight view"))  # fmt: skip
-    b = _view(torch.randn(k, device=DEVICE), data.draw(st.sampled_from(["dense", "sliced"]), label="bias view")) \
-        if has_bias else None  # fmt: skip
+    wt = _view(torch.randn(k, c // groups, r, s, device=DEVICE).to(dtype),
+               data.draw(st.sampled_from(["dense", "sliced"]), label="weight view"))  # fmt: skip
+    b = _view(torch.randn(k, device=DEVICE).to(dtype), data.draw(st.sampled_from(["dense", "sliced"]),
+                                                                 label="bias view")) if has_bias else None  # fmt: skip
+    act = data.draw(st.sampled_from([None, None, "relu"]), label="activation")
     old = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     try:
         prob = ConvProblem.from_tensors(x, wt, b, **kw)
         ref = F.conv2d(x.double().cpu(), wt.double().cpu(), None if b is None else b.double().cpu(), **kw)
+        if act:
+            ref = ref.clamp(min=0)
         algorithm = data.draw(st.sampled_from(["auto", *convgemm.algorithms()]), label="algorithm")
         try:
-            y = convgemm.conv2d(x, wt, b, **kw, algorithm=algorithm)
+            y = convgemm.conv2d(x, wt, b, **kw, algorithm=algorithm, activation=act)
         except ValueError as e:  # this algorithm does not take the problem: it must say so
             assert "cannot run" in str(e), e
         else:
-            assert_close(y, ref, torch.float32, f"fwd {algorithm} {p}")
-        dy = _view(
-            torch.randn(prob.output_shape, device=DEVICE), data.draw(st.sampled_from(batch_kinds), label="dy view")
-        )
+            assert_close(y, ref, dtype, f"fwd {algorithm} {act} {dtype} {p}")
+        dy = _view(torch.randn(prob.output_shape, device=DEVICE).to(dtype),
+                   data.draw(st.sampled_from(batch_kinds), label="dy view"))  # fmt: skip
         gx = torch.nn.grad.conv2d_input(x.shape, wt.double().cpu(), dy.double().cpu(), **kw)
         gw = torch.nn.grad.conv2d_weight(x.double().cpu(), wt.shape, dy.double().cpu(), **kw)
-        assert_close(convgemm.conv2d_input(x.shape, wt, dy, **kw), gx, torch.float32, f"dgrad {p}")
-        assert_close(convgemm.conv2d_weight(x, wt.shape, dy, **kw), gw, torch.float32, f"wgrad {p}")
+        assert_close(convgemm.conv2d_input(x.shape, wt, dy, **kw), gx, dtype, f"dgrad {dtype} {p}")
+        assert_close(convgemm.conv2d_weight(x, wt.shape, dy, **kw), gw, dtype, f"wgrad {dtype} {p}")
     finally:
         torch.backends.cudnn.allow_tf32 = old
 

@@ -114,6 +114,14 @@ def test_bias_is_added_per_column():
     assert torch.equal(c.cpu(), bias.cpu().expand(6, 5))
 
 
+def test_strided_bias():
+    """A sliced bias (stride 2) adds its own elements (it read neighbours' before session 39)."""
+    a = torch.zeros(6, 8, device=DEVICE)
+    b = torch.zeros(8, 5, device=DEVICE)
+    bias = (torch.arange(10, dtype=torch.float32, device=DEVICE) * 100)[::2]
+    assert torch.equal(matmul(a, b, bias).cpu(), bias.cpu().expand(6, 5))
+
+
 def test_fp64_keeps_fp64_precision():
     """Sums exact in float64 but rounded away by any float32 step (inputs, products or accumulator)."""
     a = torch.tensor([[1 + 2**-40, 1.0]], dtype=torch.float64, device=DEVICE)

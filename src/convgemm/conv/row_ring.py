@@ -37,7 +37,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from .._runtime import cdiv, sm_count
+from .._runtime import cdiv, dense_bias, sm_count
 
 
 def enabled() -> bool:
@@ -353,6 +353,7 @@ def row_ring_fold(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y
         raise ValueError(f"row_ring_fold: y {tuple(y.shape)} must be [{n}, {k}, {p}, Q], "
                          f"activation '' or 'relu' (got {act!r}), S <= {tw}")  # fmt: skip
     kb, bn = _fold_kb(k), _fold_bn(k, s)
+    bias = dense_bias(bias)  # read at bias_ptr + k
 
     def pack(v):
         wp = torch.zeros(r, bn, c, dtype=x.dtype, device=x.device)

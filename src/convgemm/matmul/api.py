@@ -6,7 +6,7 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .._runtime import cdiv, check_device, fp32_precision, has_tma, interpreting
+from .._runtime import cdiv, check_device, dense_bias, fp32_precision, has_tma, interpreting
 from . import loaders
 from .blocks import gemm_kernel
 
@@ -50,6 +50,7 @@ def matmul(
         raise ValueError("matmul: a, b and bias must be on one device; move them with .to(a.device)")
     if bias is not None and tuple(bias.shape) != (b.shape[1],):
         raise ValueError(f"matmul: bias must have shape [{b.shape[1]}], got {tuple(bias.shape)}")
+    bias = dense_bias(bias)  # the kernel reads bias[j] at bias_ptr + j
     check_device(a, "matmul")
     M, K = a.shape
     N = b.shape[1]

@@ -22,6 +22,33 @@ from .cache import TuneCache, cache_path
 
 _memo: dict[tuple, tuple[Algorithm, Config]] = {}
 _lock = threading.Lock()
+#: names added by ``convgemm.extend.register_algorithm``: checked on every memo hit (the memo's
+#: key buckets N, H and W, within which a built-in's ``supports`` answer never changes, a user's
+#: may), their ``supports`` and ``configs`` errors caught, and part of the disk cache's key
+USER_ALGORITHMS: set[str] = set()
+
+
+def _supports(algo: Algorithm, prob: ConvProblem) -> str | None:
+    """``algo.supports(prob)``; for a registered algorithm an exception is a refusal, with a warning."""
+    if algo.name not in USER_ALGORITHMS:
+        return algo.supports(prob)
+    try:
+        return algo.supports(prob)
+    except Exception as e:  # noqa: BLE001 - a plugin's bug must not break every convolution
+        import warnings
+
+        warnings.warn(f"convgemm: registered algorithm {algo.name!r}: supports() raised {type(e).__name__}: {e}; "
+                      "treated as a refusal", RuntimeWarning, stacklevel=3)  # fmt: skip
+        return f"its supports() raised {type(e).__name__}: {e}"
+
+
+def _valid_hit(hit, prob: ConvProblem):
+    """A memo entry, unless it names a registered algorithm that refuses this very problem."""
+    if hit is not None and hit[0].name in USER_ALGORITHMS and _supports(hit[0], prob) is not None:
+        return None
+    return hit
+
+
 #: preference order when nothing is timed: the most specialised kernel that applies
 _HEURISTIC_ORDER = (
     # only for an NCHW input kept as it is (ConvProblem.input_nchw)
@@ -191,7 +218,9 @@ def cache_key(prob: ConvProblem, device: torch.device) -> str:
         gpu = f"{torch.cuda.get_device_name(idx)} sm{cap[0]}{cap[1]}"
     else:
         gpu = device.type
-    return json.dumps([gpu, triton.__version__, __version__, *prob.key()], separators=(",", ":"))
+    # a process with registered algorithms keeps entries of its own: its candidates differ
+    user = ["+" + ",".join(sorted(USER_ALGORITHMS))] if USER_ALGORITHMS else []
+    return json.dumps([gpu, triton.__version__, __version__, *prob.key(), *user], separators=(",", ":"))
 
 
 def _from_disk(prob: ConvProblem, key: str) -> tuple[Algorithm, Config] | None:
@@ -199,7 +228,7 @@ def _from_disk(prob: ConvProblem, key: str) -> tuple[Algorithm, Config] | None:
     if entry is None:
         return None
     algo = ALGORITHMS.get(entry["algorithm"])
-    if algo is None or algo.supports(prob) is not None:
+    if algo is None or _supports(algo, prob) is not None:
         return None
     try:
         cfg = Config(**entry["config"])
@@ -237,19 +266,19 @@ def choose(prob: ConvProblem, x, w, bias, y, algorithm: str = "auto") -> tuple[A
         reason = algo.supports(prob)
         if reason is not None:
             raise ValueError(f"algorithm {algorithm!r} cannot run {prob.describe()}: {reason}; use algorithm='auto'")
-        hit = _memo.get(prob.key())
+        hit = _valid_hit(_memo.get(prob.key()), prob)
         if hit is not None and hit[0] is algo:
             return hit
         return algo, algo.default_config(prob)
     key = prob.key()
-    hit = _memo.get(key)
+    hit = _valid_hit(_memo.get(key), prob)
     if hit is not None:
         return hit
     # an NCHW input kept as it is (``functional._prepare``) goes to the algorithms that read NCHW
     candidates = [
         ALGORITHMS[n]
         for n in _HEURISTIC_ORDER
-        if ALGORITHMS[n].reads_nchw == prob.input_nchw and ALGORITHMS[n].supports(prob) is None
+        if ALGORITHMS[n].reads_nchw == prob.input_nchw and _supports(ALGORITHMS[n], prob) is None
     ]
     if not autotune_enabled():
         pick = next(a for a in candidates if a.heuristic_ok(prob))
@@ -338,7 +367,18 @@ def tuning_pairs(prob: ConvProblem, candidates: list[Algorithm]) -> list[tuple[A
     drop = {a for a, act, when in _PRUNE if act == "drop" and a in names and when(prob, names)}
     default = {a for a, act, when in _PRUNE if act == "default" and a in names and when(prob, names)}
     kept = [a for a in candidates if a.name not in drop] or candidates
-    return [(a, c) for a in kept for c in ([a.default_config(prob)] if a.name in default else a.configs(prob))]
+    out = []
+    for a in kept:
+        try:
+            out += [(a, c) for c in ([a.default_config(prob)] if a.name in default else a.configs(prob))]
+        except Exception as e:  # noqa: BLE001 - a registered algorithm's bug: skip it, say so
+            if a.name not in USER_ALGORITHMS:
+                raise
+            import warnings
+
+            warnings.warn(f"convgemm: registered algorithm {a.name!r}: configs() raised {type(e).__name__}: {e}; "
+                          "not tuned", RuntimeWarning, stacklevel=2)  # fmt: skip
+    return out
 
 
 def _time_ms(fn, budget_ms: float = 2.0, flush=None) -> float:
