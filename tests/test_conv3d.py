@@ -1054,3 +1054,16 @@ def test_tma_input_refuses_a_broadcast_batch():
     x = torch.randn(1, 16, 2, 4, 4, device=DEVICE).to(memory_format=torch.channels_last_3d)
     assert k3.tma_input_ok(x) == k3.tma_input_ok(x.expand(1, 16, 2, 4, 4))
     assert not k3.tma_input_ok(x.expand(3, 16, 2, 4, 4))
+
+
+def test_strided_dgrad_phase_with_padding_only_after():
+    """A strided dgrad phase whose stride-1 convolution needs padding after the rows but none
+    before (kernel 3, stride 2, padding 1, two input rows): its problem was validated with the
+    padding before on both sides, found empty, and refused (found by the 3-D fuzz, session 39)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 1, 2, 2, 1, generator=g).to(DEVICE)
+    w = torch.randn(1, 1, 2, 3, 1, generator=g).to(DEVICE)
+    kw = dict(stride=(1, 2, 1), padding=(0, 1, 0))
+    dy = torch.randn(F.conv3d(x, w, **kw).shape, generator=g).to(DEVICE)
+    ref = torch.nn.grad.conv3d_input(x.shape, w.double().cpu(), dy.double().cpu(), **kw)
+    assert_close(convgemm.conv3d_input(x.shape, w, dy, **kw), ref, torch.float32, "phase dgrad")

@@ -65,8 +65,9 @@ def _ndhwc(x: Tensor) -> Tensor:
 
 def _problem(input, weight, bias, stride, padding, dilation, groups, op="conv3d") -> ConvProblem3d:
     if isinstance(padding, Pads6):
-        prob = ConvProblem3d.from_tensors(input, weight, bias, stride, tuple(padding[:3]), dilation, groups, op)
-        return replace(prob, pad_end=tuple(padding[3:]))
+        # both ends at once: the output's size (and its check) follows the padding after each axis
+        return ConvProblem3d.from_tensors(input, weight, bias, stride, tuple(padding[:3]), dilation, groups, op,
+                                          pad_end=tuple(padding[3:]))  # fmt: skip
     return ConvProblem3d.from_tensors(input, weight, bias, stride, padding, dilation, groups, op)
 
 

@@ -118,7 +118,8 @@ class ConvProblem3d:
         return (self.n, self.k, self.od, self.p, self.q)
 
     @classmethod
-    def from_tensors(cls, input, weight, bias, stride=1, padding=0, dilation=1, groups=1, op="conv3d"):
+    def from_tensors(cls, input, weight, bias, stride=1, padding=0, dilation=1, groups=1, op="conv3d",
+                     pad_end=None):  # fmt: skip
         """Validate a ``conv3d`` call (``torch.nn.functional.conv3d`` semantics) and describe it."""
         for name, t in (("input", input), ("weight", weight)):
             if not isinstance(t, torch.Tensor):
@@ -172,9 +173,11 @@ class ConvProblem3d:
                 raise ValueError(f"{op}: padding must be an int, a triple, 'same' or 'valid', got {padding!r}")
         else:
             pad = _triple(padding, "padding", op)
-            if min(pad) < 0:
+            # pad_end (internal, e.g. a strided dgrad's phase): the padding after each axis, when
+            # it differs from the padding before
+            pad_end = pad if pad_end is None else _triple(pad_end, "padding", op)
+            if min(pad) < 0 or min(pad_end) < 0:
                 raise ValueError(f"{op}: padding must be >= 0, got {pad}")
-            pad_end = pad
         precision = fp32_precision(torch.backends.cudnn.allow_tf32) if input.dtype == torch.float32 else "ieee"
         prob = cls(n, c, d, h, w, k, t, r, s, st, pad, pad_end, dil, groups, input.dtype, precision)
         if min(prob.od, prob.p, prob.q) < 1:
