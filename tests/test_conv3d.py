@@ -1067,3 +1067,21 @@ def test_strided_dgrad_phase_with_padding_only_after():
     dy = torch.randn(F.conv3d(x, w, **kw).shape, generator=g).to(DEVICE)
     ref = torch.nn.grad.conv3d_input(x.shape, w.double().cpu(), dy.double().cpu(), **kw)
     assert_close(convgemm.conv3d_input(x.shape, w, dy, **kw), ref, torch.float32, "phase dgrad")
+
+
+def test_as_2d_views_with_size_one_axes():
+    """conv3d problems that are 2-D ones merge N with D (or H with W) in a view; PyTorch gives a
+    size-1 axis any stride, so a batch of one-deep volumes whose N stride was not D times the D
+    stride had no view, and the forward and dgrad passed None on (found by the 3-D fuzz, session
+    39). Forward, dgrad and wgrad of two such problems against float64."""
+    g = torch.Generator().manual_seed(1)
+    for xs, ws, dil in (((2, 1, 1, 1, 3), (2, 1, 1, 1, 2), (1, 1, 2)), ((2, 3, 1, 4, 1), (2, 3, 1, 2, 1), (1, 1, 1))):
+        x = torch.randn(*xs, generator=g).to(DEVICE)
+        w = torch.randn(*ws, generator=g).to(DEVICE)
+        ref = F.conv3d(x.double().cpu(), w.double().cpu(), dilation=dil)
+        assert_close(convgemm.conv3d(x, w, dilation=dil), ref, torch.float32, f"fwd {xs}")
+        dy = torch.randn(ref.shape, generator=g).to(DEVICE)
+        gx = torch.nn.grad.conv3d_input(x.shape, w.double().cpu(), dy.double().cpu(), dilation=dil)
+        gw = torch.nn.grad.conv3d_weight(x.double().cpu(), w.shape, dy.double().cpu(), dilation=dil)
+        assert_close(convgemm.conv3d_input(x.shape, w, dy, dilation=dil), gx, torch.float32, f"dgrad {xs}")
+        assert_close(convgemm.conv3d_weight(x, w.shape, dy, dilation=dil), gw, torch.float32, f"wgrad {xs}")

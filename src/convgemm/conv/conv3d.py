@@ -1154,11 +1154,12 @@ def exact_view_4d(t: torch.Tensor, mode: str) -> torch.Tensor | None:
     do not merge (N with D, or H with W): a tensor written through it must be written here."""
     n, c, d, h, w = t.shape
     sn, sc, sd, sh, sw = t.stride()
+    # a size-1 axis merges with any stride (PyTorch gives it any): the other axis's stride steps
     if mode == "depth":
-        if n == 1 or sn == d * sd:
-            return t.as_strided((n * d, c, h, w), (sd, sc, sh, sw), t.storage_offset())
-    elif h == 1 or sh == w * sw:
-        return t.as_strided((n, c, d, h * w), (sn, sc, sd, sw), t.storage_offset())
+        if n == 1 or d == 1 or sn == d * sd:
+            return t.as_strided((n * d, c, h, w), (sd if d > 1 else sn, sc, sh, sw), t.storage_offset())
+    elif h == 1 or w == 1 or sh == w * sw:
+        return t.as_strided((n, c, d, h * w), (sn, sc, sd, sw if w > 1 else sh), t.storage_offset())
     return None
 
 
