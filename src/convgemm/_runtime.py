@@ -110,7 +110,8 @@ def dense_bias(bias: torch.Tensor | None) -> torch.Tensor | None:
     """``bias`` with unit stride: every kernel reads ``bias[k]`` at ``bias_ptr + k`` (a sliced
     bias, ``b[::2]``, would read the wrong elements). A copy of K elements where it has another
     stride; the same tensor otherwise."""
-    if bias is not None and bias.dim() == 1 and bias.shape[0] > 1 and bias.stride(0) != 1:
+    # anything else (None, or a bad argument the caller's validation reports) passes through
+    if isinstance(bias, torch.Tensor) and bias.dim() == 1 and bias.shape[0] > 1 and bias.stride(0) != 1:
         return bias.contiguous()
     return bias
 
