@@ -267,3 +267,56 @@ def test_random_same_padding_with_autograd(p, data):
             assert_close(a, e, torch.float32, f"same {name} {p} {padding}")
     finally:
         torch.backends.cudnn.allow_tf32 = old
+
+
+@st.composite
+def module_problems(draw):
+    nd = draw(st.integers(1, 3))
+    transposed = draw(st.booleans())
+    groups = draw(st.sampled_from([1, 1, 2]))
+    cin, cout = groups * draw(st.integers(1, 3)), groups * draw(st.integers(1, 3))
+    k, s, d, p = draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(0, 2))
+    size = [draw(st.integers(3, 6)) for _ in range(nd)]
+    kw = dict(stride=s, padding=p, dilation=d, groups=groups, bias=draw(st.booleans()))
+    if transposed:
+        kw["output_padding"] = draw(st.integers(0, max(s, d) - 1))
+    else:
+        mode = draw(st.sampled_from(["zeros", "zeros", "reflect", "replicate", "circular"]))
+        kw["padding_mode"] = "zeros" if mode == "reflect" and p >= min(size) else mode
+    return nd, transposed, cin, cout, k, size, kw
+
+
+@settings(max_examples=EXAMPLES_T, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seed(SEED)
+@given(module_problems())
+def test_random_patched_modules(p):
+    """A random ``nn.Conv{1,2,3}d`` or ``nn.ConvTranspose{1,2,3}d`` (every padding mode), patched:
+    two calls (the second through the module's replay), then the output and the input and weight
+    gradients against the unpatched module in float64 (``CONVGEMM_FUZZ_EXAMPLES_T``, 12)."""
+    import copy
+
+    nd, transposed, cin, cout, k, size, kw = p
+    cls = getattr(torch.nn, f"{'ConvTranspose' if transposed else 'Conv'}{nd}d")
+    torch.manual_seed(len(str(p)))
+    ref = cls(cin, cout, k, **kw).double()
+    x = torch.randn(2, cin, *size, dtype=torch.float64)
+    try:
+        want = ref(x)
+    except RuntimeError:  # a size the module itself refuses (an empty output)
+        return
+    mod = convgemm.patch(copy.deepcopy(ref).float().to(DEVICE))
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        xg = x.float().to(DEVICE).requires_grad_()
+        for _ in range(2):
+            y = mod(xg)
+        assert_close(y, want, torch.float32, f"module {p}")
+        dy = torch.randn(want.shape, dtype=torch.float64)
+        got = torch.autograd.grad(y, (xg, mod.weight), dy.float().to(DEVICE))
+        xd = x.clone().requires_grad_()
+        want_g = torch.autograd.grad(ref(xd), (xd, ref.weight), dy)
+        for name, a, e in zip(("dx", "dw"), got, want_g, strict=True):
+            assert_close(a, e, torch.float32, f"module {name} {p}")
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
