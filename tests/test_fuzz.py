@@ -94,10 +94,10 @@ def check_problem(p, data):
     n, c, h, w, k, r, s, stride, pad, dil, groups, has_bias, cl = p
     kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
     fmt = torch.channels_last if cl else torch.contiguous_format
-    # fp32 (TF32 off) mostly; fp16 too, and bf16 where tl.dot computes it right (the GPU)
-    dtype = data.draw(st.sampled_from([torch.float32, torch.float32, torch.float16] + ([] if INTERPRET else
-                                                                                        [torch.bfloat16])),
-                      label="dtype")  # fmt: skip
+    # fp32 (TF32 off) mostly; fp16, float64 (its own K loop and kernels), and bf16 where tl.dot
+    # computes it right (the GPU)
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float32, torch.float16, torch.float64]
+                                      + ([] if INTERPRET else [torch.bfloat16])), label="dtype")  # fmt: skip
     batch_kinds = ["dense", "dense", "sliced"] + (["broadcast"] if n > 1 else [])
     x = _view(torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=fmt),
               data.draw(st.sampled_from(batch_kinds), label="x view"))  # fmt: skip
