@@ -10,7 +10,7 @@ import torch
 
 from ._runtime import POISON, check_device, dense_bias, empty, has_tma, interpreting, may_cache, transforming
 from .conv.fprop import ALGORITHMS, nchw_tma_disabled
-from .conv.layout import as_nhwc, tma_aligned, to_format
+from .conv.layout import as_nhwc, broadcasts, tma_aligned, to_format
 from .matmul.blocks import ACTIVATIONS
 from .matmul.launch import Launch
 from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, output_memory_format
@@ -556,7 +556,7 @@ def _nchw_view_ok(x: torch.Tensor, planes: bool = False) -> bool:
         and x.data_ptr() % 16 == 0
         and (x.stride(2) == x.shape[3] or x.shape[2] == 1 if planes else (x.stride(2) * e) % 16 == 0)
         and all((x.stride(i) * e) % 16 == 0 for i in (0, 1))
-        and not any(x.stride(d) == 0 and x.shape[d] > 1 for d in (0, 1, 2))  # broadcast: see tma_aligned
+        and not broadcasts(x, (0, 1, 2))
     )
 
 

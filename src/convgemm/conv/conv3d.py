@@ -36,6 +36,7 @@ from .fprop import (
     stream_k_fits,
     stream_k_split,
 )
+from .layout import broadcasts
 from .unfold import MAX_UNFOLDED, unfold_pays, unfold_w, unfold_weight, unfolded_channels
 
 
@@ -462,12 +463,11 @@ class SmallK3d(Gather3d):
 # ---------------------------------------------------------------- forward through TMA
 def tma_input_ok(x: torch.Tensor) -> bool:
     """Whether the device has TMA and the NDHWC tensor ``x`` can be a 5-D descriptor: channel
-    stride 1, 16-byte aligned base and outer strides, none of them a broadcast (stride 0 along a
-    dimension longer than 1: ``layout.tma_aligned``'s rule)."""
+    stride 1, 16-byte aligned base and outer strides, no broadcast dimension (``layout.broadcasts``)."""
     e = x.element_size()
     if not has_tma(x) or x.stride(1) != 1 or x.data_ptr() % 16:
         return False
-    if any(x.stride(i) == 0 and x.shape[i] > 1 for i in (0, 2, 3, 4)):
+    if broadcasts(x, (0, 2, 3, 4)):
         return False
     return all((x.stride(i) * e) % 16 == 0 for i in (0, 2, 3, 4))
 

@@ -115,16 +115,21 @@ def to_format(t: torch.Tensor, memory_format: torch.memory_format) -> torch.Tens
     return t.contiguous(memory_format=memory_format)
 
 
+def broadcasts(t: torch.Tensor, dims) -> bool:
+    """Whether ``t`` repeats along one of ``dims`` (stride 0 on a dimension longer than 1, as
+    ``expand`` makes). TMA descriptors never read such a tensor: whether the driver encodes a
+    zero stride is not documented, and the pointer kernels take it as it is."""
+    return any(t.stride(d) == 0 and t.shape[d] > 1 for d in dims)
+
+
 def tma_aligned(x: torch.Tensor, cg: int) -> bool:
     """Can the NHWC tensor ``x`` be read through a TMA descriptor ``[N, H, W, groups, C/groups]``?
 
     The copy engine needs a 16-byte aligned base and 16-byte multiples for every stride but the
-    innermost, which must be 1. A broadcast dimension (stride 0, e.g. ``x.expand(n, ...)`` of one
-    image) is left to the pointer kernels: whether the driver encodes a zero stride is not
-    documented.
+    innermost, which must be 1; no broadcast dimension (``broadcasts``).
     """
     e = x.element_size()
-    if x.stride(1) != 1 or x.data_ptr() % 16 or any(x.stride(d) == 0 and x.shape[d] > 1 for d in (0, 2, 3)):
+    if x.stride(1) != 1 or x.data_ptr() % 16 or broadcasts(x, (0, 2, 3)):
         return False
     return all((s * e) % 16 == 0 for s in (x.stride(0), x.stride(2), x.stride(3), cg))
 

@@ -246,15 +246,12 @@ def _check(x: torch.Tensor, r: int, j: int, tw: int, slots: int, num_warps: int)
 
 
 def _go(launch, grid: tuple, args: tuple, kw: dict) -> None:
-    """Launch through the call plan's handle (``ws3d.gluon_launch``); under the tuner's compile
-    pass (``fprop.COMPILE_ONLY``) only compile."""
-    from .fprop import COMPILE_ONLY
-    from .ws3d import gluon_launch
+    """Launch through ``fprop._run_kernel``: the call plan's handle (a warm one relaunches), and
+    under the tuner's compile pass (``fprop.COMPILE_ONLY``) a compile only."""
+    from .fprop import _run_kernel
 
-    if COMPILE_ONLY.get():
-        row_ring_kernel.warmup(*args, grid=grid, **kw)
-        return
-    gluon_launch(launch, row_ring_kernel, grid, args, kw)
+    options = {"num_warps": kw.pop("num_warps")}
+    _run_kernel(launch, row_ring_kernel, grid, args, lambda: kw, options)
 
 
 def _grid(units: int, smem: int) -> tuple[int]:
