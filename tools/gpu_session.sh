@@ -617,6 +617,17 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 -m convgemm bench --plugin examples/patchify_algorithm.py \
             --dtype bf16 --check --shape 64,3,224,224,96,4,4,4,0,1,1 --shape 64,3,224,224,768,16,16,16,0,1,1 \
             --json "$OUT/patchify.json" 2>&1 | grep -v Warning | tail -8 | tee "$OUT/patchify.log" ;;
+    s40c)  # session 39's CPU-found fixes on the GPU (strided bias, broadcast inputs off TMA, transpose
+        # output_padding, 3-D edge cases), the fuzz's new draws (sliced / broadcast / bf16) on the TMA
+        # paths, then the patchify example (s40b)
+        timeout 150 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
+            or transpose" -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" \
+            | tail -10 | tee "$OUT/tests.log"
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES_3D=60 CONVGEMM_FUZZ_EXAMPLES_T=30 timeout 170 python3 -m pytest -q \
+            -n 14 tests/test_fuzz.py -k "3d or transpose or same or modules" -p no:cacheprovider --tb=short -W ignore \
+            2>&1 | grep -E "^E  |FAILED|Falsifying|Error|passed|failed" | tail -20 | tee "$OUT/fuzz-other.log"
+        FUZZ_SHARDS="${FUZZ_SHARDS:-0 1 2 3 4 5 6}" FUZZ_TIMEOUT=150 bash "$0" fuzz
+        bash "$0" s40b ;;
     s40a)  # the row-ring R x 1 convolution (session 38, compiled for sm_90 on the CPU only): its GPU tests,
         # then its time on conv1_1's reduced dgrad against narrow_fold (the GEMM step was 47.7 us)
         timeout 150 python3 -m pytest -q -n 12 tests/test_row_ring.py tests/test_extend.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
