@@ -63,6 +63,51 @@ def test_random_problems(shard):
     check()
 
 
+EXAMPLES_ALIGNED = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES_ALIGNED", "8"))
+
+
+@st.composite
+def aligned_problems(draw):
+    """Problems whose channel counts the fast paths take (multiples of 8: TMA rows of 16 bytes and
+    more, wgmma's K steps), which ``problems()`` (1-6 channels a group) almost never draws:
+    dense, grouped with 8-32 channels a group, depthwise (with a channel multiplier), 1x1 heads,
+    and filters up to 7 wide."""
+    kind = draw(st.sampled_from(["dense", "dense", "grouped", "depthwise", "pointwise"]))
+    if kind == "depthwise":
+        groups = draw(st.sampled_from([8, 16, 24, 32]))
+        cg, kg = 1, draw(st.sampled_from([1, 1, 2]))
+    else:
+        groups = draw(st.sampled_from([2, 4])) if kind == "grouped" else 1
+        cg = draw(st.sampled_from([8, 16, 24, 32, 64] if groups == 1 else [8, 16, 32]))
+        kg = draw(st.sampled_from([8, 16, 24, 32, 48, 64] if groups == 1 else [8, 16, 32]))
+    if kind == "pointwise":
+        r = s = 1
+    else:
+        r, s = draw(st.sampled_from([1, 2, 3, 3, 5, 7])), draw(st.sampled_from([1, 2, 3, 3, 5, 7]))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pad = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+    h = draw(st.integers(max(1, dil[0] * (r - 1) + 1 - 2 * pad[0]), 20))
+    w = draw(st.integers(max(1, dil[1] * (s - 1) + 1 - 2 * pad[1]), 20))
+    n = draw(st.integers(1, 3))
+    return n, cg * groups, h, w, kg * groups, r, s, stride, pad, dil, groups, draw(st.booleans()), draw(st.booleans())
+
+
+@pytest.mark.parametrize("shard", range(SHARDS), ids=[f"shard{i}" for i in range(SHARDS)])
+def test_random_aligned_problems(shard):
+    """As ``test_random_problems`` on ``aligned_problems()`` (``CONVGEMM_FUZZ_EXAMPLES_ALIGNED`` in
+    all, 8 by default, split over the shards): the TMA, warp-specialised, grouped and depthwise
+    kernels that real layers reach."""
+
+    @seed(SEED * SHARDS + shard + 7919)
+    @settings(max_examples=-(-EXAMPLES_ALIGNED // SHARDS), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(aligned_problems(), st.data())
+    def check(p, data):
+        check_problem(p, data)
+
+    check()
+
+
 def _view(t: torch.Tensor, kind: str) -> torch.Tensor:
     """``t`` as a drawn kind of tensor with the same shape: itself (``dense``), a strided slice of a
     larger tensor holding its values (``sliced``: every other index of dim 0 or 1, an offset along
@@ -141,7 +186,9 @@ EXAMPLES_3D = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES_3D", "30"))
 @st.composite
 def problems_3d(draw):
     groups = draw(st.sampled_from([1, 1, 2]))
-    cg, kg = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    # a third of the problems with channel counts the TMA paths take (multiples of 8)
+    widths = st.sampled_from([8, 16]) if draw(st.integers(0, 2)) == 0 else st.integers(1, 4)
+    cg, kg = draw(widths), draw(widths)
     ks = [draw(st.integers(1, 3)) for _ in range(3)]
     stride = tuple(draw(st.integers(1, 2)) for _ in range(3))
     dil = tuple(draw(st.integers(1, 2)) for _ in range(3))
@@ -188,7 +235,8 @@ EXAMPLES_T = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES_T", "12"))
 @st.composite
 def transpose_problems(draw):
     groups = draw(st.sampled_from([1, 1, 2]))
-    cg, kg = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    widths = st.sampled_from([8, 16]) if draw(st.integers(0, 2)) == 0 else st.integers(1, 5)
+    cg, kg = draw(widths), draw(widths)
     r, s = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
@@ -213,7 +261,9 @@ def test_random_transpose_problems(p, data):
         return
     kw = dict(stride=stride, padding=pad, output_padding=opad, groups=groups, dilation=dil)
     batch_kinds = ["dense", "sliced"] + (["broadcast"] if n > 1 else [])
-    x = _view(torch.randn(n, c, h, w, device=DEVICE), data.draw(st.sampled_from(batch_kinds), label="x view"))
+    fmt = torch.channels_last if data.draw(st.booleans(), label="channels_last") else torch.contiguous_format
+    x = _view(torch.randn(n, c, h, w, device=DEVICE).to(memory_format=fmt),
+              data.draw(st.sampled_from(batch_kinds), label="x view"))  # fmt: skip
     wt = torch.randn(c, k // groups, r, s, device=DEVICE)
     b = _view(torch.randn(k, device=DEVICE), data.draw(st.sampled_from(["dense", "sliced"]), label="bias view")) \
         if has_bias else None  # fmt: skip
