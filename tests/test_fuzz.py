@@ -14,6 +14,10 @@ shape compiles and times a dozen candidates, and on the H200 no 143-example shar
 each) draws ``ceil(EXAMPLES / SHARDS)`` problems with its own Hypothesis seed,
 ``CONVGEMM_FUZZ_SEED * SHARDS + shard``, so shards draw different problems and a run is
 reproducible; set ``CONVGEMM_FUZZ_SEED`` to draw a fresh set.
+
+``test_random_problems`` draws 1-6 channels a group, which the TMA paths (16-byte rows) almost
+never take; ``test_random_aligned_problems`` draws multiples of 8 (``CONVGEMM_FUZZ_EXAMPLES_ALIGNED``,
+sharded the same way) so that the kernels real layers reach are fuzzed too.
 """
 
 import os

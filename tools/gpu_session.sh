@@ -618,16 +618,17 @@ PY
             --dtype bf16 --check --shape 64,3,224,224,96,4,4,4,0,1,1 --shape 64,3,224,224,768,16,16,16,0,1,1 \
             --json "$OUT/patchify.json" 2>&1 | grep -v Warning | tail -8 | tee "$OUT/patchify.log" ;;
     s40c)  # session 39's CPU-found fixes on the GPU (strided bias, broadcast inputs off TMA, transpose
-        # output_padding, 3-D edge cases), the fuzz's new draws (sliced / broadcast / bf16) on the TMA
-        # paths, then the patchify example (s40b)
-        timeout 150 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
+        # output_padding), then one fuzz run over every random test: the 2-D problems (420 in 14 shards),
+        # the aligned-channel problems that reach the TMA / ws / grouped / depthwise kernels (168 in 14),
+        # 3-D, transpose, same padding and patched modules; bf16 and sliced / broadcast tensors included
+        timeout 100 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
             or transpose" -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" \
             | tail -10 | tee "$OUT/tests.log"
-        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES_3D=60 CONVGEMM_FUZZ_EXAMPLES_T=30 timeout 170 python3 -m pytest -q \
-            -n 14 tests/test_fuzz.py -k "3d or transpose or same or modules" -p no:cacheprovider --tb=short -W ignore \
-            2>&1 | grep -E "^E  |FAILED|Falsifying|Error|passed|failed" | tail -20 | tee "$OUT/fuzz-other.log"
-        FUZZ_SHARDS="${FUZZ_SHARDS:-0 1 2 3 4 5 6}" FUZZ_TIMEOUT=150 bash "$0" fuzz
-        bash "$0" s40b ;;
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=420 CONVGEMM_FUZZ_EXAMPLES_ALIGNED=168 CONVGEMM_FUZZ_SHARDS=14 \
+            CONVGEMM_FUZZ_EXAMPLES_3D=30 CONVGEMM_FUZZ_EXAMPLES_T=20 CONVGEMM_FUZZ_SEED=${FUZZ_SEED:-40} \
+            timeout "${FUZZ_TIMEOUT:-400}" python3 -m pytest -v -n 14 tests/test_fuzz.py -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "PASSED|FAILED|Falsifying|^E  |passed|failed" | tail -60 \
+            | tee "$OUT/fuzz.log" ;;
     s40a)  # the row-ring R x 1 convolution (session 38, compiled for sm_90 on the CPU only): its GPU tests,
         # then its time on conv1_1's reduced dgrad against narrow_fold (the GEMM step was 47.7 us)
         timeout 150 python3 -m pytest -q -n 12 tests/test_row_ring.py tests/test_extend.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
