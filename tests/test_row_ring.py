@@ -129,9 +129,9 @@ def _conv1_1_dgrad_problem(**kw):
 
 
 @pytest.mark.parametrize("flag", ["1", "0", None])
-def test_narrow_fold_times_the_ring_only_when_asked(monkeypatch, flag):
-    """``CONVGEMM_ROW_RING=1`` adds the ring's candidates to ``narrow_fold``'s configs (the GPU's
-    config list: the interpreter's single default is patched away), and nothing else does."""
+def test_narrow_fold_times_the_ring_unless_turned_off(monkeypatch, flag):
+    """``narrow_fold``'s configs (the GPU's list: the interpreter's single default is patched away)
+    include the ring's two shapes, fused, unless ``CONVGEMM_ROW_RING=0``."""
     from convgemm.conv import fprop
 
     if flag is None:
@@ -143,14 +143,27 @@ def test_narrow_fold_times_the_ring_only_when_asked(monkeypatch, flag):
     algo = fprop.ALGORITHMS["narrow_fold"]
     assert algo.supports(prob) is None
     rings = [c for c in algo.configs(prob) if c.ring]
-    if flag == "1":
-        shapes = [(128, 16, 4), (128, 32, 8), (64, 32, 8)]
-        assert [(c.block_m, c.ring, c.num_stages, c.fused) for c in rings] == [(*t, 0) for t in shapes] + [
-            (*t, 1) for t in shapes
-        ]
-        assert all(c.block_n == 16 and c.block_k == 64 and "ring" in c.describe() for c in rings)
-    else:
+    if flag == "0":
         assert rings == []
+    else:
+        assert [(c.block_m, c.ring, c.num_stages, c.fused) for c in rings] == [(128, 16, 4, 1), (64, 16, 4, 1)]
+        assert all(c.block_n == 16 and c.block_k == 64 and "ring" in c.describe() for c in rings)
+
+
+def test_ring_unfused_where_the_fold_does_not_fit():
+    """A stride along W (the fold cannot run in the epilogue) or a fused tile over the shared-memory
+    limit (128 channels, K 20) gives the R x 1 step with the separate fold."""
+    from convgemm.conv import fprop, row_ring
+
+    algo = fprop.ALGORITHMS["narrow_fold"]
+    for kw in (dict(stride=(1, 2)), dict(c=128, k=20)):
+        prob = _conv1_1_dgrad_problem(**kw)
+        rp = algo.reduced(prob)
+        assert row_ring.fits(rp) is None, kw
+        cfgs = row_ring.configs(prob, rp)
+        assert [(c.block_m, c.fused) for c in cfgs] == [(128, 0), (64, 0)], kw
+    # K 20 fits the fused fold (at most 128 channels) but not in shared memory
+    assert row_ring.fold_fits(_conv1_1_dgrad_problem(c=128, k=20)) is None
 
 
 @pytest.mark.parametrize(
@@ -168,7 +181,6 @@ def test_ring_refuses_what_it_does_not_take(monkeypatch, kw, reason):
 
     rp = fprop.ALGORITHMS["narrow_fold"].reduced(_conv1_1_dgrad_problem(**kw))
     assert reason in row_ring.fits(rp)
-    monkeypatch.setenv("CONVGEMM_ROW_RING", "1")
     monkeypatch.setattr(fprop, "interpreting", lambda: False)
     assert not any(c.ring for c in fprop.ALGORITHMS["narrow_fold"].configs(_conv1_1_dgrad_problem(**kw)))
 
@@ -181,8 +193,7 @@ def test_gpu_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dtype):
     import convgemm
     from convgemm.conv.fprop import ALGORITHMS
 
-    monkeypatch.setenv("CONVGEMM_ROW_RING", "1")
-    n, c, h, w, k, r = shape
+    n, c, h, w, k, r, sw = shape
     g = torch.Generator().manual_seed(7)
     x = torch.randn(n, c, h, w, generator=g).to(dtype).cuda().contiguous(memory_format=torch.channels_last)
     wt = (torch.randn(k, c, r, 3, generator=g) / (3 * c) ** 0.5).to(dtype).cuda()
@@ -253,26 +264,32 @@ def test_emulated_matches_float64(monkeypatch, case, rows, slots):
 
 @emulated
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("shape", [(1, 64, 11, 70, 3, 3), (2, 32, 6, 20, 5, 3), (1, 16, 5, 9, 16, 2)], ids=str)
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 64, 11, 70, 3, 3, 1), (2, 32, 6, 20, 5, 3, 1), (1, 16, 5, 9, 16, 2, 1), (1, 32, 6, 41, 3, 3, 2)],
+    ids=str,
+)
 def test_emulated_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dtype):
     """``narrow_fold``'s whole run on each ring candidate on the CPU: the ring emulated, the
-    column fold (bias, S taps) under the interpreter, y channels_last and NCHW."""
+    column fold (bias, S taps) in its epilogue or, with a stride along W, under the interpreter
+    after it; y channels_last and NCHW."""
     import convgemm
     from convgemm.conv import row_ring
     from convgemm.conv.fprop import ALGORITHMS
 
     copies = _emulated(monkeypatch)
-    n, c, h, w, k, r = shape
+    n, c, h, w, k, r, sw = shape
     g = torch.Generator().manual_seed(7)
     x = torch.randn(n, c, h, w, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
     wt = (torch.randn(k, c, r, 3, generator=g) / (3 * c) ** 0.5).to(dtype)
     b = torch.randn(k, generator=g).to(dtype)
     pad = (r // 2, 1)
-    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=pad)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=pad, stride=(1, sw))
     algo = ALGORITHMS["narrow_fold"]
-    prob = convgemm.explain(x, wt, b, padding=pad, algorithm="narrow_fold")["problem"]
+    prob = convgemm.explain(x, wt, b, padding=pad, stride=(1, sw), algorithm="narrow_fold")["problem"]
     rp = algo.reduced(prob)
-    assert row_ring.fits(rp) is None and row_ring.fold_fits(prob) is None
+    assert row_ring.fits(rp) is None and (row_ring.fold_fits(prob) is None) == (sw == 1)
+    assert all(cfg.fused == (sw == 1) for cfg in row_ring.configs(prob, rp))
     for cfg in row_ring.configs(prob, rp):
         for fmt in (torch.channels_last, torch.contiguous_format):
             y = torch.full(ref.shape, float("nan"), dtype=dtype).contiguous(memory_format=fmt)
@@ -406,16 +423,22 @@ def test_emulated_fold_with_same_padding_of_an_even_filter(monkeypatch):
 
 
 def test_configs_fit_in_shared_memory():
-    """No candidate needs more shared memory than a block may have: C = 128 drops the 8-slot
-    128-column ring, a fused tile of 128 channels (K 9, S 5) drops most shapes."""
+    """No candidate needs more shared memory than a block may have: a fused tile of 64 channels
+    and K 9, S 5 keeps only the 64-column strip; with 128 channels neither fits, and the unfused
+    ring is offered instead."""
     from convgemm.conv import fprop, row_ring
 
-    for kw in (dict(c=128), dict(c=64, k=9, s=5, pad_w=(2, 2)), dict(c=128, k=9, s=5, pad_w=(2, 2))):
-        prob = _conv1_1_dgrad_problem(**kw)
+    cases = {
+        (64, 3, 3): [(128, 1), (64, 1)],
+        (128, 3, 3): [(128, 1), (64, 1)],
+        (64, 9, 5): [(64, 1)],
+        (128, 9, 5): [(128, 0), (64, 0)],
+    }
+    for (c, k, s), want in cases.items():
+        prob = _conv1_1_dgrad_problem(c=c, k=k, s=s, pad_w=(s // 2, s // 2))
         rp = fprop.ALGORITHMS["narrow_fold"].reduced(prob)
         cfgs = row_ring.configs(prob, rp)
+        assert [(cfg.block_m, cfg.fused) for cfg in cfgs] == want, (c, k, s)
         for cfg in cfgs:
             assert row_ring.fits_smem(row_ring.smem_bytes(cfg.block_m, rp.c, 2, cfg.block_n, cfg.num_stages, cfg.fused))
-        if kw["c"] == 128:
-            assert (128, 32, 8) not in [(c.block_m, c.ring, c.num_stages) for c in cfgs]
-    assert row_ring.smem_bytes(128, 128, 2, 16, 8, 0) > row_ring.SMEM_LIMIT  # the case the filter removes
+    assert row_ring.smem_bytes(128, 64, 2, 128, 4, 1) > row_ring.SMEM_LIMIT  # the case the filter removes

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The experimental row-ring R x 1 convolution (``conv/row_ring.py``) on CRAFT's conv1_1 dgrad as
+"""The row-ring R x 1 convolution (``conv/row_ring.py``) on CRAFT's conv1_1 dgrad as
 ``narrow_fold`` reduces it (dy 64 channels -> 9 fp32 channels, 3 x 1, 768 x 768, bf16), against
 ``narrow_fold``'s whole run (R x 1 GEMM + the column fold) with each of its configs, the ring's
-(``CONVGEMM_ROW_RING=1``) among them (GPU).
+(on by default since session 40) among them (GPU).
 
     PYTHONPATH=src python3 tools/row_ring_probe.py
 

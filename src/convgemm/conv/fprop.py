@@ -77,7 +77,7 @@ class Config:
     # 1: implicit_gemm_ws / conv3d_ws store tiles from registers, without a shared-memory staging
     # tile (ws3d's EPI), which leaves room for more ring stages
     direct: int = 0
-    # > 0: narrow_fold's R x 1 step on conv/row_ring.py (experimental, CONVGEMM_ROW_RING=1):
+    # > 0: narrow_fold's R x 1 step on conv/row_ring.py (a tuner candidate unless CONVGEMM_ROW_RING=0):
     # this many output rows per chunk, strips of block_m columns, num_stages ring slots
     ring: int = 0
     # 1 (with ring): the column fold in the ring kernel's epilogue, y written directly

@@ -1,7 +1,6 @@
 """An R x 1 convolution with few output channels, each input row read once: a ring of row buffers
-(experimental, session 38: written without a GPU, compiled for sm_90 and emulated on the CPU
-only, ``tests/gluon_emu.run_row_ring``; ``narrow_fold`` times it for its R x 1 step only with
-``CONVGEMM_ROW_RING=1``).
+(session 38, emulated on the CPU by ``tests/gluon_emu.run_row_ring``; checked and timed on the H200
+in session 40; among ``narrow_fold``'s candidates unless ``CONVGEMM_ROW_RING=0``).
 
 ``narrow_fold``'s first step (``fprop.NarrowFold``) is an R x 1 convolution into ``S * K`` fp32
 channels on ``narrow_tma``, whose tiles load one TMA box per filter row: CRAFT's conv1_1 dgrad
@@ -41,9 +40,9 @@ from .._runtime import cdiv, dense_bias, sm_count
 
 
 def enabled() -> bool:
-    """``CONVGEMM_ROW_RING=1``: ``narrow_fold``'s tuner also times the ring for its R x 1 step
-    (off by default until the H200 has checked and timed it)."""
-    return os.environ.get("CONVGEMM_ROW_RING", "0") == "1"
+    """``narrow_fold``'s tuner also times the ring for its R x 1 step unless ``CONVGEMM_ROW_RING=0``
+    (on by default since session 40: checked on the H200, CRAFT's conv1_1 dgrad 70.9 -> 43.8 us)."""
+    return os.environ.get("CONVGEMM_ROW_RING", "1") != "0"
 
 
 def fits(rp) -> str | None:
@@ -65,22 +64,30 @@ def fits(rp) -> str | None:
     return None
 
 
+#: (strip columns, rows per chunk, ring slots) of the candidates: the two fastest on the H200 of
+#: five timed on conv1_1's dgrad (session 40, ``tools/row_ring_probe.py``: 128/16/4 and 64/16/4
+#: took 42-44 us fused, 128/32/8 55, 64/32/8 50, 128/64/8 53)
+SHAPES = ((128, 16, 4), (64, 16, 4))
+
+
 def configs(prob, rp) -> list:
-    """``narrow_fold``'s ring candidates for its problem ``prob`` (reduced: ``rp``): strips of 128
-    or 64 columns, chunks of 16 or 32 rows, rings of 4 or 8 slots; each as the R x 1 step (then
-    ``width_fold_kernel``) and, where ``fold_fits``, with the fold in the ring's epilogue."""
+    """``narrow_fold``'s ring candidates for its problem ``prob`` (reduced: ``rp``): ``SHAPES``,
+    with the column fold in the ring's epilogue where ``fold_fits`` (on the H200 the fused form
+    took 43.7 us on conv1_1's dgrad where the ring then ``width_fold_kernel`` took 62.6), else --
+    or where no fused tile fits in shared memory -- as the R x 1 step followed by
+    ``width_fold_kernel``; candidates over the shared-memory limit are dropped."""
     from .fprop import Config
 
     es = rp.dtype.itemsize
-    bn = max(16, 1 << (rp.k - 1).bit_length())
-    shapes = ((128, 16, 4), (128, 32, 8), (64, 32, 8))
-    out = [Config(tw, bn, rp.c, 4, slots, ring=rows) for tw, rows, slots in shapes]
-    if fold_fits(prob) is None:
-        bn = _fold_bn(prob.k, prob.s)
-        out += [Config(tw, bn, rp.c, 4, slots, ring=rows, fused=1) for tw, rows, slots in shapes]
-    # C = 128 on 8 slots of 128 columns, or a fused tile of 128 channels, needs more than a block
-    # may have (compiled for sm_90: up to 360 KB)
-    return [cfg for cfg in out if fits_smem(smem_bytes(cfg.block_m, rp.c, es, cfg.block_n, cfg.num_stages, cfg.fused))]
+
+    def fitting(bn: int, fused: int) -> list:
+        out = [Config(tw, bn, rp.c, 4, slots, ring=rows, fused=fused) for tw, rows, slots in SHAPES]
+        return [c for c in out if fits_smem(smem_bytes(c.block_m, rp.c, es, c.block_n, c.num_stages, fused))]
+
+    # a fused tile of 128 channels with a wide fold needs more than a block may have (compiled for
+    # sm_90: up to 360 KB)
+    fused = fitting(_fold_bn(prob.k, prob.s), 1) if fold_fits(prob) is None else []
+    return fused or fitting(max(16, 1 << (rp.k - 1).bit_length()), 0)
 
 
 #: shared memory a block may use on sm_90 (227 KB), less the 1 KB of static shared memory the
