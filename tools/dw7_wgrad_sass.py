@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Instruction mix of the loops in an sm_90 SASS dump (``cuobjdump --dump-sass`` text), for the
+7x7 depthwise wgrad study (tools/dw7_wgrad_proto.py): every backward branch ``BRA target`` closes a
+loop ``[target, branch]``; each loop's body is counted by opcode class (FFMA, global / shared
+loads, converts, integer / address, predicates, moves, other), innermost loops first.
+
+    python tools/dw7_wgrad_sass.py /tmp/x/kernel.sass [--all]
+    python tools/dw7_wgrad_sass.py --proto 96,56 [--set PREFETCH=2,UNROLL=7] [--maxnreg 168] [--warps 4]
+
+No GPU needed. ``--all`` also prints the whole kernel's counts. ``--proto C,H`` compiles
+``tools/dw7_wgrad_proto.py``'s kernel for sm_90 with the constexprs its launcher picks for the
+ConvNeXt layer (batch 64, bf16, 7x7, padding 3), ``--set`` overriding some, and reports
+registers, spills and the loop mix per output pixel-channel.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import sys
+
+LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+
+CLASSES = [
+    ("FFMA", lambda op: op.startswith("FFMA") or op.startswith("FFMA2")),
+    ("FMUL/FADD", lambda op: op.split(".")[0] in ("FMUL", "FADD", "FMUL2", "FADD2")),
+    ("LDG", lambda op: op.startswith("LDG")),
+    ("LDS", lambda op: op.startswith("LDS") or op.startswith("LDSM")),
+    ("LDGSTS/TMA", lambda op: op.startswith("LDGSTS") or op.startswith("UTMALDG") or op.startswith("UBLKCP")),
+    ("STG/STS", lambda op: op.startswith("STG") or op.startswith("STS")),
+    ("LDL/STL", lambda op: op.startswith("LDL") or op.startswith("STL")),
+    ("convert(PRMT/SHL/LOP3-hi/F2F/I2F)", lambda op: op.split(".")[0] in ("PRMT", "F2F", "F2FP", "I2F", "SHF", "SHL")),
+    (
+        "IMAD/IADD/LEA (int, address)",
+        lambda op: op.split(".")[0] in ("IMAD", "IADD3", "LEA", "IADD", "IMNMX", "VIADDMNMX", "VIADD", "IABS", "IMUL"),
+    ),
+    ("LOP3", lambda op: op.split(".")[0] in ("LOP3", "LOP")),
+    ("ISETP/FSETP/PLOP3/SEL", lambda op: op.split(".")[0] in ("ISETP", "FSETP", "PLOP3", "SEL", "FSEL", "P2R", "R2P")),
+    ("MOV", lambda op: op.split(".")[0] in ("MOV", "UMOV", "CS2R", "S2R", "S2UR")),
+    (
+        "BRA/BAR/sync",
+        lambda op: op.split(".")[0] in ("BRA", "BAR", "BSYNC", "BSSY", "WARPSYNC", "DEPBAR", "SYNCS", "EXIT", "NOP"),
+    ),
+]
+
+
+def parse(path: str):
+    ins = []
+    with open(path) as f:
+        for line in f:
+            m = LINE.search(line)
+            if m:
+                addr = int(m.group(1), 16)
+                ins.append((addr, m.group(3), (m.group(4) or "").strip(), line))
+    return ins
+
+
+def classify(op: str) -> str:
+    for name, pred in CLASSES:
+        if pred(op):
+            return name
+    return "other:" + op.split(".")[0]
+
+
+def mix(body):
+    c = collections.Counter(classify(op) for _, op, _, _ in body)
+    return c
+
+
+def loops(ins):
+    out = []
+    for addr, op, args, _ in ins:
+        if op.startswith("BRA"):
+            m = re.search(r"0x([0-9a-f]+)", args)
+            if m:
+                tgt = int(m.group(1), 16)
+                if tgt <= addr:
+                    body = [x for x in ins if tgt <= x[0] <= addr]
+                    out.append((tgt, addr, body))
+    return out
+
+
+def report(path: str, show_all: bool = False) -> dict:
+    ins = parse(path)
+    res = {}
+    ls = sorted(loops(ins), key=lambda t: t[1] - t[0])
+    for tgt, end, body in ls:
+        c = mix(body)
+        ffma = c.get("FFMA", 0)
+        total = len(body)
+        print(
+            f"loop [{tgt:#x}, {end:#x}]: {total} instructions, FFMA {ffma}"
+            + (f" ({ffma / total:.0%}), non-FFMA per FFMA {(total - ffma) / ffma:.2f}" if ffma else "")
+        )
+        print("   " + ", ".join(f"{k} {v}" for k, v in c.most_common()))
+        res[(tgt, end)] = c
+    if show_all:
+        c = mix(ins)
+        print(f"whole kernel: {len(ins)} instructions")
+        print("   " + ", ".join(f"{k} {v}" for k, v in c.most_common()))
+    return res
+
+
+def compile_sm90(
+    fn, sig: dict, consts: dict, warps: int = 4, stages: int = 1, maxnreg: int | None = None, out: str = "/tmp/dw7_sass"
+) -> dict:
+    """Compile a @triton.jit kernel for sm_90 (no GPU); returns regs, stack, spill count, sass path."""
+    import subprocess
+
+    os.environ.pop("TRITON_INTERPRET", None)
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    full = {p: ("constexpr" if p in consts else sig[p]) for p in fn.arg_names}
+    source = triton.compiler.ASTSource
+    try:
+        from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+
+        if isinstance(fn, GluonJITFunction):
+            source = GluonASTSource
+    except ImportError:  # pragma: no cover
+        pass
+    src = source(fn=fn, signature=full, constexprs=consts)
+    opts = {"num_warps": warps, "num_stages": stages}
+    if maxnreg:
+        opts["maxnreg"] = maxnreg
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+    bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    os.makedirs(out, exist_ok=True)
+    cubin = os.path.join(out, f"{fn.__name__}.cubin")
+    open(cubin, "wb").write(k.asm["cubin"])
+    res = subprocess.run([os.path.join(bindir, "cuobjdump"), "--dump-resource-usage", cubin],
+                         capture_output=True, text=True).stdout  # fmt: skip
+    sass = subprocess.run([os.path.join(bindir, "cuobjdump"), "--dump-sass", cubin],
+                          capture_output=True, text=True).stdout  # fmt: skip
+    path = os.path.join(out, f"{fn.__name__}.sass")
+    open(path, "w").write(sass)
+    regs = re.search(r"REG:(\d+)", res)
+    stack = re.search(r"STACK:(\d+)", res)
+    return {
+        "regs": int(regs.group(1)) if regs else None,
+        "stack": int(stack.group(1)) if stack else None,
+        "LDL/STL": len(re.findall(r"\b(?:LDL|STL)\b", sass)),
+        "shared": k.metadata.shared,
+        "sass": path,
+    }
+
+
+def proto_layer(
+    c: int, h: int, overrides: dict, warps: int, maxnreg: int | None, out: str, use_gluon: bool = False
+) -> dict:
+    """Compile the prototype for ConvNeXt's layer (C, H) and print its loop mix per pixel-channel."""
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import dw7_wgrad_proto as proto
+
+    x = torch.empty(1, c, h, h, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    grid, const, _ = proto.launch_params(x, x, 7, 7, 3, num_warps=warps,
+                                         **{k.lower(): v for k, v in overrides.items() if k in ("COLS", "IMGS", "UNROLL", "PREFETCH", "PF_L2")})  # fmt: skip
+    const.update({k: v for k, v in overrides.items() if k not in ("COLS", "IMGS", "UNROLL", "PREFETCH", "PF_L2")})
+    sig = {"x_ptr": "*bf16", "dy_ptr": "*bf16", "ws_ptr": "*fp32", "N": "i32", "H": "i32", "W": "i32", "P": "i32",
+           "Q": "i32"}  # fmt: skip
+    fn = proto.dw7_wgrad_kernel
+    if use_gluon:
+        fn = proto.dw7_wgrad_kernel_gl
+        const.update(proto.gluon_layout(const["QG"], const["BLOCK_K"], warps))
+    import time
+
+    t0 = time.perf_counter()
+    r = compile_sm90(fn, sig, const, warps, 1, maxnreg, out)
+    print(
+        f"C={c} H={h} warps={warps} maxnreg={maxnreg} {'gluon' if use_gluon else 'triton'} entry, "
+        f"compiled in {time.perf_counter() - t0:.1f} s: {const}"
+    )
+    print(f"  registers {r['regs']}, stack {r['stack']} B, LDL/STL {r['LDL/STL']}, shared {r['shared']} B")
+    mixes = report(r["sass"])
+    # per output pixel-channel: a step covers COLS columns of one channel per thread (R*S*COLS FMAs)
+    main = max(mixes.items(), key=lambda kv: kv[1].get("FFMA", 0))[1]
+    ffma = main.get("FFMA", 0)
+    if ffma:
+        per = ffma / (const["R"] * const["S"])  # output pixel-channels a thread handles per loop pass
+        tot = sum(main.values())
+        print(
+            f"  main loop per output pixel-channel: FFMA {ffma / per:.1f}, LDG {main.get('LDG', 0) / per:.2f}, "
+            f"instructions {tot / per:.1f} ({tot / ffma:.2f} per FFMA)"
+        )
+    return r
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sass", nargs="?")
+    ap.add_argument("--all", action="store_true")
+    ap.add_argument("--proto", help="C,H of a ConvNeXt 7x7 layer: compile tools/dw7_wgrad_proto.py for it")
+    ap.add_argument("--set", default="", help="constexpr overrides, e.g. PREFETCH=2,UNROLL=1")
+    ap.add_argument("--warps", type=int, default=4)
+    ap.add_argument("--maxnreg", type=int, default=None)
+    ap.add_argument("--out", default="/tmp/dw7_sass")
+    ap.add_argument("--gluon", action="store_true", help="with --proto: the Gluon entry (dw7_wgrad_kernel_gl)")
+    a = ap.parse_args()
+    if a.proto:
+        import ast
+
+        ov = {k: ast.literal_eval(v) for k, v in (kv.split("=") for kv in filter(None, a.set.split(",")))}
+        cc, hh = map(int, a.proto.split(","))
+        proto_layer(cc, hh, ov, a.warps, a.maxnreg, a.out, a.gluon)
+    else:
+        report(a.sass, a.all)
