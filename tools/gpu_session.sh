@@ -617,6 +617,14 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 -m convgemm bench --plugin examples/patchify_algorithm.py \
             --dtype bf16 --check --shape 64,3,224,224,96,4,4,4,0,1,1 --shape 64,3,224,224,768,16,16,16,0,1,1 \
             --json "$OUT/patchify.json" 2>&1 | grep -v Warning | tail -8 | tee "$OUT/patchify.log" ;;
+    s40g)  # shorter still: the fuzz's small shards, then the dw7 wgrad prototype's probe with what time is left
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=112 CONVGEMM_FUZZ_EXAMPLES_ALIGNED=112 CONVGEMM_FUZZ_SHARDS=28 \
+            CONVGEMM_FUZZ_EXAMPLES_3D=8 CONVGEMM_FUZZ_EXAMPLES_T=6 CONVGEMM_FUZZ_SEED=${FUZZ_SEED:-40} \
+            timeout "${FUZZ_TIMEOUT:-130}" python3 -m pytest -v -n 14 tests/test_fuzz.py -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "PASSED|FAILED|Falsifying|^E  |passed|failed" > "$OUT/fuzz.log"
+        echo "fuzz: $(grep -c PASSED "$OUT/fuzz.log") tests passed"; grep -vE "PASSED" "$OUT/fuzz.log" | tail -30
+        timeout "${DW7_TIMEOUT:-90}" python3 tools/dw7_wgrad_probe.py --check --quick 2>&1 | grep -v Warning > "$OUT/dw7-probe.log"
+        echo "dw7 probe: rc=$?"; tail -24 "$OUT/dw7-probe.log" ;;
     s40f)  # a short last call: session 39's fixes, a fuzz of many small shards (aligned ones included), the
         # 7x7 depthwise wgrad prototype's first run
         timeout 80 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
