@@ -56,15 +56,22 @@ def problems(draw):
     return n, cg * groups, h, w, kg * groups, r, s, stride, pad, dil, groups, bias, cl
 
 
-@pytest.mark.parametrize("shard", range(SHARDS), ids=[f"shard{i}" for i in range(SHARDS)])
-def test_random_problems(shard):
-    @seed(SEED * SHARDS + shard)
-    @settings(max_examples=PER_SHARD, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(problems(), st.data())
+def _check_shard(strategy, examples: int, seed_value: int) -> None:
+    """``examples`` problems drawn from ``strategy`` with the Hypothesis seed ``seed_value``, each
+    through ``check_problem``."""
+
+    @seed(seed_value)
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(strategy, st.data())
     def check(p, data):
         check_problem(p, data)
 
     check()
+
+
+@pytest.mark.parametrize("shard", range(SHARDS), ids=[f"shard{i}" for i in range(SHARDS)])
+def test_random_problems(shard):
+    _check_shard(problems(), PER_SHARD, SEED * SHARDS + shard)
 
 
 EXAMPLES_ALIGNED = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES_ALIGNED", "8"))
@@ -102,14 +109,7 @@ def test_random_aligned_problems(shard):
     """As ``test_random_problems`` on ``aligned_problems()`` (``CONVGEMM_FUZZ_EXAMPLES_ALIGNED`` in
     all, 8 by default, split over the shards): the TMA, warp-specialised, grouped and depthwise
     kernels that real layers reach."""
-
-    @seed(SEED * SHARDS + shard + 7919)
-    @settings(max_examples=-(-EXAMPLES_ALIGNED // SHARDS), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(aligned_problems(), st.data())
-    def check(p, data):
-        check_problem(p, data)
-
-    check()
+    _check_shard(aligned_problems(), -(-EXAMPLES_ALIGNED // SHARDS), SEED * SHARDS + shard + 7919)
 
 
 def _view(t: torch.Tensor, kind: str) -> torch.Tensor:

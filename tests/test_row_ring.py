@@ -187,9 +187,14 @@ def test_ring_refuses_what_it_does_not_take(monkeypatch, kw, reason):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("shape", [(1, 64, 40, 300, 3, 3), (2, 32, 17, 70, 5, 3), (1, 16, 9, 130, 16, 2)], ids=str)
-def test_gpu_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dtype):
-    """``narrow_fold``'s whole run (ring + column fold, bias) on every ring candidate."""
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 64, 40, 300, 3, 3, 1), (2, 32, 17, 70, 5, 3, 1), (1, 16, 9, 130, 16, 2, 1), (1, 32, 17, 131, 3, 3, 2)],
+    ids=str,
+)
+def test_gpu_narrow_fold_on_the_ring_matches_float64(shape, dtype):
+    """``narrow_fold``'s whole run (ring + column fold, bias) on every ring candidate: the fold in
+    the ring's epilogue, or after it with a stride along W."""
     import convgemm
     from convgemm.conv.fprop import ALGORITHMS
 
@@ -199,11 +204,11 @@ def test_gpu_narrow_fold_on_the_ring_matches_float64(monkeypatch, shape, dtype):
     wt = (torch.randn(k, c, r, 3, generator=g) / (3 * c) ** 0.5).to(dtype).cuda()
     b = torch.randn(k, generator=g).to(dtype).cuda()
     pad = (r // 2, 1)
-    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=pad)
+    ref = F.conv2d(x.double(), wt.double(), b.double(), padding=pad, stride=(1, sw))
     algo = ALGORITHMS["narrow_fold"]
-    prob = convgemm.explain(x, wt, b, padding=pad, algorithm="narrow_fold")["problem"]
+    prob = convgemm.explain(x, wt, b, padding=pad, stride=(1, sw), algorithm="narrow_fold")["problem"]
     rings = [cfg for cfg in algo.configs(prob) if cfg.ring]
-    assert rings
+    assert rings and all(cfg.fused == (sw == 1) for cfg in rings)
     for cfg in rings:
         y = torch.full(ref.shape, float("nan"), device="cuda", dtype=dtype).contiguous(
             memory_format=torch.channels_last

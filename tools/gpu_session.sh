@@ -617,16 +617,8 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 -m convgemm bench --plugin examples/patchify_algorithm.py \
             --dtype bf16 --check --shape 64,3,224,224,96,4,4,4,0,1,1 --shape 64,3,224,224,768,16,16,16,0,1,1 \
             --json "$OUT/patchify.json" 2>&1 | grep -v Warning | tail -8 | tee "$OUT/patchify.log" ;;
-    s40g)  # shorter still: the fuzz's small shards, then the dw7 wgrad prototype's probe with what time is left
-        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=112 CONVGEMM_FUZZ_EXAMPLES_ALIGNED=112 CONVGEMM_FUZZ_SHARDS=28 \
-            CONVGEMM_FUZZ_EXAMPLES_3D=8 CONVGEMM_FUZZ_EXAMPLES_T=6 CONVGEMM_FUZZ_SEED=${FUZZ_SEED:-40} \
-            timeout "${FUZZ_TIMEOUT:-130}" python3 -m pytest -v -n 14 tests/test_fuzz.py -p no:cacheprovider \
-            --tb=short -W ignore 2>&1 | grep -E "PASSED|FAILED|Falsifying|^E  |passed|failed" > "$OUT/fuzz.log"
-        echo "fuzz: $(grep -c PASSED "$OUT/fuzz.log") tests passed"; grep -vE "PASSED" "$OUT/fuzz.log" | tail -30
-        timeout "${DW7_TIMEOUT:-90}" python3 tools/dw7_wgrad_probe.py --check --quick 2>&1 | grep -v Warning > "$OUT/dw7-probe.log"
-        echo "dw7 probe: rc=$?"; tail -24 "$OUT/dw7-probe.log" ;;
-    s40f)  # a short last call: session 39's fixes, a fuzz of many small shards (aligned ones included), the
-        # 7x7 depthwise wgrad prototype's first run
+    s40f)  # session 39's fixes on the GPU (strided bias, broadcast inputs off TMA, transpose output_padding),
+        # a fuzz of many small shards (aligned ones included), the 7x7 depthwise wgrad prototype's first run
         timeout 80 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
             or transpose" -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" \
             | tail -10 | tee "$OUT/tests.log"
@@ -637,42 +629,6 @@ PY
         echo "fuzz: $(grep -c PASSED "$OUT/fuzz.log") tests passed"; grep -vE "PASSED" "$OUT/fuzz.log" | tail -30
         timeout 150 python3 tools/dw7_wgrad_probe.py --check --quick 2>&1 | grep -v Warning > "$OUT/dw7-probe.log"
         echo "dw7 probe: rc=$?"; tail -24 "$OUT/dw7-probe.log" ;;
-    s40e)  # s40d with the 7x7 depthwise wgrad prototype's first GPU run (session 40's helper: Gluon entry,
-        # self-check first, then five forms per ConvNeXt layer against the library and cuDNN)
-        timeout 80 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
-            or transpose" -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" \
-            | tail -10 | tee "$OUT/tests.log"
-        timeout 150 python3 tools/dw7_wgrad_probe.py --check --quick 2>&1 | grep -v Warning > "$OUT/dw7-probe.log"
-        echo "dw7 probe: rc=$?"; tail -24 "$OUT/dw7-probe.log"
-        CONVGEMM_CACHE_DIR=$(mktemp -d) bench small-dgrad 110 --suite small-channel --direction dgrad
-        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=140 CONVGEMM_FUZZ_EXAMPLES_ALIGNED=112 CONVGEMM_FUZZ_SHARDS=14 \
-            CONVGEMM_FUZZ_EXAMPLES_3D=12 CONVGEMM_FUZZ_EXAMPLES_T=8 CONVGEMM_FUZZ_SEED=${FUZZ_SEED:-40} \
-            timeout "${FUZZ_TIMEOUT:-180}" python3 -m pytest -v -n 14 tests/test_fuzz.py -p no:cacheprovider \
-            --tb=short -W ignore 2>&1 | grep -E "PASSED|FAILED|Falsifying|^E  |passed|failed" | tail -60 \
-            | tee "$OUT/fuzz.log" ;;
-    s40d)  # session 40's last call: session 39's fixes on the GPU, the small-channel dgrad suite with the
-        # row ring on by default (conv1_1 2.73x in s40a), then a shorter fuzz run (aligned shards included)
-        timeout 90 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
-            or transpose" -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" \
-            | tail -10 | tee "$OUT/tests.log"
-        CONVGEMM_CACHE_DIR=$(mktemp -d) bench small-dgrad 120 --suite small-channel --direction dgrad
-        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=210 CONVGEMM_FUZZ_EXAMPLES_ALIGNED=140 CONVGEMM_FUZZ_SHARDS=14 \
-            CONVGEMM_FUZZ_EXAMPLES_3D=20 CONVGEMM_FUZZ_EXAMPLES_T=12 CONVGEMM_FUZZ_SEED=${FUZZ_SEED:-40} \
-            timeout "${FUZZ_TIMEOUT:-270}" python3 -m pytest -v -n 14 tests/test_fuzz.py -p no:cacheprovider \
-            --tb=short -W ignore 2>&1 | grep -E "PASSED|FAILED|Falsifying|^E  |passed|failed" | tail -60 \
-            | tee "$OUT/fuzz.log" ;;
-    s40c)  # session 39's CPU-found fixes on the GPU (strided bias, broadcast inputs off TMA, transpose
-        # output_padding), then one fuzz run over every random test: the 2-D problems (420 in 14 shards),
-        # the aligned-channel problems that reach the TMA / ws / grouped / depthwise kernels (168 in 14),
-        # 3-D, transpose, same padding and patched modules; bf16 and sliced / broadcast tensors included
-        timeout 100 python3 -m pytest -q -n 14 tests/test_conv2d.py tests/test_transpose.py -k "strided_bias or broadcast \
-            or transpose" -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" \
-            | tail -10 | tee "$OUT/tests.log"
-        CONVGEMM_AUTOTUNE=0 CONVGEMM_FUZZ_EXAMPLES=420 CONVGEMM_FUZZ_EXAMPLES_ALIGNED=168 CONVGEMM_FUZZ_SHARDS=14 \
-            CONVGEMM_FUZZ_EXAMPLES_3D=30 CONVGEMM_FUZZ_EXAMPLES_T=20 CONVGEMM_FUZZ_SEED=${FUZZ_SEED:-40} \
-            timeout "${FUZZ_TIMEOUT:-400}" python3 -m pytest -v -n 14 tests/test_fuzz.py -p no:cacheprovider \
-            --tb=short -W ignore 2>&1 | grep -E "PASSED|FAILED|Falsifying|^E  |passed|failed" | tail -60 \
-            | tee "$OUT/fuzz.log" ;;
     s40a)  # the row-ring R x 1 convolution (session 38, compiled for sm_90 on the CPU only): its GPU tests,
         # then its time on conv1_1's reduced dgrad against narrow_fold (the GEMM step was 47.7 us)
         timeout 150 python3 -m pytest -q -n 12 tests/test_row_ring.py tests/test_extend.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
