@@ -7,10 +7,14 @@ loads, converts, integer / address, predicates, moves, other), innermost loops f
     python tools/dw7_wgrad_sass.py /tmp/x/kernel.sass [--all]
     python tools/dw7_wgrad_sass.py --proto 96,56 [--set PREFETCH=2,UNROLL=7] [--maxnreg 168] [--warps 4]
 
+    python tools/dw7_wgrad_sass.py --window 96,56 [--gluon] [--imgs 2] [--dtype fp32] [--set ...]
+
 No GPU needed. ``--all`` also prints the whole kernel's counts. ``--proto C,H`` compiles
 ``tools/dw7_wgrad_proto.py``'s kernel for sm_90 with the constexprs its launcher picks for the
 ConvNeXt layer (batch 64, bf16, 7x7, padding 3), ``--set`` overriding some, and reports
-registers, spills and the loop mix per output pixel-channel.
+registers, spills and the loop mix per output pixel-channel. ``--window C,H`` does the same for
+the library's kernel (``convgemm.conv.depthwise_wgrad_window``) with the tile of
+``DepthwiseWgrad.window_configs``' candidate of ``--imgs`` images a program.
 """
 
 from __future__ import annotations
@@ -189,6 +193,54 @@ def proto_layer(
     return r
 
 
+def window_layer(c: int, h: int, overrides: dict, maxnreg: int | None, out: str, use_gluon: bool = False,
+                 imgs: int = 1, dtype: str = "bf16") -> dict:  # fmt: skip
+    """Compile the library's window kernel for ConvNeXt's layer (C, H) (batch 64, 7x7, padding 3,
+    NHWC) with ``window_configs``' tile of ``imgs`` images a program, and print its loop mix."""
+    import time
+
+    import torch
+
+    from convgemm.conv import backward as bw
+    from convgemm.conv import depthwise_wgrad_window as dww
+    from convgemm.problem import ConvProblem
+
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    x = torch.empty(64, c, h, h, dtype=tdt).to(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.empty(c, 1, 7, 7, dtype=tdt), None, padding=3, groups=c)
+    bw.interpreting = lambda: False  # the GPU's candidates (this process compiles only)
+    cfg = next(cf for cf in bw.DWGRAD.window_configs(prob) if cf.window == imgs)
+    const = dww.window_constexprs((c, h, h, prob.p, prob.q), (1, c, 1, c), (7, 7, 3, 3), cfg.block_m,
+                                  cfg.block_n, cfg.cols, cfg.window, cfg.block_k, cfg.num_stages - 1, False)  # fmt: skip
+    const.update(overrides)
+    sig = {"x_ptr": f"*{dtype}", "dy_ptr": f"*{dtype}", "ws_ptr": "*fp32"}
+    sig.update({a: "i32" for a in ("N", "H", "W", "P", "Q", "s_xn", "s_xh", "s_yn", "s_yh")})
+    fn = dww.depthwise_wgrad_window_kernel
+    const.setdefault("LAYOUT", None)  # Triton's layouts (the defaulted parameter, bound here)
+    if use_gluon:
+        del const["LAYOUT"]
+        fn = dww.depthwise_wgrad_window_kernel_gl
+        const.update(dww.gluon_layout(cfg.block_m, cfg.block_n, cfg.num_warps))
+    t0 = time.perf_counter()
+    r = compile_sm90(fn, sig, const, cfg.num_warps, 1, maxnreg, out)
+    print(
+        f"C={c} H={h} {dtype} [{cfg.describe()}] maxnreg={maxnreg} {'gluon' if use_gluon else 'triton'} entry, "
+        f"compiled in {time.perf_counter() - t0:.1f} s: {const}"
+    )
+    print(f"  registers {r['regs']}, stack {r['stack']} B, LDL/STL {r['LDL/STL']}, shared {r['shared']} B")
+    mixes = report(r["sass"])
+    main = max(mixes.items(), key=lambda kv: kv[1].get("FFMA", 0))[1]
+    ffma = main.get("FFMA", 0)
+    if ffma:
+        per = ffma / (const["R"] * const["S"])
+        tot = sum(main.values())
+        print(
+            f"  main loop per output pixel-channel: FFMA {ffma / per:.1f}, LDG {main.get('LDG', 0) / per:.2f}, "
+            f"instructions {tot / per:.1f} ({tot / ffma:.2f} per FFMA)"
+        )
+    return r
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -200,9 +252,18 @@ if __name__ == "__main__":
     ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--maxnreg", type=int, default=None)
     ap.add_argument("--out", default="/tmp/dw7_sass")
-    ap.add_argument("--gluon", action="store_true", help="with --proto: the Gluon entry (dw7_wgrad_kernel_gl)")
+    ap.add_argument("--gluon", action="store_true", help="with --proto / --window: the Gluon entry")
+    ap.add_argument("--window", help="C,H of a ConvNeXt 7x7 layer: compile the library's window kernel for it")
+    ap.add_argument("--imgs", type=int, default=1, help="with --window: the candidate of this many images a program")
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"), help="with --window")
     a = ap.parse_args()
-    if a.proto:
+    if a.window:
+        import ast
+
+        ov = {k: ast.literal_eval(v) for k, v in (kv.split("=") for kv in filter(None, a.set.split(",")))}
+        cc, hh = map(int, a.window.split(","))
+        window_layer(cc, hh, ov, a.maxnreg, a.out, a.gluon, a.imgs, a.dtype)
+    elif a.proto:
         import ast
 
         ov = {k: ast.literal_eval(v) for k, v in (kv.split("=") for kv in filter(None, a.set.split(",")))}

@@ -23,6 +23,7 @@ partials are summed in split order by one program (``matmul.blocks.split_k_reduc
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 
@@ -619,6 +620,11 @@ class DepthwiseWgrad:
     ``block_m`` = column groups, ``block_k`` = strip height, ``split_k`` = groups of (image,
     strip) pairs, ``cols`` = columns per group, ``vec`` = channels per load, ``num_stages`` s >= 2
     = the next s - 1 steps' inputs loaded ahead (the candidates take 2; deeper is for probes).
+    Configs with ``window > 0`` run the window kernel (``conv/depthwise_wgrad_window.py``: 5x5 and
+    7x7 depthwise, stride 1, one channel and ``cols`` consecutive columns a thread, a register
+    window of dy rows; ``window_ok``): ``block_m`` = column groups covering Q, ``block_n`` =
+    channels a program, ``block_k`` = steps a loop iteration (R), ``window`` = images a program,
+    ``num_stages`` s = the next s - 1 steps' inputs loaded ahead.
     """
 
     name = "depthwise_wgrad"
@@ -671,9 +677,8 @@ class DepthwiseWgrad:
         longer row chunks."""
         if interpreting():
             d = self.default_config(prob)
-            return [d, Config(4, 8, 1, 4, 1, split_k=2), Config(8, 4, prob.r, 4, 1, split_k=1)] + self.rows_configs(
-                prob
-            )
+            small = [d, Config(4, 8, 1, 4, 1, split_k=2), Config(8, 4, prob.r, 4, 1, split_k=1)]
+            return small + self.rows_configs(prob) + self.window_configs(prob)
         rows = self._rows(prob)
         # (two filter rows per program for 7x7 spilled: 255 registers, 156 spill loads/stores in
         # tools/sm90_check.py; the kernel still takes it, the tuner no longer offers it)
@@ -685,7 +690,7 @@ class DepthwiseWgrad:
             # that were timed, by 1.4-7.1x; its default stays a fallback, the rest only cost
             # tuning time
             out = out[:1]
-        return list(dict.fromkeys(out)) + by_rows
+        return list(dict.fromkeys(out)) + by_rows + self.window_configs(prob)
 
     #: estimated registers of the rows kernel's per-tap accumulators and dy window (2 channels
     #: per thread); the compiler adds about 60-100 (tools/sass_mix.py)
@@ -732,6 +737,66 @@ class DepthwiseWgrad:
                 out.append(Config(bq, bk, rows, 4, 2, split_k=groups, cols=c, vec=2))
         return list(dict.fromkeys(out))
 
+    def window_ok(self, prob: ConvProblem) -> str | None:
+        """None if the window kernel (``depthwise_wgrad_window_kernel``) takes ``prob``, else why
+        not. It reads x and dy at any strides (channel stride 1, NHWC, is its fast layout, and
+        ``choose_wgrad`` hands it NHWC tensors)."""
+        from .depthwise_wgrad_window import WINDOW_FILTERS, pick
+
+        if prob.cg != 1 or prob.kg != 1:
+            return "the window kernel takes depthwise layers without a channel multiplier (C/g = K/g = 1)"
+        if prob.stride != (1, 1) or prob.dilation != (1, 1):
+            return "the window kernel needs stride 1 and dilation 1"
+        if prob.r != prob.s or prob.r not in WINDOW_FILTERS:
+            return (f"{prob.r}x{prob.s} filter: the window kernel is offered for 5x5 and 7x7 (larger filters' R*S "
+                    "accumulators and R*COLS dy window would not fit in registers; 3x3 stays with the rows kernel)")  # fmt: skip
+        if prob.pad_h[0] >= prob.r or prob.pad_w[0] >= prob.s:
+            return "the window kernel needs top and left padding below the filter size (its walk starts at x row 0)"
+        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"{prob.dtype}: the window kernel accumulates in fp32 (fp64 takes the other kernels)"
+        if pick(prob.q)[2] < 8:
+            return (f"Q = {prob.q} columns: a program of 128 threads would hold fewer than 8 channels of a row "
+                    "(loads under 16 bytes); the window kernel takes Q up to 112")  # fmt: skip
+        return None
+
+    def window_configs(self, prob: ConvProblem) -> list[Config]:
+        """The window kernel's candidates: 4 warps, ``pick``'s tile (7 columns a thread for
+        ConvNeXt's widths), the step loop unrolled R times, one step's inputs loaded ahead, and 1
+        or 2 images a program; also 4 where an image's partial sums (R*S fp32 per channel) are at
+        least half the bytes of its x and dy (ConvNeXt's 7 @7), since each image group writes and
+        the reduce reads them once."""
+        from .depthwise_wgrad_window import pick
+
+        if self.window_ok(prob) is not None:
+            return []
+        if interpreting():  # small tiles; the second with 3 columns, no unrolling, two steps ahead
+            cols, qg, _ = pick(prob.q)
+            bk = min(16, _small(prob.k, 8))
+            return [Config(qg, bk, prob.r, 4, 2, cols=cols, window=1),
+                    Config(_small(cdiv(prob.q, 3), 1), 8, 1, 4, 3, cols=3, window=2)]  # fmt: skip
+        cols, qg, bk = pick(prob.q)
+        imgs = [1, 2]
+        if prob.r * prob.s * 4 * 2 >= 2 * prob.h * prob.w * prob.dtype.itemsize:
+            imgs.append(4)
+        out = [Config(qg, bk, prob.r, 4, 2, cols=cols, window=min(i, prob.n)) for i in imgs]
+        return list(dict.fromkeys(out))
+
+    @staticmethod
+    def window_layout(prob: ConvProblem, cfg: Config, x: torch.Tensor, dy: torch.Tensor) -> dict[str, int] | None:
+        """The layout constexprs of ``depthwise_wgrad_window_kernel_gl`` (the window kernel as
+        Gluon: ~1.6 s to compile a 7x7 tile on the dev CPU, where the Triton entry's coalescing
+        pass takes ~25 s), or None where the Triton entry runs: under the interpreter, without
+        Gluon, with ``CONVGEMM_DEPTHWISE_GLUON=0``, for a tile that is not one element a thread,
+        and for tensors whose channels are not contiguous (the layout puts channels on lanes,
+        what the coalescing pass picks only for them)."""
+        from .depthwise_wgrad_window import gl, gluon_layout
+
+        if interpreting() or gl is None or os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") == "0":
+            return None
+        if cfg.block_m * cfg.block_n != 32 * cfg.num_warps or x.stride(1) != 1 or dy.stride(1) != 1:
+            return None
+        return gluon_layout(cfg.block_m, cfg.block_n, cfg.num_warps)
+
     def run(self, prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, cfg=None, launch=None):
         """``dw [K, C/g, R, S]`` (any strides) from ``x [N, C, H, W]`` and ``dy [N, K, P, Q]`` of any
         strides (NHWC is the fast layout); ``cfg`` None takes ``default_config``."""
@@ -739,6 +804,9 @@ class DepthwiseWgrad:
         from .fprop import _run_kernel
 
         cfg = cfg or self.default_config(prob)
+        if cfg.window:
+            self._run_window(prob, x, dy, dw, cfg, launch)
+            return
         if cfg.cols:
             self._run_rows(prob, x, dy, dw, cfg, launch)
             return
@@ -827,6 +895,56 @@ class DepthwiseWgrad:
 
         _run_kernel(None if launch is None else launch.extra, wgrad_reduce_kernel, (cdiv(row_len, block),), red_args,
                     red_constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
+
+    def _run_window(self, prob, x, dy, dw, cfg, launch) -> None:
+        """The window kernel into a workspace of per-(image group, channel block) partial sums,
+        then ``wgrad_reduce_kernel`` (``launch.extra``: its own launch handle) sums the image
+        groups in order and writes dw in its dtype and strides."""
+        from .depthwise_wgrad import wgrad_reduce_kernel
+        from .depthwise_wgrad_window import (
+            depthwise_wgrad_window_kernel,
+            depthwise_wgrad_window_kernel_gl,
+            window_constexprs,
+        )
+        from .fprop import _run_kernel
+
+        reason = self.window_ok(prob)
+        if reason is not None:
+            raise ValueError(f"depthwise wgrad config {cfg.describe()}: {reason}; use a config without window")
+        qg, bk, imgs = cfg.block_m, cfg.block_n, cfg.window
+        if qg & (qg - 1) or bk & (bk - 1) or cfg.cols < 1 or qg * cfg.cols < prob.q:
+            raise ValueError(f"depthwise wgrad config {cfg.describe()}: the window kernel needs power-of-two column "
+                             f"groups (block_m) and channels (block_n), and block_m * cols >= Q = {prob.q}")  # fmt: skip
+        parts = cdiv(prob.n, imgs)
+        k_blocks = cdiv(prob.k, bk)
+        taps = prob.r * prob.s
+        ws = torch.empty(parts * k_blocks * taps * bk, dtype=torch.float32, device=x.device)
+        args = (x, dy, ws, prob.n, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2), dy.stride(0),
+                dy.stride(2))  # fmt: skip
+
+        def constexprs():
+            int64 = max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31
+            return dict(**window_constexprs((prob.k, prob.h, prob.w, prob.p, prob.q),
+                                            (x.stride(1), x.stride(3), dy.stride(1), dy.stride(3)),
+                                            (prob.r, prob.s, prob.pad_h[0], prob.pad_w[0]), qg, bk, cfg.cols, imgs,
+                                            max(1, cfg.block_k), max(0, cfg.num_stages - 1), int64),
+                        **(layout or {}))  # fmt: skip
+
+        # a warm launch relaunches what it compiled: the choice of entry is not needed then
+        layout = None if launch is not None and launch.warm else self.window_layout(prob, cfg, x, dy)
+        kernel = depthwise_wgrad_window_kernel if layout is None else depthwise_wgrad_window_kernel_gl
+        _run_kernel(launch, kernel, (k_blocks, parts), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
+        if launch is not None and launch.extra is None:
+            launch.extra = Launch()
+        block = 128
+        red_args = (ws, dw, parts, prob.k, 1, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3))
+
+        def red_constexprs():
+            return dict(TAPS=taps, S=prob.s, BLOCK_K=bk, BLOCK=block, SPLITS=32)
+
+        _run_kernel(None if launch is None else launch.extra, wgrad_reduce_kernel, (cdiv(k_blocks * taps * bk, block),),
+                    red_args, red_constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
 
 
 class WgradGroupedTma:

@@ -82,6 +82,9 @@ class Config:
     ring: int = 0
     # 1 (with ring): the column fold in the ring kernel's epilogue, y written directly
     fused: int = 0
+    # > 0: depthwise wgrad's window kernel (conv/depthwise_wgrad_window.py) with this many images
+    # a program; block_m x block_n = column groups x channels, cols columns a thread
+    window: int = 0
 
     def describe(self) -> str:
         s = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
@@ -109,6 +112,8 @@ class Config:
             s += " ds"
         if self.ring:
             s += f" ring{self.ring}" + (" fused" if self.fused else "")
+        if self.window:
+            s += f" win{self.window}"
         return s
 
 

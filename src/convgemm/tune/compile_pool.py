@@ -131,8 +131,9 @@ def compile_job(module: str, name: str, source: tuple, signature: dict, constant
 #: the modules holding convgemm's kernels (imported by a worker before it reports ready)
 KERNEL_MODULES = (
     "convgemm.conv.fprop", "convgemm.conv.backward", "convgemm.conv.conv3d", "convgemm.conv.depthwise",
-    "convgemm.conv.depthwise_wgrad", "convgemm.conv.grouped_tma", "convgemm.conv.head", "convgemm.conv.fold",
-    "convgemm.conv.unfold", "convgemm.conv.wgrad_taps", "convgemm.conv.ws3d", "convgemm.conv.ws_wgrad",
+    "convgemm.conv.depthwise_wgrad", "convgemm.conv.depthwise_wgrad_window", "convgemm.conv.grouped_tma",
+    "convgemm.conv.head", "convgemm.conv.fold", "convgemm.conv.unfold", "convgemm.conv.wgrad_taps",
+    "convgemm.conv.ws3d", "convgemm.conv.ws_wgrad",
 )  # fmt: skip
 
 
