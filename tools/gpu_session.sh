@@ -627,6 +627,18 @@ PY
             --shape 64,192,28,28,192,7,7,1,3,1,192 --shape 64,384,14,14,384,7,7,1,3,1,384 \
             --shape 64,768,7,7,768,7,7,1,3,1,768 --json "$OUT/dw7-wgrad.json" > "$OUT/dw7-wgrad.log" 2>&1
         echo "ConvNeXt dw7 wgrad: rc=$?"; grep -vE "Warning" "$OUT/dw7-wgrad.log" | tail -10 ;;
+    s41c)  # after s41a (the window kernel won all four ConvNeXt 7x7 wgrads; its GPU tests ran past 170 s): the
+        # tests with the Triton entry in bf16 only, the fixed strided-bias test, the four layers again from
+        # empty caches with the pruned candidates (first calls: 96 @56's was 4.8 s with five candidates)
+        timeout 280 python3 -m pytest -q -n 14 tests/test_depthwise_wgrad_window.py -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/window-tests.log"
+        timeout 60 python3 -m pytest -q tests/test_conv2d.py -k strided_bias -p no:cacheprovider --tb=short -W ignore \
+            2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -4
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-dw7-wgrad.jsonl timeout 120 python3 -m convgemm \
+            bench --dtype bf16 --check --direction wgrad --shape 64,96,56,56,96,7,7,1,3,1,96 \
+            --shape 64,192,28,28,192,7,7,1,3,1,192 --shape 64,384,14,14,384,7,7,1,3,1,384 \
+            --shape 64,768,7,7,768,7,7,1,3,1,768 --json "$OUT/dw7-wgrad.json" > "$OUT/dw7-wgrad.log" 2>&1
+        echo "ConvNeXt dw7 wgrad: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/dw7-wgrad.log" | tail -3 ;;
     s41b)  # the small-channel dgrad suite with the row ring on by default (session 40; the README's 2.16x is
         # session 21's, before the ring): from empty caches, tuner log kept
         CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-small-dgrad.jsonl timeout 300 python3 -m convgemm \

@@ -670,7 +670,16 @@ class DepthwiseWgrad:
         if interpreting():
             bq = min(8, _small(prob.q, 1))
             return Config(bq, min(16, _small(prob.k, 4)), self._rows(prob), 4, 1, split_k=min(3, prob.n * prob.p))
+        if self._window_first(prob):
+            return self.window_configs(prob)[0]
         return self._config(prob, 4, self._rows(prob), 8)
+
+    def _window_first(self, prob: ConvProblem) -> bool:
+        """7x7 layers the window kernel takes: it is the untuned choice there, and the rows kernel
+        keeps one candidate. H200, session 41 (bf16, batch 64, ConvNeXt-T's four 7x7 layers,
+        ``s41-s41a-dw7-wgrad.json``): the window kernel 21-77 us against the rows kernel's best
+        44-139 and this class's default 90-371; 5x5 has not been timed and keeps every candidate."""
+        return prob.r == 7 and self.window_ok(prob) is None
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         """A few candidates around the default: 8 warps (twice the columns per step), and fewer,
@@ -684,6 +693,10 @@ class DepthwiseWgrad:
         # tools/sm90_check.py; the kernel still takes it, the tuner no longer offers it)
         out = [self._config(prob, 4, rows, 8), self._config(prob, 8, rows, 4), self._config(prob, 4, rows, 3)]
         by_rows = self.rows_configs(prob)
+        if self._window_first(prob):
+            # the rows kernel's best form on all four ConvNeXt layers (k22, two programs per SM)
+            # as a fallback; the other forms only cost first-call compile time
+            return self.window_configs(prob) + by_rows[-1:]
         if by_rows:
             # H200, session 10 (tuner log, bf16, batch 64): the rows kernel's best config beat
             # this kernel's on all 11 depthwise and 3 narrow-group layers of the grouped suite
@@ -760,11 +773,10 @@ class DepthwiseWgrad:
         return None
 
     def window_configs(self, prob: ConvProblem) -> list[Config]:
-        """The window kernel's candidates: 4 warps, ``pick``'s tile (7 columns a thread for
-        ConvNeXt's widths), the step loop unrolled R times, one step's inputs loaded ahead, and 1
-        or 2 images a program; also 4 where an image's partial sums (R*S fp32 per channel) are at
-        least half the bytes of its x and dy (ConvNeXt's 7 @7), since each image group writes and
-        the reduce reads them once."""
+        """The window kernel's candidate: 4 warps, ``pick``'s tile (7 columns a thread for
+        ConvNeXt's widths), the step loop unrolled R times, one step's inputs loaded ahead, one
+        image a program (``Config.window`` > 1 still runs: more images a program, fewer partial
+        sums)."""
         from .depthwise_wgrad_window import pick
 
         if self.window_ok(prob) is not None:
@@ -775,11 +787,9 @@ class DepthwiseWgrad:
             return [Config(qg, bk, prob.r, 4, 2, cols=cols, window=1),
                     Config(_small(cdiv(prob.q, 3), 1), 8, 1, 4, 3, cols=3, window=2)]  # fmt: skip
         cols, qg, bk = pick(prob.q)
-        imgs = [1, 2]
-        if prob.r * prob.s * 4 * 2 >= 2 * prob.h * prob.w * prob.dtype.itemsize:
-            imgs.append(4)
-        out = [Config(qg, bk, prob.r, 4, 2, cols=cols, window=min(i, prob.n)) for i in imgs]
-        return list(dict.fromkeys(out))
+        # one image a program: on the H200 (session 41, the four ConvNeXt 7x7 layers, bf16) two
+        # images a program took 14-29% longer and four (7 @7) 69% longer
+        return [Config(qg, bk, prob.r, 4, 2, cols=cols, window=1)]
 
     @staticmethod
     def window_layout(prob: ConvProblem, cfg: Config, x: torch.Tensor, dy: torch.Tensor) -> dict[str, int] | None:
