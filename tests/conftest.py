@@ -98,6 +98,22 @@ def _seed():
 
 
 @pytest.fixture
+def launched(monkeypatch):
+    """The kernels ``fprop._run_kernel`` launches, in order (each still launched)."""
+    from convgemm.conv import fprop
+
+    chosen = []
+    real = fprop._run_kernel
+
+    def spy(launch, fn, grid, args, constexprs, options):
+        chosen.append(fn)
+        real(launch, fn, grid, args, constexprs, options)
+
+    monkeypatch.setattr(fprop, "_run_kernel", spy)
+    return chosen
+
+
+@pytest.fixture
 def no_tf32():
     """Strict IEEE fp32 convolutions (cuDNN's TF32 flag off) for one test, restored after."""
     old = torch.backends.cudnn.allow_tf32

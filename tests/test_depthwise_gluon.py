@@ -45,20 +45,6 @@ def on_gpu_path(monkeypatch):
     monkeypatch.delenv("CONVGEMM_DEPTHWISE_GLUON", raising=False)
 
 
-@pytest.fixture
-def launched(monkeypatch):
-    """The kernels ``_run_kernel`` launches, in order (each still launched)."""
-    chosen = []
-    real = fprop._run_kernel
-
-    def spy(launch, fn, grid, args, constexprs, options):
-        chosen.append(fn)
-        real(launch, fn, grid, args, constexprs, options)
-
-    monkeypatch.setattr(fprop, "_run_kernel", spy)
-    return chosen
-
-
 def test_layout_on_tiles_of_vec_elements_a_thread(on_gpu_path):
     prob, x, y, wt = _case()
     # the layouts Triton's coalescing pass gave these tiles (their sm_90 TTGIR, session 37)

@@ -202,7 +202,7 @@ def test_window_pick():
     assert depthwise_wgrad_window.pick(3) == (3, 1, 128)
 
 
-def test_window_launch_handle_and_reduce(launched_window):
+def test_window_launch_handle_and_reduce(launched):
     """A launch handle keeps the reduce's own handle in ``launch.extra``; a second call through the
     same handle gives the same bits."""
     from convgemm.matmul.launch import Launch
@@ -216,24 +216,10 @@ def test_window_launch_handle_and_reduce(launched_window):
         bw.DWGRAD.run(prob, x, dy, dw, cfg, launch)
         outs.append(dw)
     assert isinstance(launch.extra, Launch)
-    assert launched_window == [depthwise_wgrad_window.depthwise_wgrad_window_kernel,
+    assert launched == [depthwise_wgrad_window.depthwise_wgrad_window_kernel,
                                depthwise_wgrad.wgrad_reduce_kernel] * 2  # fmt: skip
     assert_close(outs[0], ref.float(), torch.float32, cfg.describe())
     assert torch.equal(outs[0], outs[1])
-
-
-@pytest.fixture
-def launched_window(monkeypatch):
-    """The kernels ``_run_kernel`` launches, in order (each still launched)."""
-    chosen = []
-    real = fprop._run_kernel
-
-    def spy(launch, fn, grid, args, constexprs, options):
-        chosen.append(fn)
-        real(launch, fn, grid, args, constexprs, options)
-
-    monkeypatch.setattr(fprop, "_run_kernel", spy)
-    return chosen
 
 
 @pytest.mark.skipif(depthwise_wgrad_window.gl is None, reason="needs Triton's Gluon")
@@ -313,7 +299,7 @@ GPU_LAYERS = [(96, 56), (192, 28), (384, 14), (768, 7)]
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
-def test_gpu_window_both_entries(layer, dtype, monkeypatch, launched_window):
+def test_gpu_window_both_entries(layer, dtype, monkeypatch, launched):
     """The window candidate and two images a program through the Gluon entry, and, in bf16, the
     candidate also through the Triton entry (``CONVGEMM_DEPTHWISE_GLUON=0``; ~25 s to compile a
     7x7 tile here, 60 s or more on the GPU machine's host, so one a layer): the same FMAs in the
@@ -330,7 +316,7 @@ def test_gpu_window_both_entries(layer, dtype, monkeypatch, launched_window):
             dw = torch.full((c, 1, 7, 7), float("nan"), device="cuda", dtype=dtype)
             bw.DWGRAD.run(prob, x, dy, dw, cfg)
             outs.append(dw)
-        mains = [f for f in launched_window if f is not depthwise_wgrad.wgrad_reduce_kernel][-len(outs) :]
+        mains = [f for f in launched if f is not depthwise_wgrad.wgrad_reduce_kernel][-len(outs) :]
         assert mains[0] is depthwise_wgrad_window.depthwise_wgrad_window_kernel_gl
         assert all(f is depthwise_wgrad_window.depthwise_wgrad_window_kernel for f in mains[1:])
         assert all(torch.equal(outs[0], o) for o in outs[1:]), f"{cfg.describe()}: the two entries differ"

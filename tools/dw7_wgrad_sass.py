@@ -1,20 +1,19 @@
 #!/usr/bin/env python3
 """Instruction mix of the loops in an sm_90 SASS dump (``cuobjdump --dump-sass`` text), for the
-7x7 depthwise wgrad study (tools/dw7_wgrad_proto.py): every backward branch ``BRA target`` closes a
+7x7 depthwise wgrad study (``convgemm.conv.depthwise_wgrad_window``): every backward branch ``BRA target`` closes a
 loop ``[target, branch]``; each loop's body is counted by opcode class (FFMA, global / shared
 loads, converts, integer / address, predicates, moves, other), innermost loops first.
 
     python tools/dw7_wgrad_sass.py /tmp/x/kernel.sass [--all]
-    python tools/dw7_wgrad_sass.py --proto 96,56 [--set PREFETCH=2,UNROLL=7] [--maxnreg 168] [--warps 4]
+    python tools/dw7_wgrad_sass.py --window 96,56 [--gluon] [--imgs 2] [--dtype fp32] [--set PREFETCH=2,UNROLL=1]
+        [--maxnreg 168]
 
-    python tools/dw7_wgrad_sass.py --window 96,56 [--gluon] [--imgs 2] [--dtype fp32] [--set ...]
-
-No GPU needed. ``--all`` also prints the whole kernel's counts. ``--proto C,H`` compiles
-``tools/dw7_wgrad_proto.py``'s kernel for sm_90 with the constexprs its launcher picks for the
-ConvNeXt layer (batch 64, bf16, 7x7, padding 3), ``--set`` overriding some, and reports
-registers, spills and the loop mix per output pixel-channel. ``--window C,H`` does the same for
-the library's kernel (``convgemm.conv.depthwise_wgrad_window``) with the tile of
-``DepthwiseWgrad.window_configs``' candidate of ``--imgs`` images a program.
+No GPU needed. ``--all`` also prints the whole kernel's counts. ``--window C,H`` compiles the
+library's window kernel (``convgemm.conv.depthwise_wgrad_window``) for sm_90 for ConvNeXt's layer
+(batch 64, 7x7, padding 3, NHWC) with ``DepthwiseWgrad.window_configs``' tile at ``--imgs``
+images a program, ``--set`` overriding constexprs, and reports registers, spills and the loop
+mix per output pixel-channel. (Session 40's standalone prototype of that kernel, with an
+inline-PTX L2 prefetch the library dropped, is ``tools/dw7_wgrad_proto.py`` in commit b9f47c7.)
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 import collections
 import os
 import re
-import sys
 
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 
@@ -151,53 +149,12 @@ def compile_sm90(
     }
 
 
-def proto_layer(
-    c: int, h: int, overrides: dict, warps: int, maxnreg: int | None, out: str, use_gluon: bool = False
-) -> dict:
-    """Compile the prototype for ConvNeXt's layer (C, H) and print its loop mix per pixel-channel."""
-    import torch
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import dw7_wgrad_proto as proto
-
-    x = torch.empty(1, c, h, h, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-    grid, const, _ = proto.launch_params(x, x, 7, 7, 3, num_warps=warps,
-                                         **{k.lower(): v for k, v in overrides.items() if k in ("COLS", "IMGS", "UNROLL", "PREFETCH", "PF_L2")})  # fmt: skip
-    const.update({k: v for k, v in overrides.items() if k not in ("COLS", "IMGS", "UNROLL", "PREFETCH", "PF_L2")})
-    sig = {"x_ptr": "*bf16", "dy_ptr": "*bf16", "ws_ptr": "*fp32", "N": "i32", "H": "i32", "W": "i32", "P": "i32",
-           "Q": "i32"}  # fmt: skip
-    fn = proto.dw7_wgrad_kernel
-    if use_gluon:
-        fn = proto.dw7_wgrad_kernel_gl
-        const.update(proto.gluon_layout(const["QG"], const["BLOCK_K"], warps))
-    import time
-
-    t0 = time.perf_counter()
-    r = compile_sm90(fn, sig, const, warps, 1, maxnreg, out)
-    print(
-        f"C={c} H={h} warps={warps} maxnreg={maxnreg} {'gluon' if use_gluon else 'triton'} entry, "
-        f"compiled in {time.perf_counter() - t0:.1f} s: {const}"
-    )
-    print(f"  registers {r['regs']}, stack {r['stack']} B, LDL/STL {r['LDL/STL']}, shared {r['shared']} B")
-    mixes = report(r["sass"])
-    # per output pixel-channel: a step covers COLS columns of one channel per thread (R*S*COLS FMAs)
-    main = max(mixes.items(), key=lambda kv: kv[1].get("FFMA", 0))[1]
-    ffma = main.get("FFMA", 0)
-    if ffma:
-        per = ffma / (const["R"] * const["S"])  # output pixel-channels a thread handles per loop pass
-        tot = sum(main.values())
-        print(
-            f"  main loop per output pixel-channel: FFMA {ffma / per:.1f}, LDG {main.get('LDG', 0) / per:.2f}, "
-            f"instructions {tot / per:.1f} ({tot / ffma:.2f} per FFMA)"
-        )
-    return r
-
-
 def window_layer(c: int, h: int, overrides: dict, maxnreg: int | None, out: str, use_gluon: bool = False,
                  imgs: int = 1, dtype: str = "bf16") -> dict:  # fmt: skip
     """Compile the library's window kernel for ConvNeXt's layer (C, H) (batch 64, 7x7, padding 3,
     NHWC) with ``window_configs``' tile of ``imgs`` images a program, and print its loop mix."""
     import time
+    from dataclasses import replace
 
     import torch
 
@@ -209,7 +166,7 @@ def window_layer(c: int, h: int, overrides: dict, maxnreg: int | None, out: str,
     x = torch.empty(64, c, h, h, dtype=tdt).to(memory_format=torch.channels_last)
     prob = ConvProblem.from_tensors(x, torch.empty(c, 1, 7, 7, dtype=tdt), None, padding=3, groups=c)
     bw.interpreting = lambda: False  # the GPU's candidates (this process compiles only)
-    cfg = next(cf for cf in bw.DWGRAD.window_configs(prob) if cf.window == imgs)
+    cfg = replace(bw.DWGRAD.window_configs(prob)[0], window=imgs)
     const = dww.window_constexprs((c, h, h, prob.p, prob.q), (1, c, 1, c), (7, 7, 3, 3), cfg.block_m,
                                   cfg.block_n, cfg.cols, cfg.window, cfg.block_k, cfg.num_stages - 1, False)  # fmt: skip
     const.update(overrides)
@@ -247,12 +204,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("sass", nargs="?")
     ap.add_argument("--all", action="store_true")
-    ap.add_argument("--proto", help="C,H of a ConvNeXt 7x7 layer: compile tools/dw7_wgrad_proto.py for it")
     ap.add_argument("--set", default="", help="constexpr overrides, e.g. PREFETCH=2,UNROLL=1")
-    ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--maxnreg", type=int, default=None)
     ap.add_argument("--out", default="/tmp/dw7_sass")
-    ap.add_argument("--gluon", action="store_true", help="with --proto / --window: the Gluon entry")
+    ap.add_argument("--gluon", action="store_true", help="with --window: the Gluon entry")
     ap.add_argument("--window", help="C,H of a ConvNeXt 7x7 layer: compile the library's window kernel for it")
     ap.add_argument("--imgs", type=int, default=1, help="with --window: the candidate of this many images a program")
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"), help="with --window")
@@ -263,11 +218,5 @@ if __name__ == "__main__":
         ov = {k: ast.literal_eval(v) for k, v in (kv.split("=") for kv in filter(None, a.set.split(",")))}
         cc, hh = map(int, a.window.split(","))
         window_layer(cc, hh, ov, a.maxnreg, a.out, a.gluon, a.imgs, a.dtype)
-    elif a.proto:
-        import ast
-
-        ov = {k: ast.literal_eval(v) for k, v in (kv.split("=") for kv in filter(None, a.set.split(",")))}
-        cc, hh = map(int, a.proto.split(","))
-        proto_layer(cc, hh, ov, a.warps, a.maxnreg, a.out, a.gluon)
     else:
         report(a.sass, a.all)

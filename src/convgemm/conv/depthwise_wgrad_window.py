@@ -5,7 +5,7 @@ from a register window of dy rows: one channel and COLS consecutive output colum
 
 The tuner's third family for these layers (``backward.DepthwiseWgrad``, configs with
 ``window > 0``), written for ConvNeXt-T's 7x7 layers (C, H = W) = (96, 56), (192, 28), (384, 14),
-(768, 7), from the prototype ``tools/dw7_wgrad_proto.py`` (session 40). Compared with
+(768, 7), from session 40's prototype (``tools/dw7_wgrad_proto.py``, commit b9f47c7). Compared with
 ``depthwise_wgrad.depthwise_wgrad_rows_kernel`` (2 channels and 2 columns a thread: 196 FFMA in
 a 344-instruction loop, 213 registers, 2 programs of 4 warps per SM on sm_90):
 
