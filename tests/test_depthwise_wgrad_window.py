@@ -55,6 +55,8 @@ CASES = [
     (3, 12, 10, 9, 5, 2),
     (2, 10, 12, 8, 7, (2, 1)),  # P = H - 2, Q = W - 4
     (2, 9, 11, 12, 5, 0),  # no padding: P = H - 4
+    (2, 20, 10, 11, 3, 1),  # MobileNetV2's 3x3
+    (1, 12, 8, 7, 3, (0, 2)),  # P = H - 2, Q = W + 2
 ]
 
 
@@ -149,7 +151,7 @@ def test_window_candidates_per_convnext_layer(monkeypatch):
         (dict(stride=2), None, 7, torch.float32, "stride 1"),
         (dict(dilation=2), None, 7, torch.float32, "dilation 1"),
         (dict(), 32, 7, torch.float32, "multiplier"),
-        (dict(), None, 3, torch.float32, "3x3"),
+        (dict(), None, 1, torch.float32, "1x1"),
         (dict(), None, 9, torch.float32, "9x9"),
         (dict(), None, 7, torch.float64, "fp32"),
         (dict(padding=7), None, 7, torch.float32, "padding"),
@@ -292,8 +294,9 @@ def test_window_tuned_choice_is_cached(monkeypatch, tmp_path):
         at.clear_memo()
 
 
-# ConvNeXt-T's 7x7 depthwise layers (C, H = W) at batch 2
-GPU_LAYERS = [(96, 56), (192, 28), (384, 14), (768, 7)]
+# ConvNeXt-T's 7x7 depthwise layers (C, H = W, R) at batch 2, and MobileNetV2's widest, smallest
+# and most-channel stride-1 3x3 layers
+GPU_LAYERS = [(96, 56, 7), (192, 28, 7), (384, 14, 7), (768, 7, 7), (32, 112, 3), (144, 56, 3), (960, 7, 3)]
 
 
 @pytest.mark.gpu
@@ -304,8 +307,8 @@ def test_gpu_window_both_entries(layer, dtype, monkeypatch, launched):
     candidate also through the Triton entry (``CONVGEMM_DEPTHWISE_GLUON=0``; ~25 s to compile a
     7x7 tile here, 60 s or more on the GPU machine's host, so one a layer): the same FMAs in the
     same order, so the same bits; and against float64."""
-    c, hw = layer
-    prob, x, dy, ref = _problem(2, c, hw, hw, 7, 3, dtype, device="cuda", seed=c)
+    c, hw, r = layer
+    prob, x, dy, ref = _problem(2, c, hw, hw, r, r // 2, dtype, device="cuda", seed=c)
     cfgs = bw.DWGRAD.window_configs(prob)
     assert cfgs and cfgs[0].window == 1
     cfgs = cfgs + [replace(cfgs[0], window=2)]
@@ -313,7 +316,7 @@ def test_gpu_window_both_entries(layer, dtype, monkeypatch, launched):
         outs = []
         for flag in ("1", "0") if i == 0 and dtype == torch.bfloat16 else ("1",):
             monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", flag)
-            dw = torch.full((c, 1, 7, 7), float("nan"), device="cuda", dtype=dtype)
+            dw = torch.full((c, 1, r, r), float("nan"), device="cuda", dtype=dtype)
             bw.DWGRAD.run(prob, x, dy, dw, cfg)
             outs.append(dw)
         mains = [f for f in launched if f is not depthwise_wgrad.wgrad_reduce_kernel][-len(outs) :]

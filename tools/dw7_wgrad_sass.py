@@ -6,7 +6,7 @@ loads, converts, integer / address, predicates, moves, other), innermost loops f
 
     python tools/dw7_wgrad_sass.py /tmp/x/kernel.sass [--all]
     python tools/dw7_wgrad_sass.py --window 96,56 [--gluon] [--imgs 2] [--dtype fp32] [--set PREFETCH=2,UNROLL=1]
-        [--maxnreg 168]
+        [--maxnreg 168] [--filter 3]
 
 No GPU needed. ``--all`` also prints the whole kernel's counts. ``--window C,H`` compiles the
 library's window kernel (``convgemm.conv.depthwise_wgrad_window``) for sm_90 for ConvNeXt's layer
@@ -150,9 +150,10 @@ def compile_sm90(
 
 
 def window_layer(c: int, h: int, overrides: dict, maxnreg: int | None, out: str, use_gluon: bool = False,
-                 imgs: int = 1, dtype: str = "bf16") -> dict:  # fmt: skip
-    """Compile the library's window kernel for ConvNeXt's layer (C, H) (batch 64, 7x7, padding 3,
-    NHWC) with ``window_configs``' tile of ``imgs`` images a program, and print its loop mix."""
+                 imgs: int = 1, dtype: str = "bf16", filt: int = 7) -> dict:  # fmt: skip
+    """Compile the library's window kernel for the depthwise layer (C, H) (batch 64, ``filt`` x
+    ``filt``, padding ``filt // 2``, NHWC: ConvNeXt's at 7, MobileNetV2's stride-1 layers at 3)
+    with ``window_configs``' tile of ``imgs`` images a program, and print its loop mix."""
     import time
     from dataclasses import replace
 
@@ -164,10 +165,11 @@ def window_layer(c: int, h: int, overrides: dict, maxnreg: int | None, out: str,
 
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     x = torch.empty(64, c, h, h, dtype=tdt).to(memory_format=torch.channels_last)
-    prob = ConvProblem.from_tensors(x, torch.empty(c, 1, 7, 7, dtype=tdt), None, padding=3, groups=c)
+    pad = filt // 2
+    prob = ConvProblem.from_tensors(x, torch.empty(c, 1, filt, filt, dtype=tdt), None, padding=pad, groups=c)
     bw.interpreting = lambda: False  # the GPU's candidates (this process compiles only)
     cfg = replace(bw.DWGRAD.window_configs(prob)[0], window=imgs)
-    const = dww.window_constexprs((c, h, h, prob.p, prob.q), (1, c, 1, c), (7, 7, 3, 3), cfg.block_m,
+    const = dww.window_constexprs((c, h, h, prob.p, prob.q), (1, c, 1, c), (filt, filt, pad, pad), cfg.block_m,
                                   cfg.block_n, cfg.cols, cfg.window, cfg.block_k, cfg.num_stages - 1, False)  # fmt: skip
     const.update(overrides)
     sig = {"x_ptr": f"*{dtype}", "dy_ptr": f"*{dtype}", "ws_ptr": "*fp32"}
@@ -211,12 +213,13 @@ if __name__ == "__main__":
     ap.add_argument("--window", help="C,H of a ConvNeXt 7x7 layer: compile the library's window kernel for it")
     ap.add_argument("--imgs", type=int, default=1, help="with --window: the candidate of this many images a program")
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"), help="with --window")
+    ap.add_argument("--filter", type=int, default=7, help="with --window: the filter size (3, 5 or 7)")
     a = ap.parse_args()
     if a.window:
         import ast
 
         ov = {k: ast.literal_eval(v) for k, v in (kv.split("=") for kv in filter(None, a.set.split(",")))}
         cc, hh = map(int, a.window.split(","))
-        window_layer(cc, hh, ov, a.maxnreg, a.out, a.gluon, a.imgs, a.dtype)
+        window_layer(cc, hh, ov, a.maxnreg, a.out, a.gluon, a.imgs, a.dtype, a.filter)
     else:
         report(a.sass, a.all)

@@ -620,8 +620,8 @@ class DepthwiseWgrad:
     ``block_m`` = column groups, ``block_k`` = strip height, ``split_k`` = groups of (image,
     strip) pairs, ``cols`` = columns per group, ``vec`` = channels per load, ``num_stages`` s >= 2
     = the next s - 1 steps' inputs loaded ahead (the candidates take 2; deeper is for probes).
-    Configs with ``window > 0`` run the window kernel (``conv/depthwise_wgrad_window.py``: 5x5 and
-    7x7 depthwise, stride 1, one channel and ``cols`` consecutive columns a thread, a register
+    Configs with ``window > 0`` run the window kernel (``conv/depthwise_wgrad_window.py``: 3x3, 5x5
+    and 7x7 depthwise, stride 1, one channel and ``cols`` consecutive columns a thread, a register
     window of dy rows; ``window_ok``): ``block_m`` = column groups covering Q, ``block_n`` =
     channels a program, ``block_k`` = steps a loop iteration (R), ``window`` = images a program,
     ``num_stages`` s = the next s - 1 steps' inputs loaded ahead.
@@ -761,8 +761,8 @@ class DepthwiseWgrad:
         if prob.stride != (1, 1) or prob.dilation != (1, 1):
             return "the window kernel needs stride 1 and dilation 1"
         if prob.r != prob.s or prob.r not in WINDOW_FILTERS:
-            return (f"{prob.r}x{prob.s} filter: the window kernel is offered for 5x5 and 7x7 (larger filters' R*S "
-                    "accumulators and R*COLS dy window would not fit in registers; 3x3 stays with the rows kernel)")  # fmt: skip
+            return (f"{prob.r}x{prob.s} filter: the window kernel is offered for square 3x3, 5x5 and 7x7 filters "
+                    "(larger ones' R*S accumulators and R*COLS dy window would not fit in registers)")  # fmt: skip
         if prob.pad_h[0] >= prob.r or prob.pad_w[0] >= prob.s:
             return "the window kernel needs top and left padding below the filter size (its walk starts at x row 0)"
         if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):

@@ -1,4 +1,4 @@
-"""Weight gradient of 5x5 and 7x7 depthwise layers (stride 1, dilation 1, no channel multiplier)
+"""Weight gradient of 3x3, 5x5 and 7x7 depthwise layers (stride 1, dilation 1, no channel multiplier)
 from a register window of dy rows: one channel and COLS consecutive output columns a thread.
 
 ``dw[c, 0, r, s] = sum over n, p, q of dy[n, c, p, q] * x[n, c, p - PAD_H + r, q - PAD_W + s]``
@@ -51,8 +51,9 @@ from .._runtime import cdiv
 from .depthwise import gl, gluon
 
 #: filter sizes the window kernel is offered for (R == S): the R*S accumulators, the R*COLS dy
-#: window and the COLS + S - 1 x values of a step must fit in registers (7x7: 168-178 on sm_90)
-WINDOW_FILTERS = (5, 7)
+#: window and the COLS + S - 1 x values of a step must fit in registers (7x7: 168-178 on sm_90;
+#: 3x3, MobileNetV2's stride-1 layers: 80-96, tools/dw7_wgrad_sass.py --filter 3)
+WINDOW_FILTERS = (3, 5, 7)
 
 
 @triton.jit
