@@ -627,6 +627,18 @@ PY
             --shape 64,192,28,28,192,7,7,1,3,1,192 --shape 64,384,14,14,384,7,7,1,3,1,384 \
             --shape 64,768,7,7,768,7,7,1,3,1,768 --json "$OUT/dw7-wgrad.json" > "$OUT/dw7-wgrad.log" 2>&1
         echo "ConvNeXt dw7 wgrad: rc=$?"; grep -vE "Warning" "$OUT/dw7-wgrad.log" | tail -10 ;;
+    s42a)  # session 42: the window kernel offered for 3x3 (MobileNetV2's stride-1 layers; sm_90 80-96 registers):
+        # its GPU tests on 7x7 and 3x3 layers, then the six stride-1 3x3 wgrads from empty caches (the tuner
+        # times it against the rows kernel: 0.83-1.16x cuDNN in session 38; the read floor allows 1.32-1.95x)
+        timeout 220 python3 -m pytest -q -n 14 tests/test_depthwise_wgrad_window.py -k gpu_window -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/window-tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-dw3-wgrad.jsonl timeout 150 python3 -m convgemm \
+            bench --dtype bf16 --check --direction wgrad --shape 64,32,112,112,32,3,3,1,1,1,32,nobias \
+            --shape 64,144,56,56,144,3,3,1,1,1,144,nobias --shape 64,192,28,28,192,3,3,1,1,1,192,nobias \
+            --shape 64,384,14,14,384,3,3,1,1,1,384,nobias --shape 64,576,14,14,576,3,3,1,1,1,576,nobias \
+            --shape 64,960,7,7,960,3,3,1,1,1,960,nobias --json "$OUT/dw3-wgrad.json" > "$OUT/dw3-wgrad.log" 2>&1
+        echo "MobileNetV2 dw3 wgrad: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/dw3-wgrad.log" | tail -3
+        grep -v '"tune"' "$OUT/tune-dw3-wgrad.jsonl" | cut -c1-160 | tail -30 ;;
     s41c)  # after s41a (the window kernel won all four ConvNeXt 7x7 wgrads; its GPU tests ran past 170 s): the
         # tests with the Triton entry in bf16 only, the fixed strided-bias test, the four layers again from
         # empty caches with the pruned candidates (first calls: 96 @56's was 4.8 s with five candidates)
