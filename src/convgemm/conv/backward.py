@@ -789,7 +789,12 @@ class DepthwiseWgrad:
         cols, qg, bk = pick(prob.q)
         # one image a program: on the H200 (session 41, the four ConvNeXt 7x7 layers, bf16) two
         # images a program took 14-29% longer and four (7 @7) 69% longer
-        return [Config(qg, bk, prob.r, 4, 2, cols=cols, window=1)]
+        out = [Config(qg, bk, prob.r, 4, 2, cols=cols, window=1)]
+        if prob.r == 3:
+            # 3x3 is memory-bound (9 FFMA a pixel-channel): a second step loaded ahead puts more
+            # bytes in flight (sm_90: 96 registers with one step ahead, 5 programs per SM)
+            out.append(Config(qg, bk, prob.r, 4, 3, cols=cols, window=1))
+        return out
 
     @staticmethod
     def window_layout(prob: ConvProblem, cfg: Config, x: torch.Tensor, dy: torch.Tensor) -> dict[str, int] | None:
