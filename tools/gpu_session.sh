@@ -627,6 +627,17 @@ PY
             --shape 64,192,28,28,192,7,7,1,3,1,192 --shape 64,384,14,14,384,7,7,1,3,1,384 \
             --shape 64,768,7,7,768,7,7,1,3,1,768 --json "$OUT/dw7-wgrad.json" > "$OUT/dw7-wgrad.log" 2>&1
         echo "ConvNeXt dw7 wgrad: rc=$?"; grep -vE "Warning" "$OUT/dw7-wgrad.log" | tail -10 ;;
+    s42b)  # session 42: grouped_direct (ResNeXt's 4- and 8-channel groups on the CUDA cores, no block-diagonal
+        # padding; Gluon entry, sm_90 167-168 registers): its GPU tests, then ResNeXt's three narrow-group layers
+        # from empty caches (grouped_tma 0.92-1.12x cuDNN in session 37; prediction: 40-55 us on 128 @56, cuDNN 95)
+        timeout 150 python3 -m pytest -q -n 12 tests/test_grouped_direct.py -p no:cacheprovider --tb=short -W ignore \
+            2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/grouped-direct-tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-resnext.jsonl timeout 200 python3 -m convgemm \
+            bench --dtype bf16 --check --shape 64,128,56,56,128,3,3,1,1,1,32,nobias \
+            --shape 64,256,56,56,256,3,3,2,1,1,32,nobias --shape 64,256,28,28,256,3,3,1,1,1,32,nobias \
+            --json "$OUT/resnext.json" > "$OUT/resnext.log" 2>&1
+        echo "ResNeXt narrow groups: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/resnext.log" | tail -3
+        grep -v '"tune"' "$OUT/tune-resnext.jsonl" | cut -c1-170 | tail -40 ;;
     s42a)  # session 42: the window kernel offered for 3x3 (MobileNetV2's stride-1 layers; sm_90 80-96 registers):
         # its GPU tests on 7x7 and 3x3 layers, then the six stride-1 3x3 wgrads from empty caches (the tuner
         # times it against the rows kernel: 0.83-1.16x cuDNN in session 38; the read floor allows 1.32-1.95x)

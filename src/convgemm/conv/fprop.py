@@ -1175,6 +1175,109 @@ class Grouped(ImplicitGemm):
                     {"num_warps": max(cfg.num_warps, cfg.block_m // 16), "num_stages": cfg.num_stages})  # fmt: skip
 
 
+class GroupedDirect(Algorithm):
+    """Grouped convolutions with 2-8 input and at most 8 output channels per group (ResNeXt's 4
+    and 8) on the CUDA cores (``conv/grouped_direct.py``): no tensor-core tile, so no
+    block-diagonal padding; every product is a useful FMA in fp32 (fp64 for fp64). Any stride,
+    padding, dilation and strides; NHWC input is the fast layout.
+
+    Config fields in this algorithm's view: block_m = strips a program (BLOCK_S), block_n =
+    groups a program (GB), block_k = output columns a thread (COLS); BLOCK_S * GB = 32 * num_warps
+    (one strip and group a thread)."""
+
+    name = "grouped_direct"
+    fuses_activation = True
+    writes_nchw = True
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        from .grouped_direct import MAX_CG, MAX_KG
+
+        if prob.groups == 1:
+            return "not a grouped convolution (groups = 1)"
+        if prob.cg == 1:
+            return "one channel per group: that is the depthwise algorithms' problem"
+        if prob.cg > MAX_CG or prob.kg > MAX_KG:
+            return (f"C/groups = {prob.cg}, K/groups = {prob.kg}: grouped_direct takes at most {MAX_CG} input and "
+                    f"{MAX_KG} output channels a group (wider groups fill tensor-core tiles: grouped_tma)")  # fmt: skip
+        if self._cols(prob) == 0:
+            return (f"a {prob.s}-column filter at stride {prob.stride[1]}, dilation {prob.dilation[1]}: one output "
+                    "column's input row would not fit in registers")  # fmt: skip
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # tuned only until a GPU has timed it
+
+    @staticmethod
+    def _cols(prob: ConvProblem) -> int:
+        from .grouped_direct import pick_cols
+
+        return pick_cols(prob.cg, prob.kg, prob.s, prob.stride[1], prob.dilation[1], prob.q)
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if interpreting():
+            d = self.default_config(prob)
+            return [d, Config(8, 2, max(1, d.block_k // 2), 1, 1)]
+        cols = self._cols(prob)
+        out = []
+        for gb in (8, 16, 32):
+            if gb <= _small(prob.groups, 8):
+                out.append(Config(128 // gb, gb, cols, 4, 1))
+        if cols > 1:
+            out.append(Config(128 // out[0].block_n, out[0].block_n, cols // 2, 4, 1))
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        cols = self._cols(prob)
+        if interpreting():
+            return Config(4, min(8, _small(prob.groups, 2)), cols, 1, 1)
+        gb = min(8, _small(prob.groups, 8))
+        return Config(128 // gb, gb, cols, 4, 1)
+
+    @staticmethod
+    def packed_weight(w: torch.Tensor, groups: int) -> torch.Tensor:
+        """w [K, C/g, R, S] -> [R, S, C/g, K/g, groups] in fp32 (fp64 for fp64), contiguous: a
+        warp's weight loads then read consecutive groups' values."""
+        k, cg, r, s = w.shape
+        acc = torch.float64 if w.dtype == torch.float64 else torch.float32
+        return w.reshape(groups, k // groups, cg, r, s).permute(3, 4, 2, 1, 0).to(acc).contiguous()
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from ..functional import _derived_weight
+        from .grouped_direct import gl, gluon_layout, grouped_direct_kernel, grouped_direct_kernel_gl
+
+        wt = _derived_weight(w, ("grouped_direct", prob.groups), lambda t: self.packed_weight(t, prob.groups))
+        bt = bias if bias is not None else y
+        if launch is not None and launch.fast_ready:
+            launch.fast((x, wt, bt, y))
+            return
+        gb, bs, cols = cfg.block_n, cfg.block_m, cfg.block_k
+        if gb & (gb - 1) or bs & (bs - 1) or cols < 1:
+            raise ValueError(f"grouped_direct config {cfg.describe()}: block_m and block_n must be powers of two and "
+                             "block_k (columns a thread) at least 1")  # fmt: skip
+        qs = cdiv(prob.q, cols)
+        strips = prob.n * prob.p * qs
+        span = max(
+            Depthwise.image_span(x) + x.stride(0) * (prob.n - 1), Depthwise.image_span(y) + y.stride(0) * (prob.n - 1)
+        )
+        args = (x, wt, bt, y, prob.h, prob.w, prob.p, prob.q, qs, strips, x.stride(0), x.stride(1), x.stride(2),
+                x.stride(3), y.stride(0), y.stride(1), y.stride(2), y.stride(3))  # fmt: skip
+        # the Gluon entry (explicit layout, groups on lanes) where the tile is one element a thread:
+        # it compiles in 4-8 s on the dev CPU where the Triton entry's layout passes take 30-255 s
+        # (sm90-compile); CONVGEMM_DEPTHWISE_GLUON=0 keeps the Triton entry
+        layout = None
+        if (not interpreting() and gl is not None and os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") != "0"
+                and bs * gb == 32 * cfg.num_warps):  # fmt: skip
+            layout = gluon_layout(bs, gb, cfg.num_warps)
+        kernel = grouped_direct_kernel if layout is None else grouped_direct_kernel_gl
+        constexprs = lambda: dict(G=prob.groups, CG=prob.cg, KG=prob.kg, R=prob.r, S=prob.s, SH=prob.stride[0],  # noqa: E731
+                                  SW=prob.stride[1], PH=prob.pad_h[0], PW=prob.pad_w[0], DH=prob.dilation[0],
+                                  DW=prob.dilation[1], COLS=cols, GB=gb, BLOCK_S=bs, HAS_BIAS=bias is not None,
+                                  ACT=prob.activation, ACC_F64=prob.dtype == torch.float64,
+                                  INT64=span >= 2**31, **(layout or {}))  # fmt: skip
+        _run_kernel(launch, kernel, (cdiv(strips, bs), cdiv(prob.groups, gb)), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
+
+
 class Depthwise(Algorithm):
     """One input channel per group (depthwise, any channel multiplier): the direct kernel of
     ``conv/depthwise.py``, not a GEMM."""
@@ -2457,6 +2560,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Grouped(),
         GroupedTma(),
         _GROUPED_WS,
+        GroupedDirect(),
         SmallK(),
         WidthUnfold(),
         ImplicitGemm(),

@@ -67,6 +67,7 @@ _HEURISTIC_ORDER = (
     "depthwise",
     "depthwise_rows",
     "grouped",
+    "grouped_direct",  # tuned only (heuristic_ok is False)
     "width_unfold",
     "small_k",
     "implicit_gemm",

@@ -1,0 +1,191 @@
+"""Grouped convolution with few channels per group (ResNeXt's 4 and 8) on the CUDA cores.
+
+A ResNeXt 3x3 layer with 32 groups of 4 channels is 1.85 GFLOP, the same as every ResNeXt-50 3x3
+layer, but as GEMMs each group is M = N*P*Q by N = 4 by K = 9*4 = 36: far under a tensor-core
+tile. ``grouped_tma`` puts GT groups in one tile with block-diagonal weights, so 15 of every 16
+products of its gt16 tile are zeros (session 37: 90 us on ResNeXt 128 @56, cuDNN 95). On the
+H200's CUDA cores the useful FMAs alone take about 28 us (0.93 GFMA at 33 TFMA/s), near the time
+the layer's 103 MB take at copy bandwidth (24 us).
+
+Here a thread owns one group and a strip of COLS consecutive output columns of one output row:
+KG x COLS fp32 accumulators. For each filter row it loads the strip's input row once, NJ =
+(COLS - 1) * stride + (S - 1) * dilation + 1 columns of CG channels, into registers, and forms
+every product of that row from them, each weight (a [GB] vector of consecutive groups from a
+[R, S, C/g, K/g, groups] fp32 copy of w, loaded once per (r, s, c, k) and used COLS times).
+A program is BLOCK_S strips x GB consecutive groups, one (strip, group) a thread; groups are the
+fast axis, so a warp's loads of one channel of one column cover GB groups' CG-channel runs of
+the same pixels.
+
+Any stride, padding, dilation and input / output strides (NHWC is the fast layout); fp16, bf16
+and fp32 accumulate in fp32 (plain FMAs, no TF32 rounding), fp64 in fp64. Bias and the fused
+activation are applied before the store.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..matmul.blocks import activation_epilogue
+from .depthwise import gl, gluon
+
+#: the most input / output channels per group: the KG x COLS accumulators and the NJ x CG input
+#: values of a filter row live in registers
+MAX_CG = 8
+MAX_KG = 8
+#: the budget for those registers (fp32 values a thread); ``pick_cols`` keeps under it
+REG_VALUES = 112
+
+
+def row_values(cols: int, cg: int, kg: int, s: int, stride_w: int, dil_w: int) -> int:
+    """fp32 values a thread holds for a filter row: the KG x COLS accumulators and the NJ x CG
+    input values of its strip."""
+    nj = (cols - 1) * stride_w + (s - 1) * dil_w + 1
+    return kg * cols + nj * cg
+
+
+def pick_cols(cg: int, kg: int, s: int, stride_w: int, dil_w: int, q: int) -> int:
+    """Columns a thread: the most of 8, 4, 2, 1 under ``REG_VALUES`` (0: none fits), at most
+    Q rounded up to a power of two."""
+    for cols in (8, 4, 2, 1):
+        if cols <= triton.next_power_of_2(q) and row_values(cols, cg, kg, s, stride_w, dil_w) <= REG_VALUES:
+            return cols
+    return 0
+
+
+@triton.jit
+def grouped_direct_kernel(
+    x_ptr,  # [N, C, H, W], any strides
+    wt_ptr,  # [R, S, C/g, K/g, G] contiguous, fp32 (fp64 for fp64)
+    b_ptr,  # [K] (or y when HAS_BIAS is off)
+    y_ptr,  # [N, K, P, Q], any strides
+    H,
+    W,
+    P,
+    Q,
+    QS,  # strips per output row: cdiv(Q, COLS)
+    STRIPS,  # N * P * QS
+    s_xn,
+    s_xc,
+    s_xh,
+    s_xw,
+    s_yn,
+    s_yk,
+    s_yp,
+    s_yq,
+    G: tl.constexpr,
+    CG: tl.constexpr,
+    KG: tl.constexpr,
+    R: tl.constexpr,
+    S: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    COLS: tl.constexpr,  # output columns a thread
+    GB: tl.constexpr,  # groups a program (power of two)
+    BLOCK_S: tl.constexpr,  # strips a program (power of two)
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    ACC_F64: tl.constexpr,
+    INT64: tl.constexpr,  # x or y spans 2**31 elements or more
+    LAYOUT: tl.constexpr = None,  # None: Triton's layouts; a Gluon [BLOCK_S, GB] layout from the Gluon entry
+):
+    """Grid: (cdiv(STRIPS, BLOCK_S), cdiv(G, GB))."""
+    acc_t = tl.float64 if ACC_F64 else tl.float32
+    NJ: tl.constexpr = (COLS - 1) * SW + (S - 1) * DW + 1
+    if LAYOUT is None:
+        st = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
+        gg = tl.program_id(1) * GB + tl.arange(0, GB)
+    else:
+        st = tl.program_id(0) * BLOCK_S + gl.arange(0, BLOCK_S, layout=gl.SliceLayout(1, LAYOUT))
+        gg = tl.program_id(1) * GB + gl.arange(0, GB, layout=gl.SliceLayout(0, LAYOUT))
+    if INT64:
+        st = st.to(tl.int64)
+    st_ok = st < STRIPS
+    g_ok = gg < G
+    n = st // (P * QS)
+    rem = st - n * (P * QS)
+    p = rem // QS
+    q0 = (rem - p * QS) * COLS
+    if INT64:
+        x_grp = (gg.to(tl.int64) * CG * s_xc)[None, :]
+    else:
+        x_grp = (gg * CG * s_xc)[None, :]
+    x_img = x_ptr + (n * s_xn)[:, None] + x_grp  # [BLOCK_S, GB]
+    ih0 = p * SH - PH
+    iw0 = q0 * SW - PW
+    if LAYOUT is None:
+        zero = tl.zeros((BLOCK_S, GB), dtype=acc_t)
+    else:
+        zero = gl.zeros((BLOCK_S, GB), acc_t, LAYOUT)
+    accs = (zero,) * (KG * COLS)  # accs[k * COLS + col]
+    for r in tl.static_range(R):
+        ih = ih0 + r * DH
+        row_ok = st_ok & (ih >= 0) & (ih < H)
+        x_row = x_img + (ih * s_xh)[:, None]
+        # the strip's input row: NJ columns x CG channels, each value then serves every (s, col)
+        # tap that meets it from registers
+        xs = ()
+        for j in tl.static_range(NJ):
+            iw = iw0 + j
+            ok = (row_ok & (iw >= 0) & (iw < W))[:, None] & g_ok[None, :]
+            x_col = x_row + (iw * s_xw)[:, None]
+            for c in tl.static_range(CG):
+                xs = xs + (tl.load(x_col + c * s_xc, mask=ok, other=0.0).to(acc_t),)
+        for s in tl.static_range(S):
+            for c in tl.static_range(CG):
+                for k in tl.static_range(KG):
+                    wv = tl.load(wt_ptr + (((r * S + s) * CG + c) * KG + k) * G + gg, mask=g_ok, other=0.0)
+                    wv = wv.to(acc_t)[None, :]
+                    new = ()
+                    for col in tl.static_range(COLS):
+                        new = new + (tl.fma(xs[(col * SW + s * DW) * CG + c], wv, accs[k * COLS + col]),)
+                    accs = accs[: k * COLS] + new + accs[(k + 1) * COLS :]
+    if INT64:
+        y_base = y_ptr + (n * s_yn + p.to(tl.int64) * s_yp)[:, None] + (gg.to(tl.int64) * KG * s_yk)[None, :]
+    else:
+        y_base = y_ptr + (n * s_yn + p * s_yp)[:, None] + (gg * KG * s_yk)[None, :]
+    for k in tl.static_range(KG):
+        if HAS_BIAS:
+            bk = tl.load(b_ptr + gg * KG + k, mask=g_ok, other=0.0).to(acc_t)[None, :]
+        for col in tl.static_range(COLS):
+            q = q0 + col
+            v = accs[k * COLS + col]
+            if HAS_BIAS:
+                v = v + bk
+            v = activation_epilogue(v, ACT)
+            ok = (st_ok & (q < Q))[:, None] & g_ok[None, :]
+            tl.store(y_base + k * s_yk + (q * s_yq)[:, None], v.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+if gluon is not None:
+
+    @gluon.jit
+    def grouped_direct_kernel_gl(x_ptr, wt_ptr, b_ptr, y_ptr, H, W, P, Q, QS, STRIPS, s_xn, s_xc, s_xh, s_xw, s_yn,
+                                 s_yk, s_yp, s_yq, G: gl.constexpr, CG: gl.constexpr, KG: gl.constexpr,
+                                 R: gl.constexpr, S: gl.constexpr, SH: gl.constexpr, SW: gl.constexpr,
+                                 PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
+                                 COLS: gl.constexpr, GB: gl.constexpr, BLOCK_S: gl.constexpr, HAS_BIAS: gl.constexpr,
+                                 ACT: gl.constexpr, ACC_F64: gl.constexpr, INT64: gl.constexpr, TPW_S: gl.constexpr,
+                                 TPW_G: gl.constexpr, WPC_S: gl.constexpr, WPC_G: gl.constexpr):  # fmt: skip
+        # grouped_direct_kernel with its [BLOCK_S, GB] tensors laid out explicitly (one element
+        # a thread, groups fastest), compiled as Gluon, which skips Triton's layout passes: on
+        # the dev CPU the Triton entry took 30 s to compile for 4 channels a group and 230-255 s
+        # for 8 (sm90-compile)
+        grouped_direct_kernel(x_ptr, wt_ptr, b_ptr, y_ptr, H, W, P, Q, QS, STRIPS, s_xn, s_xc, s_xh, s_xw, s_yn, s_yk,
+                              s_yp, s_yq, G, CG, KG, R, S, SH, SW, PH, PW, DH, DW, COLS, GB, BLOCK_S, HAS_BIAS, ACT,
+                              ACC_F64, INT64, gl.BlockedLayout([1, 1], [TPW_S, TPW_G], [WPC_S, WPC_G], [1, 0]))  # fmt: skip
+
+else:  # pragma: no cover
+    grouped_direct_kernel_gl = None
+
+
+def gluon_layout(bs: int, gb: int, warps: int) -> dict[str, int]:
+    """The Gluon entry's layout constexprs over a [BLOCK_S, GB] tile of exactly ``32 * warps``
+    elements: one a thread, groups on lanes first, then warps."""
+    tpw_g = min(gb, 32)
+    wpc_g = max(1, min(gb // tpw_g, warps))
+    return {"TPW_S": 32 // tpw_g, "TPW_G": tpw_g, "WPC_S": warps // wpc_g, "WPC_G": wpc_g}

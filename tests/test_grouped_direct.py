@@ -1,0 +1,175 @@
+"""``grouped_direct`` (``conv/grouped_direct.py``): grouped convolutions of 2-8 channels a group on
+the CUDA cores, forced on every shape kind it claims, against the float64 reference."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import DEVICE
+from reference import assert_close, conv2d_ref
+
+import convgemm
+from convgemm.conv import fprop, grouped_direct
+from convgemm.conv.fprop import ALGORITHMS
+from convgemm.problem import ConvProblem
+
+pytestmark = pytest.mark.usefixtures("no_tf32")
+
+ALGO = ALGORITHMS["grouped_direct"]
+
+# N, C, H, W, K, R, groups, stride, padding, dilation
+CASES = [
+    (2, 16, 9, 10, 16, 3, 4, 1, 1, 1),  # ResNeXt's 4 channels a group, a ragged last strip
+    (1, 32, 11, 9, 32, 3, 4, 2, 1, 1),  # stride 2 with odd input sizes
+    (2, 24, 8, 8, 12, 3, 3, 1, 2, 2),  # 8 -> 4 channels a group, dilation 2
+    (1, 16, 7, 9, 32, 3, 4, 1, 0, 1),  # 4 -> 8, no padding
+    (1, 64, 6, 6, 64, 3, 8, 2, 1, 1),  # 8 channels a group, stride 2
+    (1, 12, 6, 7, 6, 5, 6, 1, 2, 1),  # 2 -> 1, 5x5
+    (3, 18, 5, 4, 18, 1, 9, 1, 0, 1),  # 1x1, 2 channels a group, group count not a power of two
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forced_matches_float64(case, dtype):
+    """Every config ``configs`` offers (interpreter: small tiles), forced, with a bias; bf16 runs
+    under the interpreter too (the kernel has FMAs, no tl.dot)."""
+    n, c, h, w, k, r, g, st, pad, dil = case
+    torch.manual_seed(0)
+    x = torch.randn(n, c, h, w).to(dtype).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c // g, r, r) / (c // g * r * r) ** 0.5).to(dtype).to(DEVICE)
+    b = torch.randn(k).to(dtype).to(DEVICE)
+    prob = ConvProblem.from_tensors(x, wt, b, stride=st, padding=pad, dilation=dil, groups=g)
+    assert ALGO.supports(prob) is None
+    ref = conv2d_ref(x, wt, b, st, pad, dil, g)
+    for cfg in ALGO.configs(prob):
+        y = torch.full((n, k, prob.p, prob.q), float("nan"), dtype=dtype, device=DEVICE)
+        y = y.contiguous(memory_format=torch.channels_last)
+        ALGO.run(prob, x, wt, b, y, cfg)
+        assert_close(y, ref, dtype, f"{case} {cfg.describe()}")
+    y = convgemm.conv2d(x, wt, b, stride=st, padding=pad, dilation=dil, groups=g, algorithm="grouped_direct")
+    assert_close(y, ref, dtype, f"{case} conv2d")
+
+
+@pytest.mark.parametrize("layout", ["nchw", "sliced_out"])
+def test_any_strides_and_relu(layout):
+    """An NCHW input and output, and an output that is a channel slice of a wider tensor, with
+    the fused ReLU."""
+    n, c, h, w, k, g = 2, 16, 7, 8, 16, 4
+    torch.manual_seed(1)
+    x = torch.randn(n, c, h, w, device=DEVICE)
+    if layout != "nchw":
+        x = x.contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // g, 3, 3, device=DEVICE)
+    ref = torch.relu(conv2d_ref(x, wt, None, 1, 1, 1, g))
+    if layout == "nchw":
+        y = convgemm.conv2d(x, wt, None, padding=1, groups=g, algorithm="grouped_direct", activation="relu")
+        assert_close(y, ref, torch.float32, layout)
+        return
+    prob = replace(ConvProblem.from_tensors(x, wt, None, padding=1, groups=g), activation="relu")
+    big = torch.full((n, k + 5, h, w), float("nan"), device=DEVICE).contiguous(memory_format=torch.channels_last)
+    y = big[:, 3 : 3 + k]
+    ALGO.run(prob, x, wt, None, y, ALGO.default_config(prob))
+    assert_close(y, ref, torch.float32, layout)
+    assert torch.isnan(big[:, :3]).all() and torch.isnan(big[:, 3 + k :]).all()
+
+
+def test_nonfinite_stays_in_its_group():
+    """A NaN in one group's input reaches that group's outputs only (no block-diagonal padding
+    here to spread it)."""
+    x = torch.randn(1, 16, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    x[0, 5, 2, 2] = float("nan")  # group 1 (channels 4-7)
+    wt = torch.randn(16, 4, 3, 3, device=DEVICE)
+    y = convgemm.conv2d(x, wt, padding=1, groups=4, algorithm="grouped_direct")
+    assert torch.isnan(y[0, 4:8]).any()
+    assert torch.isfinite(y[0, :4]).all() and torch.isfinite(y[0, 8:]).all()
+
+
+@pytest.mark.parametrize(
+    "wshape,groups,kw,why",
+    [
+        ((16, 16, 3, 3), 1, {}, "groups = 1"),
+        ((16, 1, 3, 3), 16, {}, "depthwise"),
+        ((32, 16, 3, 3), 2, {}, "at most 8"),
+        ((64, 4, 3, 3), 4, {}, "at most 8"),  # 16 output channels a group
+        ((16, 8, 1, 31), 2, dict(dilation=3), "registers"),
+    ],
+    ids=str,
+)
+def test_supports_gives_a_reason(wshape, groups, kw, why):
+    x = torch.randn(1, wshape[1] * groups, 4, 100)
+    prob = ConvProblem.from_tensors(x, torch.empty(wshape), None, groups=groups, **kw)
+    reason = ALGO.supports(prob)
+    assert reason is not None and why in reason, reason
+    with pytest.raises(ValueError, match=why.split()[0]):
+        convgemm.conv2d(x, torch.randn(wshape), groups=groups, algorithm="grouped_direct", **kw)
+
+
+def test_pick_cols_and_gpu_candidates(monkeypatch):
+    """8 columns a thread for ResNeXt's 4 -> 4 groups, 4 for 8 -> 8 (stride 1 and 2); the GPU's
+    candidates are one element a thread on 4 warps, 8 to 32 groups a program."""
+    assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 56) == 8
+    assert grouped_direct.pick_cols(8, 8, 3, 2, 1, 28) == 4
+    assert grouped_direct.pick_cols(8, 8, 3, 1, 1, 28) == 4
+    assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 3) == 4  # Q = 3: no wider than 4
+    for cols in (8, 4, 2, 1):
+        v = grouped_direct.row_values(cols, 8, 8, 31, 1, 3)
+        assert v > grouped_direct.REG_VALUES
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    x = torch.empty(64, 128, 56, 56)
+    prob = ConvProblem.from_tensors(x, torch.empty(128, 4, 3, 3), None, padding=1, groups=32)
+    cfgs = ALGO.configs(prob)
+    assert {c.block_n for c in cfgs} == {8, 16, 32}
+    assert all(c.block_m * c.block_n == 32 * c.num_warps for c in cfgs)
+    assert ALGO.default_config(prob) == cfgs[0] and not ALGO.heuristic_ok(prob)
+
+
+def test_bad_tile_is_refused():
+    x = torch.randn(1, 16, 6, 6)
+    wt = torch.randn(16, 4, 3, 3)
+    prob = ConvProblem.from_tensors(x, wt, None, padding=1, groups=4)
+    y = torch.empty(1, 16, 6, 6)
+    with pytest.raises(ValueError, match="powers of two"):
+        ALGO.run(prob, x, wt, None, y, replace(ALGO.default_config(prob), block_n=3))
+
+
+def test_tuner_offers_it():
+    """On a ResNeXt-like layer the tuner's pairs (after its prune) include this algorithm's
+    configs, and the untuned heuristic never picks it."""
+    from convgemm.tune import autotune as at
+
+    x = torch.randn(1, 16, 6, 6).contiguous(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.randn(16, 4, 3, 3), None, padding=1, groups=4)
+    cands = [ALGORITHMS[n] for n in at._HEURISTIC_ORDER if at._supports(ALGORITHMS[n], prob) is None]
+    assert ALGO in cands
+    assert [c for a, c in at.tuning_pairs(prob, cands) if a is ALGO] == ALGO.configs(prob)
+    assert next(a for a in cands if a.heuristic_ok(prob)) is not ALGO
+
+
+# ResNeXt-50's grouped 3x3 layers with 4 and 8 channels a group (C, H, stride) at batch 2
+GPU_LAYERS = [(128, 56, 1), (256, 56, 2), (256, 28, 1)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
+def test_gpu_resnext_layers(layer, dtype, monkeypatch):
+    """Every GPU candidate through the Gluon entry; in bf16 on the 4-channel layer also the
+    Triton entry (``CONVGEMM_DEPTHWISE_GLUON=0``; 30 s to compile here): the same bits."""
+    c, hw, st = layer
+    torch.manual_seed(c)
+    x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(c, 4 if c == 128 else 8, 3, 3, device="cuda") / 6).to(dtype)
+    b = torch.randn(c, device="cuda").to(dtype)
+    prob = ConvProblem.from_tensors(x, wt, b, stride=st, padding=1, groups=32)
+    ref = conv2d_ref(x, wt, b, st, 1, 1, 32)
+    for i, cfg in enumerate(ALGO.configs(prob)):
+        outs = []
+        for flag in ("1", "0") if i == 0 and c == 128 and dtype == torch.bfloat16 else ("1",):
+            monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", flag)
+            y = torch.full((2, c, prob.p, prob.q), float("nan"), dtype=dtype, device="cuda")
+            y = y.contiguous(memory_format=torch.channels_last)
+            ALGO.run(prob, x, wt, b, y, cfg)
+            outs.append(y)
+        assert all(torch.equal(outs[0], o) for o in outs[1:]), f"{cfg.describe()}: the two entries differ"
+        assert_close(outs[0], ref, dtype, f"{layer} {cfg.describe()}")
