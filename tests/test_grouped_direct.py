@@ -20,10 +20,10 @@ ALGO = ALGORITHMS["grouped_direct"]
 # N, C, H, W, K, R, groups, stride, padding, dilation
 CASES = [
     (2, 16, 9, 10, 16, 3, 4, 1, 1, 1),  # ResNeXt's 4 channels a group, a ragged last strip
-    (1, 32, 11, 9, 32, 3, 4, 2, 1, 1),  # stride 2 with odd input sizes
-    (2, 24, 8, 8, 12, 3, 3, 1, 2, 2),  # 8 -> 4 channels a group, dilation 2
-    (1, 16, 7, 9, 32, 3, 4, 1, 0, 1),  # 4 -> 8, no padding
-    (1, 64, 6, 6, 64, 3, 8, 2, 1, 1),  # 8 channels a group, stride 2
+    (1, 32, 11, 9, 32, 3, 8, 2, 1, 1),  # stride 2 with odd input sizes
+    (2, 24, 8, 8, 6, 3, 3, 1, 2, 2),  # 8 -> 2 channels a group, dilation 2
+    (1, 8, 7, 9, 32, 3, 4, 1, 0, 1),  # 2 -> 8, no padding
+    (1, 32, 6, 6, 16, 3, 8, 2, 1, 1),  # 4 -> 2 channels a group, stride 2
     (1, 12, 6, 7, 6, 5, 6, 1, 2, 1),  # 2 -> 1, 5x5
     (3, 18, 5, 4, 18, 1, 9, 1, 0, 1),  # 1x1, 2 channels a group, group count not a power of two
 ]
@@ -74,6 +74,23 @@ def test_any_strides_and_relu(layout):
     assert torch.isnan(big[:, :3]).all() and torch.isnan(big[:, 3 + k :]).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_word_loads_and_their_fallback(dtype):
+    """Channels loaded as one word where the strides and alignment allow (4 16-bit or 2 fp32
+    channels in 8 bytes), one at a time on a view starting one channel in; both right."""
+    from convgemm.conv.grouped_direct import word_channels
+
+    torch.manual_seed(2)
+    big = torch.randn(2, 20, 6, 7).to(dtype).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(16, 4, 3, 3).to(dtype).to(DEVICE)
+    for x, want in ((big[:, :16], 4 // (dtype.itemsize // 2)), (big[:, 1:17], 1)):
+        assert word_channels(x, 4) == want
+        y = convgemm.conv2d(x, wt, padding=1, groups=4, algorithm="grouped_direct")
+        assert_close(y, conv2d_ref(x, wt, None, 1, 1, 1, 4), dtype, f"word width {word_channels(x, 4)}")
+    x = big[:, :16].contiguous(memory_format=torch.channels_last)
+    assert word_channels(x, 4) == 4 // (dtype.itemsize // 2) and word_channels(x.contiguous(), 4) == 1
+
+
 def test_nonfinite_stays_in_its_group():
     """A NaN in one group's input reaches that group's outputs only (no block-diagonal padding
     here to spread it)."""
@@ -92,22 +109,24 @@ def test_nonfinite_stays_in_its_group():
         ((16, 1, 3, 3), 16, {}, "depthwise"),
         ((32, 16, 3, 3), 2, {}, "at most 8"),
         ((64, 4, 3, 3), 4, {}, "at most 8"),  # 16 output channels a group
-        ((16, 8, 1, 31), 2, dict(dilation=3), "registers"),
+        ((64, 8, 3, 3), 8, {}, "products"),  # ResNeXt's 8 x 8: its weights spilled
+        ((8, 2, 1, 31), 2, dict(dilation=3), "registers"),
     ],
     ids=str,
 )
 def test_supports_gives_a_reason(wshape, groups, kw, why):
-    x = torch.randn(1, wshape[1] * groups, 4, 100)
+    x = torch.randn(1, wshape[1] * groups, 4, 100, device=DEVICE)
     prob = ConvProblem.from_tensors(x, torch.empty(wshape), None, groups=groups, **kw)
     reason = ALGO.supports(prob)
     assert reason is not None and why in reason, reason
     with pytest.raises(ValueError, match=why.split()[0]):
-        convgemm.conv2d(x, torch.randn(wshape), groups=groups, algorithm="grouped_direct", **kw)
+        convgemm.conv2d(x, torch.randn(wshape, device=DEVICE), groups=groups, algorithm="grouped_direct", **kw)
 
 
 def test_pick_cols_and_gpu_candidates(monkeypatch):
-    """8 columns a thread for ResNeXt's 4 -> 4 groups, 4 for 8 -> 8 (stride 1 and 2); the GPU's
-    candidates are one element a thread on 4 warps, 8 to 32 groups a program."""
+    """8 columns a thread for ResNeXt's 4 -> 4 groups, 4 for 8 -> 8 (stride 1 and 2: the budget,
+    though 8 -> 8 is refused for its weights); the GPU's candidates are one element a thread on 4
+    warps, 8 to 32 groups a program."""
     assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 56) == 8
     assert grouped_direct.pick_cols(8, 8, 3, 2, 1, 28) == 4
     assert grouped_direct.pick_cols(8, 8, 3, 1, 1, 28) == 4
@@ -146,8 +165,8 @@ def test_tuner_offers_it():
     assert next(a for a in cands if a.heuristic_ok(prob)) is not ALGO
 
 
-# ResNeXt-50's grouped 3x3 layers with 4 and 8 channels a group (C, H, stride) at batch 2
-GPU_LAYERS = [(128, 56, 1), (256, 56, 2), (256, 28, 1)]
+# ResNeXt-50's 4-channel-group 3x3 layer, the same at stride 2, and a 2 -> 8 layer (C, H, stride, C/g, K/g) at batch 2
+GPU_LAYERS = [(128, 56, 1, 4, 4), (128, 56, 2, 4, 4), (64, 28, 1, 2, 8)]
 
 
 @pytest.mark.gpu
@@ -156,18 +175,19 @@ GPU_LAYERS = [(128, 56, 1), (256, 56, 2), (256, 28, 1)]
 def test_gpu_resnext_layers(layer, dtype, monkeypatch):
     """Every GPU candidate through the Gluon entry; in bf16 on the 4-channel layer also the
     Triton entry (``CONVGEMM_DEPTHWISE_GLUON=0``; 30 s to compile here): the same bits."""
-    c, hw, st = layer
+    c, hw, st, cg, kg = layer
     torch.manual_seed(c)
     x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
-    wt = (torch.randn(c, 4 if c == 128 else 8, 3, 3, device="cuda") / 6).to(dtype)
-    b = torch.randn(c, device="cuda").to(dtype)
-    prob = ConvProblem.from_tensors(x, wt, b, stride=st, padding=1, groups=32)
-    ref = conv2d_ref(x, wt, b, st, 1, 1, 32)
+    k = c // cg * kg
+    wt = (torch.randn(k, cg, 3, 3, device="cuda") / 6).to(dtype)
+    b = torch.randn(k, device="cuda").to(dtype)
+    prob = ConvProblem.from_tensors(x, wt, b, stride=st, padding=1, groups=c // cg)
+    ref = conv2d_ref(x, wt, b, st, 1, 1, c // cg)
     for i, cfg in enumerate(ALGO.configs(prob)):
         outs = []
-        for flag in ("1", "0") if i == 0 and c == 128 and dtype == torch.bfloat16 else ("1",):
+        for flag in ("1", "0") if i == 0 and st == 1 and cg == 4 and dtype == torch.bfloat16 else ("1",):
             monkeypatch.setenv("CONVGEMM_DEPTHWISE_GLUON", flag)
-            y = torch.full((2, c, prob.p, prob.q), float("nan"), dtype=dtype, device="cuda")
+            y = torch.full((2, k, prob.p, prob.q), float("nan"), dtype=dtype, device="cuda")
             y = y.contiguous(memory_format=torch.channels_last)
             ALGO.run(prob, x, wt, b, y, cfg)
             outs.append(y)

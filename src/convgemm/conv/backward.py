@@ -675,11 +675,14 @@ class DepthwiseWgrad:
         return self._config(prob, 4, self._rows(prob), 8)
 
     def _window_first(self, prob: ConvProblem) -> bool:
-        """7x7 layers the window kernel takes: it is the untuned choice there, and the rows kernel
-        keeps one candidate. H200, session 41 (bf16, batch 64, ConvNeXt-T's four 7x7 layers,
+        """3x3 and 7x7 layers the window kernel takes: it is the untuned choice there, and the rows
+        kernel keeps one candidate. H200, session 41 (bf16, batch 64, ConvNeXt-T's four 7x7 layers,
         ``s41-s41a-dw7-wgrad.json``): the window kernel 21-77 us against the rows kernel's best
-        44-139 and this class's default 90-371; 5x5 has not been timed and keeps every candidate."""
-        return prob.r == 7 and self.window_ok(prob) is None
+        44-139 and this class's default 90-371. H100, session 42 (MobileNetV2's six stride-1 3x3
+        layers, ``s42-s42a-tune-dw3-wgrad.jsonl``): 16.7-74.0 us against the rows kernel's best
+        22.4-76.4 (its first candidate on all six) and this class's default 60.8-257. 5x5 has not
+        been timed and keeps every candidate."""
+        return prob.r in (3, 7) and self.window_ok(prob) is None
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         """A few candidates around the default: 8 warps (twice the columns per step), and fewer,
@@ -694,9 +697,10 @@ class DepthwiseWgrad:
         out = [self._config(prob, 4, rows, 8), self._config(prob, 8, rows, 4), self._config(prob, 4, rows, 3)]
         by_rows = self.rows_configs(prob)
         if self._window_first(prob):
-            # the rows kernel's best form on all four ConvNeXt layers (k22, two programs per SM)
-            # as a fallback; the other forms only cost first-call compile time
-            return self.window_configs(prob) + by_rows[-1:]
+            # the rows kernel's best form as a fallback (7x7: k22, two programs per SM, on all four
+            # ConvNeXt layers; 3x3: its first candidate on all six MobileNetV2 layers); the other
+            # forms only cost first-call compile time
+            return self.window_configs(prob) + (by_rows[-1:] if prob.r == 7 else by_rows[:1])
         if by_rows:
             # H200, session 10 (tuner log, bf16, batch 64): the rows kernel's best config beat
             # this kernel's on all 11 depthwise and 3 narrow-group layers of the grouped suite
@@ -789,12 +793,10 @@ class DepthwiseWgrad:
         cols, qg, bk = pick(prob.q)
         # one image a program: on the H200 (session 41, the four ConvNeXt 7x7 layers, bf16) two
         # images a program took 14-29% longer and four (7 @7) 69% longer
-        out = [Config(qg, bk, prob.r, 4, 2, cols=cols, window=1)]
-        if prob.r == 3:
-            # 3x3 is memory-bound (9 FFMA a pixel-channel): a second step loaded ahead puts more
-            # bytes in flight (sm_90: 96 registers with one step ahead, 5 programs per SM)
-            out.append(Config(qg, bk, prob.r, 4, 3, cols=cols, window=1))
-        return out
+        # 3x3 (9 FFMA a pixel-channel, memory-bound): two steps loaded ahead (sm_90: 123 registers;
+        # one step ahead: 96). On an H100 (session 42, MobileNetV2's six stride-1 layers, bf16) the
+        # two were within 3% of each other, two ahead faster on four
+        return [Config(qg, bk, prob.r, 4, 3 if prob.r == 3 else 2, cols=cols, window=1)]
 
     @staticmethod
     def window_layout(prob: ConvProblem, cfg: Config, x: torch.Tensor, dy: torch.Tensor) -> dict[str, int] | None:

@@ -1190,15 +1190,16 @@ class GroupedDirect(Algorithm):
     writes_nchw = True
 
     def supports(self, prob: ConvProblem) -> str | None:
-        from .grouped_direct import MAX_CG, MAX_KG
+        from .grouped_direct import MAX_CG, MAX_CKG, MAX_KG
 
         if prob.groups == 1:
             return "not a grouped convolution (groups = 1)"
         if prob.cg == 1:
             return "one channel per group: that is the depthwise algorithms' problem"
-        if prob.cg > MAX_CG or prob.kg > MAX_KG:
+        if prob.cg > MAX_CG or prob.kg > MAX_KG or prob.cg * prob.kg > MAX_CKG:
             return (f"C/groups = {prob.cg}, K/groups = {prob.kg}: grouped_direct takes at most {MAX_CG} input and "
-                    f"{MAX_KG} output channels a group (wider groups fill tensor-core tiles: grouped_tma)")  # fmt: skip
+                    f"{MAX_KG} output channels a group, {MAX_CKG} products of the two (wider groups fill "
+                    "tensor-core tiles: grouped_tma)")  # fmt: skip
         if self._cols(prob) == 0:
             return (f"a {prob.s}-column filter at stride {prob.stride[1]}, dilation {prob.dilation[1]}: one output "
                     "column's input row would not fit in registers")  # fmt: skip
@@ -1243,10 +1244,13 @@ class GroupedDirect(Algorithm):
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         from ..functional import _derived_weight
-        from .grouped_direct import gl, gluon_layout, grouped_direct_kernel, grouped_direct_kernel_gl
+        from .grouped_direct import gl, gluon_layout, grouped_direct_kernel, grouped_direct_kernel_gl, word_channels
 
         wt = _derived_weight(w, ("grouped_direct", prob.groups), lambda t: self.packed_weight(t, prob.groups))
         bt = bias if bias is not None else y
+        xv = word_channels(x, prob.cg)
+        if launch is not None and launch.extra is not None and launch.extra != xv:
+            launch = None  # the handle's kernel loads words of another width: Triton's own dispatch
         if launch is not None and launch.fast_ready:
             launch.fast((x, wt, bt, y))
             return
@@ -1256,11 +1260,14 @@ class GroupedDirect(Algorithm):
                              "block_k (columns a thread) at least 1")  # fmt: skip
         qs = cdiv(prob.q, cols)
         strips = prob.n * prob.p * qs
+        if launch is not None:
+            launch.extra = xv  # the word width its kernel was specialized for
+        xs = tuple(x.stride(d) // xv for d in range(4))
         span = max(
             Depthwise.image_span(x) + x.stride(0) * (prob.n - 1), Depthwise.image_span(y) + y.stride(0) * (prob.n - 1)
         )
-        args = (x, wt, bt, y, prob.h, prob.w, prob.p, prob.q, qs, strips, x.stride(0), x.stride(1), x.stride(2),
-                x.stride(3), y.stride(0), y.stride(1), y.stride(2), y.stride(3))  # fmt: skip
+        args = (x, wt, bt, y, prob.h, prob.w, prob.p, prob.q, qs, strips, *xs, y.stride(0), y.stride(1), y.stride(2),
+                y.stride(3))  # fmt: skip
         # the Gluon entry (explicit layout, groups on lanes) where the tile is one element a thread:
         # it compiles in 4-8 s on the dev CPU where the Triton entry's layout passes take 30-255 s
         # (sm90-compile); CONVGEMM_DEPTHWISE_GLUON=0 keeps the Triton entry
@@ -1273,7 +1280,7 @@ class GroupedDirect(Algorithm):
                                   SW=prob.stride[1], PH=prob.pad_h[0], PW=prob.pad_w[0], DH=prob.dilation[0],
                                   DW=prob.dilation[1], COLS=cols, GB=gb, BLOCK_S=bs, HAS_BIAS=bias is not None,
                                   ACT=prob.activation, ACC_F64=prob.dtype == torch.float64,
-                                  INT64=span >= 2**31, **(layout or {}))  # fmt: skip
+                                  INT64=span >= 2**31, XV=xv, **(layout or {}))  # fmt: skip
         _run_kernel(launch, kernel, (cdiv(strips, bs), cdiv(prob.groups, gb)), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
 

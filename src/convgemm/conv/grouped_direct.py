@@ -33,6 +33,10 @@ from .depthwise import gl, gluon
 #: values of a filter row live in registers
 MAX_CG = 8
 MAX_KG = 8
+#: the most C/g x K/g weights a (filter row, column) tap: ptxas hoists a row's S*C/g*K/g weight
+#: loads, and at 8 x 8 (192 a 3x3 row) a thread spilled (255 registers, 118 spill loads/stores,
+#: sm90-compile); 4 x 4 takes 168 registers
+MAX_CKG = 16
 #: the budget for those registers (fp32 values a thread); ``pick_cols`` keeps under it
 REG_VALUES = 112
 
@@ -51,6 +55,17 @@ def pick_cols(cg: int, kg: int, s: int, stride_w: int, dil_w: int, q: int) -> in
         if cols <= triton.next_power_of_2(q) and row_values(cols, cg, kg, s, stride_w, dil_w) <= REG_VALUES:
             return cols
     return 0
+
+
+@triton.jit
+def _unpack(word, i: tl.constexpr, X_DT: tl.constexpr):
+    """Value i (fp32) of a 32- or 64-bit word holding 16-bit (bf16 / fp16) or fp32 values."""
+    if X_DT.primitive_bitwidth == 32:
+        return (word >> (32 * i)).to(tl.int32).to(tl.float32, bitcast=True)
+    h = (word >> (16 * i)).to(tl.int32) & 0xFFFF
+    if X_DT == tl.bfloat16:
+        return (h << 16).to(tl.float32, bitcast=True)  # bf16 is fp32's upper half
+    return h.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
 
 
 @triton.jit
@@ -91,11 +106,14 @@ def grouped_direct_kernel(
     ACT: tl.constexpr,
     ACC_F64: tl.constexpr,
     INT64: tl.constexpr,  # x or y spans 2**31 elements or more
+    XV: tl.constexpr = 1,  # channels a load: 1, or 2 / 4 packed in a 32- or 64-bit word (x's strides then count words)
     LAYOUT: tl.constexpr = None,  # None: Triton's layouts; a Gluon [BLOCK_S, GB] layout from the Gluon entry
 ):
     """Grid: (cdiv(STRIPS, BLOCK_S), cdiv(G, GB))."""
     acc_t = tl.float64 if ACC_F64 else tl.float32
     NJ: tl.constexpr = (COLS - 1) * SW + (S - 1) * DW + 1
+    X_DT: tl.constexpr = x_ptr.dtype.element_ty
+    ESIZE: tl.constexpr = X_DT.primitive_bitwidth // 8
     if LAYOUT is None:
         st = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
         gg = tl.program_id(1) * GB + tl.arange(0, GB)
@@ -110,11 +128,17 @@ def grouped_direct_kernel(
     rem = st - n * (P * QS)
     p = rem // QS
     q0 = (rem - p * QS) * COLS
+    if XV == 1:
+        x_base = x_ptr
+        x_gs = CG * s_xc
+    else:  # word loads: the strides count words of XV channels (channel stride 1)
+        x_base = x_ptr.to(tl.pointer_type(tl.int64 if XV * ESIZE == 8 else tl.int32))
+        x_gs = CG // XV
     if INT64:
-        x_grp = (gg.to(tl.int64) * CG * s_xc)[None, :]
+        x_grp = (gg.to(tl.int64) * x_gs)[None, :]
     else:
-        x_grp = (gg * CG * s_xc)[None, :]
-    x_img = x_ptr + (n * s_xn)[:, None] + x_grp  # [BLOCK_S, GB]
+        x_grp = (gg * x_gs)[None, :]
+    x_img = x_base + (n * s_xn)[:, None] + x_grp  # [BLOCK_S, GB]
     ih0 = p * SH - PH
     iw0 = q0 * SW - PW
     if LAYOUT is None:
@@ -122,7 +146,9 @@ def grouped_direct_kernel(
     else:
         zero = gl.zeros((BLOCK_S, GB), acc_t, LAYOUT)
     accs = (zero,) * (KG * COLS)  # accs[k * COLS + col]
-    for r in tl.static_range(R):
+    # a run-time loop over filter rows: only one row's NJ x CG input values are live (unrolled,
+    # all R rows' loads were hoisted: 167 registers on sm_90)
+    for r in range(R):
         ih = ih0 + r * DH
         row_ok = st_ok & (ih >= 0) & (ih < H)
         x_row = x_img + (ih * s_xh)[:, None]
@@ -133,8 +159,16 @@ def grouped_direct_kernel(
             iw = iw0 + j
             ok = (row_ok & (iw >= 0) & (iw < W))[:, None] & g_ok[None, :]
             x_col = x_row + (iw * s_xw)[:, None]
-            for c in tl.static_range(CG):
-                xs = xs + (tl.load(x_col + c * s_xc, mask=ok, other=0.0).to(acc_t),)
+            if XV == 1:
+                for c in tl.static_range(CG):
+                    xs = xs + (tl.load(x_col + c * s_xc, mask=ok, other=0.0).to(acc_t),)
+            else:
+                # XV channels a load, as one 32- or 64-bit word (x_img is then a word pointer and
+                # the strides count words), split into values here
+                for ch in tl.static_range(CG // XV):
+                    word = tl.load(x_col + ch, mask=ok, other=0)
+                    for i in tl.static_range(XV):
+                        xs = xs + (_unpack(word, i, X_DT),)
         for s in tl.static_range(S):
             for c in tl.static_range(CG):
                 for k in tl.static_range(KG):
@@ -169,15 +203,16 @@ if gluon is not None:
                                  R: gl.constexpr, S: gl.constexpr, SH: gl.constexpr, SW: gl.constexpr,
                                  PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
                                  COLS: gl.constexpr, GB: gl.constexpr, BLOCK_S: gl.constexpr, HAS_BIAS: gl.constexpr,
-                                 ACT: gl.constexpr, ACC_F64: gl.constexpr, INT64: gl.constexpr, TPW_S: gl.constexpr,
-                                 TPW_G: gl.constexpr, WPC_S: gl.constexpr, WPC_G: gl.constexpr):  # fmt: skip
+                                 ACT: gl.constexpr, ACC_F64: gl.constexpr, INT64: gl.constexpr, XV: gl.constexpr,
+                                 TPW_S: gl.constexpr, TPW_G: gl.constexpr, WPC_S: gl.constexpr,
+                                 WPC_G: gl.constexpr):  # fmt: skip
         # grouped_direct_kernel with its [BLOCK_S, GB] tensors laid out explicitly (one element
         # a thread, groups fastest), compiled as Gluon, which skips Triton's layout passes: on
         # the dev CPU the Triton entry took 30 s to compile for 4 channels a group and 230-255 s
         # for 8 (sm90-compile)
         grouped_direct_kernel(x_ptr, wt_ptr, b_ptr, y_ptr, H, W, P, Q, QS, STRIPS, s_xn, s_xc, s_xh, s_xw, s_yn, s_yk,
                               s_yp, s_yq, G, CG, KG, R, S, SH, SW, PH, PW, DH, DW, COLS, GB, BLOCK_S, HAS_BIAS, ACT,
-                              ACC_F64, INT64, gl.BlockedLayout([1, 1], [TPW_S, TPW_G], [WPC_S, WPC_G], [1, 0]))  # fmt: skip
+                              ACC_F64, INT64, XV, gl.BlockedLayout([1, 1], [TPW_S, TPW_G], [WPC_S, WPC_G], [1, 0]))  # fmt: skip
 
 else:  # pragma: no cover
     grouped_direct_kernel_gl = None
@@ -189,3 +224,19 @@ def gluon_layout(bs: int, gb: int, warps: int) -> dict[str, int]:
     tpw_g = min(gb, 32)
     wpc_g = max(1, min(gb // tpw_g, warps))
     return {"TPW_S": 32 // tpw_g, "TPW_G": tpw_g, "WPC_S": warps // wpc_g, "WPC_G": wpc_g}
+
+
+def word_channels(x, cg: int) -> int:
+    """Channels ``grouped_direct_kernel`` loads as one word from ``x`` (XV): as many as fit in 8
+    bytes and divide C/groups, where the channel stride is 1, every other stride is a multiple
+    and the data is word-aligned; else 1. fp64 loads one value at a time."""
+    esize = x.element_size()
+    if esize > 4 or x.stride(1) != 1:
+        return 1
+    xv = min(cg, 8 // esize)
+    while xv > 1:
+        if (cg % xv == 0 and all(x.stride(d) % xv == 0 for d in (0, 2, 3))
+                and x.data_ptr() % (xv * esize) == 0):  # fmt: skip
+            return xv
+        xv //= 2
+    return 1
