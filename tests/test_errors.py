@@ -51,6 +51,7 @@ def test_the_guard_catches_kernel_launches():
                 "grouped",
                 "grouped_tma",
                 "grouped_ws",
+                "grouped_direct",
                 "width_unfold",
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",
