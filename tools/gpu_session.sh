@@ -638,6 +638,13 @@ PY
             --json "$OUT/resnext.json" > "$OUT/resnext.log" 2>&1
         echo "ResNeXt narrow groups: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/resnext.log" | tail -3
         grep -v '"tune"' "$OUT/tune-resnext.jsonl" | cut -c1-170 | tail -40 ;;
+    s42d)  # s42c without the grouped wgrad suite (device budget): grouped_direct's GPU tests, ResNeXt 128 @56
+        timeout 120 python3 -m pytest -q -n 12 tests/test_grouped_direct.py -k gpu -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/grouped-direct-tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tune-resnext.jsonl timeout 100 python3 -m convgemm \
+            bench --dtype bf16 --check --shape 64,128,56,56,128,3,3,1,1,1,32,nobias --json "$OUT/resnext.json" \
+            > "$OUT/resnext.log" 2>&1
+        echo "ResNeXt 128 @56: rc=$?"; grep -v '"tune"' "$OUT/tune-resnext.jsonl" | cut -c60-170 ;;
     s42c)  # after s42b (grouped_direct 112-165 us, 2x slower than predicted, lost to grouped_tma everywhere): word
         # loads (4 bf16 channels in 8 bytes), a run-time filter-row loop (952 instructions a thread, was 2296),
         # 8x8 groups refused (spilled): its GPU tests, ResNeXt 128 @56 from empty caches (grouped_tma 99.6 us,
