@@ -1176,10 +1176,12 @@ class Grouped(ImplicitGemm):
 
 
 class GroupedDirect(Algorithm):
-    """Grouped convolutions with 2-8 input and at most 8 output channels per group (ResNeXt's 4
-    and 8) on the CUDA cores (``conv/grouped_direct.py``): no tensor-core tile, so no
-    block-diagonal padding; every product is a useful FMA in fp32 (fp64 for fp64). Any stride,
-    padding, dilation and strides; NHWC input is the fast layout.
+    """Grouped convolutions with 2-8 input and at most 8 output channels per group, at most 16
+    weights a tap (ResNeXt's 4 x 4; its 8 x 8 spilled), on the CUDA cores
+    (``conv/grouped_direct.py``): no tensor-core tile, so no block-diagonal padding; every
+    product is a useful FMA in fp32 (fp64 for fp64). Any stride, padding, dilation and strides;
+    NHWC input is the fast layout. H100, session 42: ResNeXt 128 @56 94.8 us against
+    ``grouped_tma``'s 99.7 and cuDNN's 96.0.
 
     Config fields in this algorithm's view: block_m = strips a program (BLOCK_S), block_n =
     groups a program (GB), block_k = output columns a thread (COLS); BLOCK_S * GB = 32 * num_warps
@@ -1206,7 +1208,7 @@ class GroupedDirect(Algorithm):
         return None
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
-        return False  # tuned only until a GPU has timed it
+        return False  # tuned only: timed on one layer so far (session 42), where it won by 5%
 
     @staticmethod
     def _cols(prob: ConvProblem) -> int:
