@@ -1219,7 +1219,7 @@ class GroupedDirect(Algorithm):
     def configs(self, prob: ConvProblem) -> list[Config]:
         if interpreting():
             d = self.default_config(prob)
-            return [d, Config(8, 2, max(1, d.block_k // 2), 1, 1)]
+            return [d, Config(16, 2, max(1, d.block_k // 2), 1, 1)]
         # 8, 16 or 32 groups a program (as many strips); half the columns a thread was the slowest
         # form on ResNeXt 128 @56 (H100, session 42: 103 us against 95-102) and is not offered
         cols = self._cols(prob)
@@ -1228,7 +1228,9 @@ class GroupedDirect(Algorithm):
     def default_config(self, prob: ConvProblem) -> Config:
         cols = self._cols(prob)
         if interpreting():
-            return Config(4, min(8, _small(prob.groups, 2)), cols, 1, 1)
+            # the interpreter runs the unrolled FMAs op by op, each on the whole tile at about the
+            # same cost: a few large programs (64 strips) rather than many small ones
+            return Config(64, min(8, _small(prob.groups, 2)), cols, 1, 1)
         gb = min(8, _small(prob.groups, 8))
         return Config(128 // gb, gb, cols, 4, 1)
 
