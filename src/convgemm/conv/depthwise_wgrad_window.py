@@ -52,7 +52,7 @@ from .depthwise import gl, gluon
 
 #: filter sizes the window kernel is offered for (R == S): the R*S accumulators, the R*COLS dy
 #: window and the COLS + S - 1 x values of a step must fit in registers (7x7: 168-178 on sm_90;
-#: 3x3, MobileNetV2's stride-1 layers: 80-96, tools/dw7_wgrad_sass.py --filter 3)
+#: 3x3, MobileNetV2's stride-1 layers: 80-96 one step ahead, 123 two, tools/dw7_wgrad_sass.py --filter 3)
 WINDOW_FILTERS = (3, 5, 7)
 
 

@@ -1263,9 +1263,7 @@ class GroupedDirect(Algorithm):
         if launch is not None:
             launch.extra = xv  # the word width its kernel was specialized for
         xs = tuple(x.stride(d) // xv for d in range(4))
-        span = max(
-            Depthwise.image_span(x) + x.stride(0) * (prob.n - 1), Depthwise.image_span(y) + y.stride(0) * (prob.n - 1)
-        )
+        span = Depthwise.batch_span(x, y)
         args = (x, wt, bt, y, prob.h, prob.w, prob.p, prob.q, qs, strips, *xs, y.stride(0), y.stride(1), y.stride(2),
                 y.stride(3))  # fmt: skip
         # the Gluon entry (explicit layout, groups on lanes) where the tile is one element a thread:
@@ -1307,6 +1305,12 @@ class Depthwise(Algorithm):
     def image_span(t: torch.Tensor) -> int:
         """Elements one image of a 4-D tensor spans in memory (the largest in-image offset + 1)."""
         return 1 + sum((t.shape[d] - 1) * abs(t.stride(d)) for d in range(1, t.dim()))
+
+    @staticmethod
+    def batch_span(*ts: torch.Tensor) -> int:
+        """The most elements any of the 4-D tensors ``ts`` spans over all its images (an offset
+        from its base past 2**31 needs 64-bit arithmetic)."""
+        return max(Depthwise.image_span(t) + t.stride(0) * (t.shape[0] - 1) for t in ts)
 
     @staticmethod
     def _fits(v: int, cands: tuple[int, ...], waste: float) -> list[int]:
@@ -1762,9 +1766,7 @@ class Head1x1(Algorithm):
             and y.stride(2) == prob.q * prob.k
             and (y.stride(0) == prob.p * prob.q * prob.k or prob.n == 1)
         )
-        span = max(
-            Depthwise.image_span(x) + x.stride(0) * (prob.n - 1), Depthwise.image_span(y) + y.stride(0) * (prob.n - 1)
-        )
+        span = Depthwise.batch_span(x, y)
         args = (x, w2, bias if bias is not None else y, y, m, prob.p * prob.q, prob.q, prob.h, prob.w, prob.c, prob.k,
                 x.stride(0), x.stride(2), x.stride(3), w2.stride(0), w2.stride(1),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],
@@ -1897,9 +1899,7 @@ class DepthwiseNchw(Algorithm):
         tiles_q = cdiv(prob.q, bw)
         tiles = cdiv(prob.p, bh) * tiles_q
         k_blocks = cdiv(prob.k, bc)
-        span = max(
-            Depthwise.image_span(x) + x.stride(0) * (prob.n - 1), Depthwise.image_span(y) + y.stride(0) * (prob.n - 1)
-        )
+        span = Depthwise.batch_span(x, y)
         args = (x, w, bias if bias is not None else y, y, prob.h, prob.w, prob.k, prob.p, prob.q, prob.kg,
                 x.stride(0), x.stride(1), x.stride(2), x.stride(3), w.stride(0), w.stride(2), w.stride(3),
                 y.stride(0), y.stride(1), y.stride(2), y.stride(3), prob.stride[0], prob.stride[1],

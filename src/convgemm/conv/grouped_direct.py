@@ -231,10 +231,12 @@ else:  # pragma: no cover
 
 def gluon_layout(bs: int, gb: int, warps: int) -> dict[str, int]:
     """The Gluon entry's layout constexprs over a [BLOCK_S, GB] tile of exactly ``32 * warps``
-    elements: one a thread, groups on lanes first, then warps."""
-    tpw_g = min(gb, 32)
-    wpc_g = max(1, min(gb // tpw_g, warps))
-    return {"TPW_S": 32 // tpw_g, "TPW_G": tpw_g, "WPC_S": warps // wpc_g, "WPC_G": wpc_g}
+    elements: one a thread, groups on lanes first, then warps (the window kernel's layout, its
+    channels here groups)."""
+    from .depthwise_wgrad_window import gluon_layout as lanes_first
+
+    lay = lanes_first(bs, gb, warps)
+    return {"TPW_S": lay["TPW_Q"], "TPW_G": lay["TPW_K"], "WPC_S": lay["WPC_Q"], "WPC_G": lay["WPC_K"]}
 
 
 def word_channels(x, cg: int) -> int:
