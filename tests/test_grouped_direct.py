@@ -26,6 +26,8 @@ CASES = [
     (1, 32, 6, 6, 16, 3, 8, 2, 1, 1),  # 4 -> 2 channels a group, stride 2
     (1, 12, 6, 7, 6, 5, 6, 1, 2, 1),  # 2 -> 1, 5x5
     (3, 18, 5, 4, 18, 1, 9, 1, 0, 1),  # 1x1, 2 channels a group, group count not a power of two
+    (1, 24, 7, 9, 24, 3, 3, 2, 1, 1),  # ResNeXt's 8 x 8 at stride 2: each group over 4 threads
+    (2, 16, 6, 5, 8, 3, 2, 1, 1, 1),  # 8 -> 4 channels a group: over 2 threads
 ]
 
 
@@ -109,7 +111,6 @@ def test_nonfinite_stays_in_its_group():
         ((16, 1, 3, 3), 16, {}, "depthwise"),
         ((32, 16, 3, 3), 2, {}, "at most 8"),
         ((64, 4, 3, 3), 4, {}, "at most 8"),  # 16 output channels a group
-        ((64, 8, 3, 3), 8, {}, "products"),  # ResNeXt's 8 x 8: its weights spilled
         ((8, 2, 1, 31), 2, dict(dilation=3), "registers"),
     ],
     ids=str,
@@ -150,6 +151,26 @@ def test_bad_tile_is_refused():
     y = torch.empty(1, 16, 6, 6)
     with pytest.raises(ValueError, match="powers of two"):
         ALGO.run(prob, x, wt, None, y, replace(ALGO.default_config(prob), block_n=3))
+    with pytest.raises(ValueError, match="must divide K/groups = 4"):
+        ALGO.run(prob, x, wt, None, y, replace(ALGO.default_config(prob), parts=3))
+    x8 = torch.randn(1, 16, 6, 6)
+    prob8 = ConvProblem.from_tensors(x8, torch.randn(16, 8, 3, 3), None, padding=1, groups=2)
+    assert ALGO.default_config(prob8).parts == 4
+    with pytest.raises(ValueError, match="at most 16 weights a tap a thread .8 x 4.; use parts = 4"):
+        ALGO.run(prob8, x8, torch.randn(16, 8, 3, 3), None, y, replace(ALGO.default_config(prob8), parts=2))
+
+
+def test_split_parts():
+    """A thread holds at most 16 weights a tap: 4 x 4 and narrower stay one thread a group, 8 x 4
+    and 4 x 8 take two, 8 x 8 four."""
+    assert [grouped_direct.split_parts(cg, kg) for cg, kg in ((4, 4), (2, 8), (8, 2), (8, 4), (4, 8), (8, 8))] == [
+        1,
+        1,
+        1,
+        2,
+        2,
+        4,
+    ]
 
 
 def test_tuner_offers_it():
@@ -165,8 +186,9 @@ def test_tuner_offers_it():
     assert next(a for a in cands if a.heuristic_ok(prob)) is not ALGO
 
 
-# ResNeXt-50's 4-channel-group 3x3 layer, the same at stride 2, and a 2 -> 8 layer (C, H, stride, C/g, K/g) at batch 2
-GPU_LAYERS = [(128, 56, 1, 4, 4), (128, 56, 2, 4, 4), (64, 28, 1, 2, 8)]
+# ResNeXt-50's 4-channel-group 3x3 layer, the same at stride 2, a 2 -> 8 layer and ResNeXt's two 8-channel-group
+# layers (each group over 4 threads) (C, H, stride, C/g, K/g) at batch 2
+GPU_LAYERS = [(128, 56, 1, 4, 4), (128, 56, 2, 4, 4), (64, 28, 1, 2, 8), (256, 28, 1, 8, 8), (256, 56, 2, 8, 8)]
 
 
 @pytest.mark.gpu

@@ -638,6 +638,15 @@ PY
             --json "$OUT/resnext.json" > "$OUT/resnext.log" 2>&1
         echo "ResNeXt narrow groups: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/resnext.log" | tail -3
         grep -v '"tune"' "$OUT/tune-resnext.jsonl" | cut -c1-170 | tail -40 ;;
+    s43a)  # session 43: grouped_direct with row-fastest strips (untimed) and 8 x 8 groups split over 4 threads
+        # (new): its GPU tests, then the grouped suite forward (ResNeXt's 7 layers, the tuner log has every
+        # candidate) and wgrad from empty caches for the README rows (last full forward run: session 37, H200)
+        timeout 200 python3 -m pytest -q -n 12 tests/test_grouped_direct.py -k gpu -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/grouped-direct-tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) GROUPED_TIMEOUT=${GROUPED_TIMEOUT:-170} bash "$0" grouped-fwd grouped-wgrad
+        grep -E '"grouped_direct"|"grouped_tma"' "$OUT/tune.jsonl" | grep -v '"tune"' | cut -c1-170 | head -40 ;;
+    grouped-fwd) bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd ;;
+    grouped-wgrad) bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad ;;
     s42d)  # s42c without the grouped wgrad suite (device budget): grouped_direct's GPU tests, ResNeXt 128 @56
         timeout 120 python3 -m pytest -q -n 12 tests/test_grouped_direct.py -k gpu -p no:cacheprovider --tb=short \
             -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/grouped-direct-tests.log"

@@ -1176,32 +1176,33 @@ class Grouped(ImplicitGemm):
 
 
 class GroupedDirect(Algorithm):
-    """Grouped convolutions with 2-8 input and at most 8 output channels per group, at most 16
-    weights a tap (ResNeXt's 4 x 4; its 8 x 8 spilled), on the CUDA cores
-    (``conv/grouped_direct.py``): no tensor-core tile, so no block-diagonal padding; every
-    product is a useful FMA in fp32 (fp64 for fp64). Any stride, padding, dilation and strides;
-    NHWC input is the fast layout. H100, session 42: ResNeXt 128 @56 94.8 us against
-    ``grouped_tma``'s 99.7 and cuDNN's 96.0.
+    """Grouped convolutions with 2-8 input and at most 8 output channels per group on the CUDA
+    cores (``conv/grouped_direct.py``): no tensor-core tile, so no block-diagonal padding; every
+    product is a useful FMA in fp32 (fp64 for fp64). A thread holds at most 16 weights a tap
+    (ResNeXt's 4 x 4); wider groups (8 x 8, which spilled as one thread) split their output
+    channels over 2-4 threads. Any stride, padding, dilation and strides; NHWC input is the fast
+    layout. H100, session 42: ResNeXt 128 @56 94.8 us against ``grouped_tma``'s 99.7 and cuDNN's
+    96.0.
 
     Config fields in this algorithm's view: block_m = strips a program (BLOCK_S), block_n =
-    groups a program (GB), block_k = output columns a thread (COLS); BLOCK_S * GB = 32 * num_warps
-    (one strip and group a thread)."""
+    group parts a program (GB), block_k = output columns a thread (COLS), parts = threads a
+    group (``split_parts``; 0 or 1: one); BLOCK_S * GB = 32 * num_warps (one strip and group
+    part a thread)."""
 
     name = "grouped_direct"
     fuses_activation = True
     writes_nchw = True
 
     def supports(self, prob: ConvProblem) -> str | None:
-        from .grouped_direct import MAX_CG, MAX_CKG, MAX_KG
+        from .grouped_direct import MAX_CG, MAX_KG
 
         if prob.groups == 1:
             return "not a grouped convolution (groups = 1)"
         if prob.cg == 1:
             return "one channel per group: that is the depthwise algorithms' problem"
-        if prob.cg > MAX_CG or prob.kg > MAX_KG or prob.cg * prob.kg > MAX_CKG:
+        if prob.cg > MAX_CG or prob.kg > MAX_KG:
             return (f"C/groups = {prob.cg}, K/groups = {prob.kg}: grouped_direct takes at most {MAX_CG} input and "
-                    f"{MAX_KG} output channels a group, {MAX_CKG} products of the two (wider groups fill "
-                    "tensor-core tiles: grouped_tma)")  # fmt: skip
+                    f"{MAX_KG} output channels a group (wider groups fill tensor-core tiles: grouped_tma)")  # fmt: skip
         if self._cols(prob) == 0:
             return (f"a {prob.s}-column filter at stride {prob.stride[1]}, dilation {prob.dilation[1]}: one output "
                     "column's input row would not fit in registers")  # fmt: skip
@@ -1211,28 +1212,39 @@ class GroupedDirect(Algorithm):
         return False  # tuned only: timed on one layer so far (session 42), where it won by 5%
 
     @staticmethod
-    def _cols(prob: ConvProblem) -> int:
+    def _parts(prob: ConvProblem) -> int:
+        """Threads a group (``split_parts``), 0 for one (the configs' field then as before)."""
+        from .grouped_direct import split_parts
+
+        parts = split_parts(prob.cg, prob.kg)
+        return parts if parts > 1 else 0
+
+    @classmethod
+    def _cols(cls, prob: ConvProblem) -> int:
         from .grouped_direct import pick_cols
 
-        return pick_cols(prob.cg, prob.kg, prob.s, prob.stride[1], prob.dilation[1], prob.q)
+        kgp = prob.kg // max(1, cls._parts(prob))
+        return pick_cols(prob.cg, kgp, prob.s, prob.stride[1], prob.dilation[1], prob.q)
 
     def configs(self, prob: ConvProblem) -> list[Config]:
+        parts = self._parts(prob)
         if interpreting():
             d = self.default_config(prob)
-            return [d, Config(16, 2, max(1, d.block_k // 2), 1, 1)]
-        # 8, 16 or 32 groups a program (as many strips); half the columns a thread was the slowest
-        # form on ResNeXt 128 @56 (H100, session 42: 103 us against 95-102) and is not offered
+            return [d, Config(16, 2, max(1, d.block_k // 2), 1, 1, parts=parts)]
+        # 8, 16 or 32 group parts a program (as many strips); half the columns a thread was the
+        # slowest form on ResNeXt 128 @56 (H100, session 42: 103 us against 95-102) and is not offered
         cols = self._cols(prob)
-        return [Config(128 // gb, gb, cols, 4, 1) for gb in (8, 16, 32) if gb <= _small(prob.groups, 8)]
+        return [Config(128 // gb, gb, cols, 4, 1, parts=parts) for gb in (8, 16, 32)
+                if gb <= _small(prob.groups * max(1, parts), 8)]  # fmt: skip
 
     def default_config(self, prob: ConvProblem) -> Config:
-        cols = self._cols(prob)
+        cols, parts = self._cols(prob), self._parts(prob)
         if interpreting():
             # the interpreter runs the unrolled FMAs op by op, each on the whole tile at about the
             # same cost: a few large programs (64 strips) rather than many small ones
-            return Config(64, min(8, _small(prob.groups, 2)), cols, 1, 1)
-        gb = min(8, _small(prob.groups, 8))
-        return Config(128 // gb, gb, cols, 4, 1)
+            return Config(64, min(8, _small(prob.groups * max(1, parts), 2)), cols, 1, 1, parts=parts)
+        gb = min(8, _small(prob.groups * max(1, parts), 8))
+        return Config(128 // gb, gb, cols, 4, 1, parts=parts)
 
     @staticmethod
     def packed_weight(w: torch.Tensor, groups: int) -> torch.Tensor:
@@ -1244,11 +1256,18 @@ class GroupedDirect(Algorithm):
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         from ..functional import _derived_weight
-        from .grouped_direct import gl, gluon_layout, grouped_direct_kernel, grouped_direct_kernel_gl, word_channels
+        from . import grouped_direct as gd
 
-        wt = _derived_weight(w, ("grouped_direct", prob.groups), lambda t: self.packed_weight(t, prob.groups))
+        parts = max(1, cfg.parts)
+        if prob.kg % parts or prob.cg * (prob.kg // parts) > gd.MAX_CKG:
+            raise ValueError(f"grouped_direct config {cfg.describe()}: parts (threads a group) must divide "
+                             f"K/groups = {prob.kg} and leave at most {gd.MAX_CKG} weights a tap a thread "
+                             f"({prob.cg} x {prob.kg // parts}); use parts = {gd.split_parts(prob.cg, prob.kg)}")  # fmt: skip
+        # the weight of a group split over PARTS threads is packed as groups * PARTS groups
+        vg = prob.groups * parts
+        wt = _derived_weight(w, ("grouped_direct", vg), lambda t: self.packed_weight(t, vg))
         bt = bias if bias is not None else y
-        xv = word_channels(x, prob.cg)
+        xv = gd.word_channels(x, prob.cg)
         if launch is not None and launch.extra is not None and launch.extra != xv:
             launch = None  # the handle's kernel loads words of another width: Triton's own dispatch
         if launch is not None and launch.fast_ready:
@@ -1270,16 +1289,16 @@ class GroupedDirect(Algorithm):
         # it compiles in 4-8 s on the dev CPU where the Triton entry's layout passes take 30-255 s
         # (sm90-compile); CONVGEMM_DEPTHWISE_GLUON=0 keeps the Triton entry
         layout = None
-        if (not interpreting() and gl is not None and os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") != "0"
+        if (not interpreting() and gd.gl is not None and os.environ.get("CONVGEMM_DEPTHWISE_GLUON", "1") != "0"
                 and bs * gb == 32 * cfg.num_warps):  # fmt: skip
-            layout = gluon_layout(bs, gb, cfg.num_warps)
-        kernel = grouped_direct_kernel if layout is None else grouped_direct_kernel_gl
-        constexprs = lambda: dict(G=prob.groups, CG=prob.cg, KG=prob.kg, R=prob.r, S=prob.s, SH=prob.stride[0],  # noqa: E731
+            layout = gd.gluon_layout(bs, gb, cfg.num_warps)
+        kernel = gd.grouped_direct_kernel if layout is None else gd.grouped_direct_kernel_gl
+        constexprs = lambda: dict(G=vg, CG=prob.cg, KG=prob.kg // parts, R=prob.r, S=prob.s, SH=prob.stride[0],  # noqa: E731
                                   SW=prob.stride[1], PH=prob.pad_h[0], PW=prob.pad_w[0], DH=prob.dilation[0],
                                   DW=prob.dilation[1], COLS=cols, GB=gb, BLOCK_S=bs, HAS_BIAS=bias is not None,
                                   ACT=prob.activation, ACC_F64=prob.dtype == torch.float64,
-                                  INT64=span >= 2**31, XV=xv, **(layout or {}))  # fmt: skip
-        _run_kernel(launch, kernel, (cdiv(strips, bs), cdiv(prob.groups, gb)), args, constexprs,
+                                  INT64=span >= 2**31, XV=xv, PARTS=parts, **(layout or {}))  # fmt: skip
+        _run_kernel(launch, kernel, (cdiv(strips, bs), cdiv(vg, gb)), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
 
 

@@ -39,12 +39,24 @@ from .depthwise import gl, gluon
 #: values of a filter row live in registers
 MAX_CG = 8
 MAX_KG = 8
-#: the most C/g x K/g weights a (filter row, column) tap: ptxas hoists a row's S*C/g*K/g weight
-#: loads, and at 8 x 8 (192 a 3x3 row) a thread spilled (255 registers, 118 spill loads/stores,
-#: sm90-compile); 4 x 4 takes 168 registers
+#: the most C/g x K/g weights a (filter row, column) tap a thread: ptxas hoists a row's S*C/g*K/g
+#: weight loads, and at 8 x 8 (192 a 3x3 row) a thread spilled (255 registers, 118 spill
+#: loads/stores, sm90-compile); 4 x 4 takes 168 registers. Wider groups split their output
+#: channels over PARTS threads (``split_parts``)
 MAX_CKG = 16
 #: the budget for those registers (fp32 values a thread); ``pick_cols`` keeps under it
 REG_VALUES = 112
+
+
+def split_parts(cg: int, kg: int) -> int:
+    """Threads a group's K/g output channels are split over (PARTS) so that a thread holds at most
+    ``MAX_CKG`` weights a tap: the fewest power of two dividing K/g (0: none does)."""
+    parts = 1
+    while parts <= kg:
+        if kg % parts == 0 and cg * (kg // parts) <= MAX_CKG:
+            return parts
+        parts *= 2
+    return 0
 
 
 def row_values(cols: int, cg: int, kg: int, s: int, stride_w: int, dil_w: int) -> int:
@@ -113,9 +125,15 @@ def grouped_direct_kernel(
     ACC_F64: tl.constexpr,
     INT64: tl.constexpr,  # x or y spans 2**31 elements or more
     XV: tl.constexpr = 1,  # channels a load: 1, or 2 / 4 packed in a 32- or 64-bit word (x's strides then count words)
+    PARTS: tl.constexpr = 1,  # threads a group: G and KG then count parts (G * PARTS, K/g / PARTS), see below
     LAYOUT: tl.constexpr = None,  # None: Triton's layouts; a Gluon [BLOCK_S, GB] layout from the Gluon entry
 ):
-    """Grid: (cdiv(STRIPS, BLOCK_S), cdiv(G, GB))."""
+    """Grid: (cdiv(STRIPS, BLOCK_S), cdiv(G, GB)).
+
+    With PARTS > 1 a group's output channels are split over PARTS neighbouring threads, each
+    reading the group's inputs: "group" gg below is a part (gg // PARTS the real group), and the
+    weight is packed as for G = groups * PARTS groups of KG channels; output channel gg * KG + k
+    is then the same channel either way."""
     acc_t = tl.float64 if ACC_F64 else tl.float32
     NJ: tl.constexpr = (COLS - 1) * SW + (S - 1) * DW + 1
     X_DT: tl.constexpr = x_ptr.dtype.element_ty
@@ -145,10 +163,13 @@ def grouped_direct_kernel(
     else:  # word loads: the strides count words of XV channels (channel stride 1)
         x_base = x_ptr.to(tl.pointer_type(tl.int64 if XV * ESIZE == 8 else tl.int32))
         x_gs = CG // XV
+    # the parts of a group sit on neighbouring lanes and read the same input words (one L1
+    # request serves them)
+    xg = gg // PARTS
     if INT64:
-        x_grp = (gg.to(tl.int64) * x_gs)[None, :]
+        x_grp = (xg.to(tl.int64) * x_gs)[None, :]
     else:
-        x_grp = (gg * x_gs)[None, :]
+        x_grp = (xg * x_gs)[None, :]
     x_img = x_base + (n * s_xn)[:, None] + x_grp  # [BLOCK_S, GB]
     ih0 = p * SH - PH
     iw0 = q0 * SW - PW
@@ -215,7 +236,7 @@ if gluon is not None:
                                  PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
                                  COLS: gl.constexpr, GB: gl.constexpr, BLOCK_S: gl.constexpr, HAS_BIAS: gl.constexpr,
                                  ACT: gl.constexpr, ACC_F64: gl.constexpr, INT64: gl.constexpr, XV: gl.constexpr,
-                                 TPW_S: gl.constexpr, TPW_G: gl.constexpr, WPC_S: gl.constexpr,
+                                 PARTS: gl.constexpr, TPW_S: gl.constexpr, TPW_G: gl.constexpr, WPC_S: gl.constexpr,
                                  WPC_G: gl.constexpr):  # fmt: skip
         # grouped_direct_kernel with its [BLOCK_S, GB] tensors laid out explicitly (one element
         # a thread, groups fastest), compiled as Gluon, which skips Triton's layout passes: on
@@ -223,7 +244,7 @@ if gluon is not None:
         # for 8 (sm90-compile)
         grouped_direct_kernel(x_ptr, wt_ptr, b_ptr, y_ptr, H, W, P, Q, QS, STRIPS, s_xn, s_xc, s_xh, s_xw, s_yn, s_yk,
                               s_yp, s_yq, G, CG, KG, R, S, SH, SW, PH, PW, DH, DW, COLS, GB, BLOCK_S, HAS_BIAS, ACT,
-                              ACC_F64, INT64, XV, gl.BlockedLayout([1, 1], [TPW_S, TPW_G], [WPC_S, WPC_G], [1, 0]))  # fmt: skip
+                              ACC_F64, INT64, XV, PARTS, gl.BlockedLayout([1, 1], [TPW_S, TPW_G], [WPC_S, WPC_G], [1, 0]))  # fmt: skip
 
 else:  # pragma: no cover
     grouped_direct_kernel_gl = None
