@@ -80,9 +80,14 @@ def _unpack(word, i: tl.constexpr, X_DT: tl.constexpr):
     """Value i (fp32) of a 32- or 64-bit word holding 16-bit (bf16 / fp16) or fp32 values."""
     if X_DT.primitive_bitwidth == 32:
         return (word >> (32 * i)).to(tl.int32).to(tl.float32, bitcast=True)
-    h = (word >> (16 * i)).to(tl.int32) & 0xFFFF
     if X_DT == tl.bfloat16:
-        return (h << 16).to(tl.float32, bitcast=True)  # bf16 is fp32's upper half
+        # bf16 is fp32's upper half: value i sits in the 32-bit half i // 2, low (shift it up) or
+        # high (mask the low bits off): one instruction a value
+        half = (word >> (32 * (i // 2))).to(tl.int32)
+        if i % 2 == 0:
+            return (half << 16).to(tl.float32, bitcast=True)
+        return (half & -65536).to(tl.float32, bitcast=True)
+    h = (word >> (16 * i)).to(tl.int32) & 0xFFFF
     return h.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
 
 
