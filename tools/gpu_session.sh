@@ -649,7 +649,7 @@ PY
             shapes+=(--shape "64,$c,$hw,$hw,$c,3,3,$st,1,1,32,nobias")
         done
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench resnext "${RESNEXT_TIMEOUT:-200}" "${shapes[@]}"
-        grep -E '"grouped_direct"|"grouped_tma"' "$OUT/tune.jsonl" | cut -c1-150 | sort | head -60 ;;
+        python3 tools/tune_log_summary.py "$OUT/tune.jsonl" --split grouped_direct --split grouped_tma ;;
     grouped-fwd) bench grouped "${GROUPED_TIMEOUT:-240}" --suite grouped --direction fwd ;;
     grouped-wgrad) bench grouped-wgrad "${GROUPED_TIMEOUT:-240}" --suite grouped --direction wgrad ;;
     s42d)  # s42c without the grouped wgrad suite (device budget): grouped_direct's GPU tests, ResNeXt 128 @56
