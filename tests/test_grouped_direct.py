@@ -125,13 +125,22 @@ def test_supports_gives_a_reason(wshape, groups, kw, why):
 
 
 def test_pick_cols_and_gpu_candidates(monkeypatch):
-    """8 columns a thread for ResNeXt's 4 -> 4 groups, 4 for 8 -> 8 (stride 1 and 2: the budget,
-    though 8 -> 8 is refused for its weights); the GPU's candidates are one element a thread on 4
-    warps, 8 to 32 groups a program."""
+    """Columns a thread: 8 for ResNeXt's 4 -> 4 groups at Q = 56, 7 where Q = 28 or 14 (no masked
+    column), 4 for 8 -> 8 split over 4 threads (2 output channels a thread) at stride 2 (the
+    register budget); the GPU's candidates are one element a thread on 4 warps, 8 to 32 groups a
+    program."""
     assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 56) == 8
-    assert grouped_direct.pick_cols(8, 8, 3, 2, 1, 28) == 4
-    assert grouped_direct.pick_cols(8, 8, 3, 1, 1, 28) == 4
-    assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 3) == 4  # Q = 3: no wider than 4
+    assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 28) == 7
+    assert grouped_direct.pick_cols(8, 2, 3, 1, 1, 14) == 7
+    assert grouped_direct.pick_cols(8, 2, 3, 2, 1, 28) == 4
+    # there 5 columns fit the budget, 6 do not; 4 is picked over 5: 7 strips of 4 mask none (6 of 5: 2 of 30)
+    assert (
+        grouped_direct.row_values(5, 8, 2, 3, 2, 1)
+        <= grouped_direct.REG_VALUES
+        < grouped_direct.row_values(6, 8, 2, 3, 2, 1)
+    )
+    assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 3) == 3  # no wider than Q
+    assert grouped_direct.pick_cols(4, 4, 3, 1, 1, 13) == 7  # 14 columns for 13, where 8 would take 16
     for cols in (8, 4, 2, 1):
         v = grouped_direct.row_values(cols, 8, 8, 31, 1, 3)
         assert v > grouped_direct.REG_VALUES

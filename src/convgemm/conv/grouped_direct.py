@@ -67,12 +67,14 @@ def row_values(cols: int, cg: int, kg: int, s: int, stride_w: int, dil_w: int) -
 
 
 def pick_cols(cg: int, kg: int, s: int, stride_w: int, dil_w: int, q: int) -> int:
-    """Columns a thread: the most of 8, 4, 2, 1 under ``REG_VALUES`` (0: none fits), at most
-    Q rounded up to a power of two."""
-    for cols in (8, 4, 2, 1):
-        if cols <= triton.next_power_of_2(q) and row_values(cols, cg, kg, s, stride_w, dil_w) <= REG_VALUES:
-            return cols
-    return 0
+    """Columns a thread (COLS, any count: the loops over them are unrolled): from the most under
+    ``REG_VALUES`` (at most 8 and Q; 0: not even one fits) down to half that, the one whose
+    strips cover Q with the fewest masked columns, the widest of those. Q = 28 takes 7 (four full
+    strips where 8 would mask 4 of 32 columns), Q = 56 takes 8."""
+    most = next((c for c in range(min(8, q), 0, -1) if row_values(c, cg, kg, s, stride_w, dil_w) <= REG_VALUES), 0)
+    if most == 0:
+        return 0
+    return min(range(most, (most + 1) // 2 - 1, -1), key=lambda c: (-(-q // c) * c - q, -c))
 
 
 @triton.jit
