@@ -641,7 +641,7 @@ PY
     s43a)  # session 43: grouped_direct with row-fastest strips (untimed) and 8 x 8 groups split over 4 threads
         # (new): its GPU tests, then ResNeXt-50's seven grouped 3x3 layers forward from empty caches (the tuner
         # log has every candidate; last full run: session 37, H200)
-        timeout 150 python3 -m pytest -q -n 12 tests/test_grouped_direct.py -k gpu -p no:cacheprovider --tb=short \
+        timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 12 tests/test_grouped_direct.py -k gpu -p no:cacheprovider --tb=short \
             -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/grouped-direct-tests.log"
         shapes=()
         for l in 128,56,1 256,56,2 256,28,1 512,28,2 512,14,1 1024,14,2 1024,7,1; do
