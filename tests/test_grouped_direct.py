@@ -112,6 +112,8 @@ def test_nonfinite_stays_in_its_group():
         ((32, 16, 3, 3), 2, {}, "at most 8"),
         ((64, 4, 3, 3), 4, {}, "at most 8"),  # 16 output channels a group
         ((8, 2, 1, 31), 2, dict(dilation=3), "registers"),
+        ((12, 8, 3, 3), 2, {}, "power-of-two split"),  # 8 x 6: 48 weights a tap, 6 splits only in two (24)
+        ((10, 4, 3, 3), 2, {}, "power-of-two split"),  # 4 x 5: 20, and 5 is odd
     ],
     ids=str,
 )

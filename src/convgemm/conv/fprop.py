@@ -1194,7 +1194,7 @@ class GroupedDirect(Algorithm):
     writes_nchw = True
 
     def supports(self, prob: ConvProblem) -> str | None:
-        from .grouped_direct import MAX_CG, MAX_KG
+        from .grouped_direct import MAX_CG, MAX_CKG, MAX_KG, split_parts
 
         if prob.groups == 1:
             return "not a grouped convolution (groups = 1)"
@@ -1203,6 +1203,10 @@ class GroupedDirect(Algorithm):
         if prob.cg > MAX_CG or prob.kg > MAX_KG:
             return (f"C/groups = {prob.cg}, K/groups = {prob.kg}: grouped_direct takes at most {MAX_CG} input and "
                     f"{MAX_KG} output channels a group (wider groups fill tensor-core tiles: grouped_tma)")  # fmt: skip
+        if split_parts(prob.cg, prob.kg) == 0:
+            return (f"C/groups = {prob.cg}, K/groups = {prob.kg}: no power-of-two split of the {prob.kg} output "
+                    f"channels leaves a thread at most {MAX_CKG} weights a tap (C/g x K/g / parts); grouped_tma "
+                    "takes this layer")  # fmt: skip
         if self._cols(prob) == 0:
             return (f"a {prob.s}-column filter at stride {prob.stride[1]}, dilation {prob.dilation[1]}: one output "
                     "column's input row would not fit in registers")  # fmt: skip
