@@ -16,11 +16,15 @@ A program is BLOCK_S strips x GB consecutive groups, one (strip, group) a thread
 fast axis, so a warp's loads of one column cover GB groups' CG-channel runs of the same pixels,
 each group's run as one 32- or 64-bit word where strides and alignment allow (``word_channels``).
 Strips run down the rows, so a program's strips share most of their input rows through L1.
+A thread holds at most ``MAX_CKG`` weights a tap: wider groups (ResNeXt's 8 x 8) split their
+output channels over PARTS neighbouring threads, each reading the group's inputs.
 
 Measured (H100, session 42, ResNeXt 128 @56, bf16, batch 64): the first form (one channel a
 load, all filter rows unrolled: 2296 instructions a thread) 112-152 us; with word loads and a
 run-time row loop (952) 94.8 us, cuDNN 96.0, ``grouped_tma`` 99.7; Nsight Compute then showed
-the L2 at 86% of its throughput with strips along the rows, the order since changed (untimed).
+the L2 at 86% of its throughput with strips along the rows, the order since changed. Untimed
+(session 43, no device): that order, the 8 x 8 split, and sm_90's 578 -> 541 instructions a
+filter row on 4 x 4 (no group mask where all groups exist, one-instruction bf16 unpacking).
 
 Any stride, padding, dilation and input / output strides (NHWC is the fast layout); fp16, bf16
 and fp32 accumulate in fp32 (plain FMAs, no TF32 rounding), fp64 in fp64. Bias and the fused
