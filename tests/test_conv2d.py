@@ -187,6 +187,88 @@ def test_head_1x1_refuses():
     assert algo.supports(prob(32, 16)) is None  # the widest it takes
 
 
+# (N, C, H, W, K, dtype name, rows a tile): whole pixels in 128-byte rows (C = 4-64 at 16 bits, 32
+# at 32 bits), one to sixteen output channels, a last tile cut short, several tiles a program
+STREAM_CASES = [
+    (2, 16, 8, 8, 1, "fp16", 1),  # the segmentation head's shape of channels
+    (2, 16, 9, 8, 2, "fp16", 8),  # 36 rows in tiles of 8: the last tile half past the end
+    (1, 8, 4, 8, 3, "fp16", 1),
+    (1, 4, 8, 8, 1, "fp16", 2),  # 8 bytes a pixel: sixteen pixels a row
+    (1, 32, 4, 4, 16, "fp32", 1),  # a row is one pixel
+    (1, 16, 6, 5, 2, "fp32", 4),
+    (2, 16, 8, 8, 2, "bf16", 2),  # GPU only (the interpreter's bf16)
+]
+
+
+@pytest.mark.parametrize("case", STREAM_CASES, ids=lambda c: f"c{c[1]}k{c[4]}_{c[5]}_r{c[6]}")
+def test_head_1x1_stream(case):
+    """``head_1x1``'s streaming form (``persistent`` > 0: TMA rows, programs walking tiles) against
+    the float64 reference, with and without bias and ReLU, at 1 and 2 programs per SM (under the
+    interpreter one SM: every program walks several tiles)."""
+    from dataclasses import replace
+
+    from convgemm.functional import _prepare
+
+    n, c, h, w, k, dname, rows = case
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dname]
+    if dtype == torch.bfloat16 and DEVICE == "cpu":
+        pytest.skip("bf16 on the GPU only (the project's rule for the interpreter)")
+    algo = convgemm.conv.fprop.ALGORITHMS["head_1x1"]
+    x = torch.randn(n, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c, 1, 1, device=DEVICE).to(dtype)
+    b = torch.randn(k, device=DEVICE).to(dtype)
+    prob, xn, y = _prepare(x, wt, b, 1, 0, 1, 1)
+    assert algo.stream_ok(prob) is None
+    row = 128 // x.element_size()
+    for per_sm in (1, 2):
+        cfg = replace(algo.default_config(prob), block_m=rows * row // c, block_k=c, num_stages=2, persistent=per_sm)
+        for bias in (b, None):
+            for act in ("", "relu"):
+                y.fill_(float("nan"))
+                algo.run(replace(prob, activation=act), xn, wt, bias, y, cfg)
+                ref = conv2d_ref(x, wt, bias)
+                assert_close(
+                    y, torch.relu(ref) if act else ref, dtype, f"{case} p{per_sm} {act} bias={bias is not None}"
+                )
+
+
+def test_head_1x1_stream_refuses_and_falls_back():
+    """What the streaming form does not read, each with its reason (forcing it raises); an input
+    whose base is off 16 bytes runs the pointer kernel instead, still exact."""
+    from dataclasses import replace
+
+    from convgemm.functional import _prepare
+
+    algo = convgemm.conv.fprop.ALGORITHMS["head_1x1"]
+
+    def prepared(c, k, h=8, w=8, dtype=torch.float16, stride=1, padding=0):
+        x = torch.randn(2, c, h, w, device=DEVICE).to(dtype).contiguous(memory_format=torch.channels_last)
+        wt = torch.randn(k, c, 1, 1, device=DEVICE).to(dtype)
+        return _prepare(x, wt, None, stride, padding, 1, 1)[0]
+
+    assert "power of two" in algo.stream_ok(prepared(12, 1))
+    assert "128 bytes" not in (algo.stream_ok(prepared(64, 1)) or "")  # 64 fp16 channels: one pixel a row
+    assert "power of two of at most 32" in algo.stream_ok(prepared(64, 1, dtype=torch.float32))
+    assert "multiple of 64" in algo.stream_ok(prepared(16, 1, h=3, w=5))  # 30 pixels x 16 channels
+    assert "dense NHWC" in algo.stream_ok(prepared(16, 1, stride=2))
+    assert "dense NHWC" in algo.stream_ok(prepared(16, 1, padding=1))
+    assert "16- or 32-bit" in algo.stream_ok(prepared(16, 1, dtype=torch.float64))
+    x = torch.randn(2, 12, 8, 8, device=DEVICE).to(torch.float16).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(1, 12, 1, 1, device=DEVICE).to(torch.float16)
+    prob, xn, y = _prepare(x, wt, None, 1, 0, 1, 1)
+    with pytest.raises(ValueError, match="power of two"):
+        algo.run(prob, xn, wt, None, y, replace(algo.default_config(prob), persistent=1))
+    # a base 2 bytes off 16: the descriptor cannot take it, the pointer kernel does
+    buf = torch.randn(2 * 8 * 8 * 16 + 1, device=DEVICE).to(torch.float16)
+    x = buf[1:].view(2, 8, 8, 16).permute(0, 3, 1, 2)
+    wt = torch.randn(1, 16, 1, 1, device=DEVICE).to(torch.float16)
+    prob, xn, y = _prepare(x, wt, None, 1, 0, 1, 1)
+    assert algo.stream_ok(prob) is None and xn.data_ptr() % 16
+    cfg = replace(algo.default_config(prob), block_m=64, block_k=16, num_stages=2, persistent=1)
+    algo.run(prob, xn, wt, None, y, cfg)
+    assert_close(y, conv2d_ref(x, wt, None), torch.float16, "base off 16 bytes")
+
+
 @pytest.mark.parametrize(
     "case",
     [

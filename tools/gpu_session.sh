@@ -638,6 +638,15 @@ PY
             --json "$OUT/resnext.json" > "$OUT/resnext.log" 2>&1
         echo "ResNeXt narrow groups: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/resnext.log" | tail -3
         grep -v '"tune"' "$OUT/tune-resnext.jsonl" | cut -c1-170 | tail -40 ;;
+    s44a)  # session 44: head_1x1's stream form (TMA rows, programs walking tiles; untimed) beside its pointer
+        # tiles on the seg head 16->1 (10.0 us in session 37, 2x cuDNN needs 9.9) and CRAFT's two 1x1 heads,
+        # from empty caches (--check), the tuner log split stream / pointer, the head GPU tests, then s43a
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench heads "${HEADS_TIMEOUT:-90}" --shape 8,16,256,256,1,1,1,1,0,1,1 \
+            --shape 1,16,384,384,2,1,1,1,0,1,1 --shape 1,16,384,384,16,1,1,1,0,1,1
+        python3 tools/tune_log_summary.py "$OUT/tune.jsonl" --split "head_1x1 .* p[0-9]"
+        timeout 90 python3 -m pytest -q -n 8 tests/test_conv2d.py -k "head" -p no:cacheprovider --tb=short -W ignore \
+            2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/head-tests.log"
+        bash "$0" s43a ;;
     s43a)  # session 43: grouped_direct with row-fastest strips (untimed) and 8 x 8 groups split over 4 threads
         # (new): ResNeXt-50's seven grouped 3x3 layers forward from empty caches (the tuner log has every
         # candidate; --check compares each output with cuDNN's; last full run: session 37, H200), then its GPU tests
