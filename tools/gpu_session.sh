@@ -647,6 +647,11 @@ PY
         timeout 90 python3 -m pytest -q -n 8 tests/test_conv2d.py -k "head" -p no:cacheprovider --tb=short -W ignore \
             2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/head-tests.log"
         bash "$0" s43a ;;
+    s44b)  # what binds ResNeXt's 16- and 32-channel groups (0.82x and 1.0x, H200 s37; 6 and 3 us of memory
+        # floor against 20-30 us; session 26: cutting the wasted products did not help): Nsight Compute on
+        # cuDNN and the tuned convgemm kernel of 512 @14 and 1024 @7
+        NCU_ARGS="--shape 64,512,14,14,512,3,3,1,1,1,32,nobias --shape 64,1024,7,7,1024,3,3,1,1,1,32,nobias" \
+            bash "$0" ncu ;;
     s43a)  # session 43: grouped_direct with row-fastest strips (untimed) and 8 x 8 groups split over 4 threads
         # (new): ResNeXt-50's seven grouped 3x3 layers forward from empty caches (the tuner log has every
         # candidate; --check compares each output with cuDNN's; last full run: session 37, H200), then its GPU tests
