@@ -383,6 +383,36 @@ def test_narrow_wgrad_candidates(monkeypatch):
     assert bw.WGRAD.narrow(prob) and not bw.WGRAD.narrow(replace(prob, dtype=torch.float32))
 
 
+def test_wgrad_plan_reads_what_the_tuned_kernel_read(monkeypatch):
+    """A plan repeats the wgrad on the tensors its first call's kernel read. The tuner times the
+    gather kernel (``wgrad``) on NHWC copies of an NCHW layer's tensors beside ``wgrad_tma``; where
+    it picks the gather kernel, ``wgrad`` must say it read copies, or the plan (and the training
+    replay's runner) relaunches a kernel specialised for the copies' strides on the NCHW tensors
+    (an H100, session 44: ``misaligned address`` on the second call of this layer). The interpreter
+    relaunches through Triton, which re-specialises, so the flag is what is checked here; the
+    repeat calls' values too."""
+    import convgemm.conv.backward as bw
+
+    def gather(algos, prob, x, dy, dw):
+        assert "wgrad" in [a.name for a in algos]
+        return bw.WGRAD, bw.WGRAD.default_config(prob)
+
+    monkeypatch.setattr(bw, "tuned_wgrad", gather)
+    x, wt, dy, kw = make((2, 16, 9, 9, 16, 1, 1, 2, 0, 1, 1, False), torch.float16)
+    x, dy = x.contiguous(), dy.contiguous()  # NCHW
+    prob = ConvProblem.from_tensors(x, wt, None, **kw)
+    dw = torch.empty_like(wt)
+    algo, _, nhwc = bw.wgrad(prob, x, dy, dw)
+    assert algo is bw.WGRAD and nhwc, "the gather kernel read NHWC copies: the plan must make them too"
+    gw = ref_grads(x, wt, dy, kw)[1]
+    assert_close(dw, gw, torch.float16, "first call")
+    # NHWC tensors are read as they are (no copies), whichever kernel
+    xc, dyc = x.contiguous(memory_format=torch.channels_last), dy.contiguous(memory_format=torch.channels_last)
+    assert bw.wgrad(prob, xc, dyc, torch.empty_like(wt))[2] is False
+    for _ in range(2):  # conv2d_weight's plan on a GPU; the same calls under the interpreter
+        assert_close(convgemm.conv2d_weight(x, wt.shape, dy, **kw), gw, torch.float16, "repeat call")
+
+
 def test_wgrad_candidates_have_every_flag_the_tuner_reads():
     """The tuner reads the forward algorithms' flags (``writes_nchw`` for an NCHW result): the
     wgrad adapter must have them all, or every candidate of an NCHW layer fails while tuning."""

@@ -1363,10 +1363,14 @@ def wgrad(prob: ConvProblem, x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor
     """``dw [K, C/g, R, S] = wgrad(x [N, C, H, W], dy [N, K, P, Q])`` by ``choose_wgrad``'s kernel.
 
     Returns ``(algorithm, config, nhwc)``: what ran, and whether it read NHWC copies of x and dy;
-    a caller's plan runs the same again with ``algorithm.run`` and the same ``launch``."""
+    a caller's plan runs the same again with ``algorithm.run`` and the same ``launch``, on
+    ``as_nhwc`` copies when ``nhwc``. The flag is what was read, not which kernel: the tuner may
+    time the gather kernel on the NHWC copies (``choose_wgrad``) and pick it, and a plan that then
+    handed it the NCHW tensors would relaunch a kernel specialised for the copies' strides (an H100
+    in session 44: ``misaligned address`` on the second call of an NCHW 16 -> 16 1x1 wgrad)."""
     algo, cfg, xk, dyk = choose_wgrad(prob, x, dy, dw)
     algo.run(prob, xk, dyk, dw, cfg, launch)
-    return algo, cfg, algo is not WGRAD
+    return algo, cfg, xk is not x or dyk is not dy
 
 
 DGRAD = Dgrad()
