@@ -184,6 +184,19 @@ def test_split_parts():
     ]
 
 
+def test_split_forms_are_not_tuned(monkeypatch):
+    """Groups split over several threads (8 x 8) lost to grouped_tma on both ResNeXt layers timed
+    (H100, session 44): on a GPU the tuner gets no grouped_direct candidate for them, unless
+    ``SPLIT_CANDIDATES``; forced, they still run (``test_forced_matches_float64``)."""
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    x = torch.empty(64, 256, 28, 28)
+    prob = ConvProblem.from_tensors(x, torch.empty(256, 8, 3, 3), None, padding=1, groups=32)
+    assert ALGO.supports(prob) is None and ALGO.default_config(prob).parts == 4
+    assert ALGO.configs(prob) == []
+    monkeypatch.setattr(type(ALGO), "SPLIT_CANDIDATES", True)
+    assert ALGO.configs(prob) and all(c.parts == 4 for c in ALGO.configs(prob))
+
+
 def test_tuner_offers_it():
     """On a ResNeXt-like layer the tuner's pairs (after its prune) include this algorithm's
     configs, and the untuned heuristic never picks it."""
@@ -209,6 +222,7 @@ def test_gpu_resnext_layers(layer, dtype, monkeypatch):
     """Every GPU candidate through the Gluon entry; in bf16 on the 4-channel layer also the
     Triton entry (``CONVGEMM_DEPTHWISE_GLUON=0``; 30 s to compile here): the same bits."""
     c, hw, st, cg, kg = layer
+    monkeypatch.setattr(type(ALGO), "SPLIT_CANDIDATES", True)  # the split forms too, though not tuned
     torch.manual_seed(c)
     x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
     k = c // cg * kg
@@ -216,6 +230,7 @@ def test_gpu_resnext_layers(layer, dtype, monkeypatch):
     b = torch.randn(k, device="cuda").to(dtype)
     prob = ConvProblem.from_tensors(x, wt, b, stride=st, padding=1, groups=c // cg)
     ref = conv2d_ref(x, wt, b, st, 1, 1, c // cg)
+    assert ALGO.configs(prob)
     for i, cfg in enumerate(ALGO.configs(prob)):
         outs = []
         for flag in ("1", "0") if i == 0 and st == 1 and cg == 4 and dtype == torch.bfloat16 else ("1",):

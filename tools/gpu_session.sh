@@ -638,7 +638,7 @@ PY
             --json "$OUT/resnext.json" > "$OUT/resnext.log" 2>&1
         echo "ResNeXt narrow groups: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/resnext.log" | tail -3
         grep -v '"tune"' "$OUT/tune-resnext.jsonl" | cut -c1-170 | tail -40 ;;
-    s44a)  # session 44: head_1x1's stream form (TMA rows, programs walking tiles; untimed) beside its pointer
+    s44a)  # session 44: head_1x1's stream form (TMA rows, programs walking tiles; lost 7-15% on an H100, removed) beside its pointer
         # tiles on the seg head 16->1 (10.0 us in session 37, 2x cuDNN needs 9.9) and CRAFT's two 1x1 heads,
         # from empty caches (--check), the tuner log split stream / pointer, the head GPU tests, then s43a
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench heads "${HEADS_TIMEOUT:-90}" --shape 8,16,256,256,1,1,1,1,0,1,1 \

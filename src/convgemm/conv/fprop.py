@@ -1182,7 +1182,9 @@ class GroupedDirect(Algorithm):
     (ResNeXt's 4 x 4); wider groups (8 x 8, which spilled as one thread) split their output
     channels over 2-4 threads. Any stride, padding, dilation and strides; NHWC input is the fast
     layout. H100, session 42: ResNeXt 128 @56 94.8 us against ``grouped_tma``'s 99.7 and cuDNN's
-    96.0.
+    96.0; session 44: 93.2 against 100.3 and 95.7. The split lost to ``grouped_tma`` on both
+    8 x 8 layers (H100, session 44: 132.3 against 74.7 us on 256 @56 s2, 86.2 against 57.0 on
+    256 @28), so the tuner is not offered it (``SPLIT_CANDIDATES``); forcing it still runs.
 
     Config fields in this algorithm's view: block_m = strips a program (BLOCK_S), block_n =
     group parts a program (GB), block_k = output columns a thread (COLS), parts = threads a
@@ -1192,6 +1194,8 @@ class GroupedDirect(Algorithm):
     name = "grouped_direct"
     fuses_activation = True
     writes_nchw = True
+    #: whether the tuner times the split forms (groups wider than one thread takes)
+    SPLIT_CANDIDATES = False
 
     def supports(self, prob: ConvProblem) -> str | None:
         from .grouped_direct import MAX_CG, MAX_CKG, MAX_KG, split_parts
@@ -1235,6 +1239,8 @@ class GroupedDirect(Algorithm):
         if interpreting():
             d = self.default_config(prob)
             return [d, Config(16, 2, max(1, d.block_k // 2), 1, 1, parts=parts)]
+        if parts and not self.SPLIT_CANDIDATES:
+            return []
         # 8, 16 or 32 group parts a program (as many strips); half the columns a thread was the
         # slowest form on ResNeXt 128 @56 (H100, session 42: 103 us against 95-102) and is not offered
         cols = self._cols(prob)
@@ -1709,11 +1715,8 @@ class Head1x1(Algorithm):
     GEMM, a direct kernel (``conv/head.py``) that reads each pixel's channels once and forms the
     K dot products on the CUDA cores. Any stride, padding, dtype and output layout.
 
-    Config fields in this algorithm's view: block_m = output pixels per program (per tile with
-    ``persistent``), block_n = K rounded up to a power of two, block_k = C rounded up likewise;
-    ``persistent`` > 0: ``head.head_1x1_stream_kernel`` (a dense NHWC input streamed through TMA
-    in 128-byte rows, ``persistent`` programs per SM walking the tiles, ``num_stages - 1`` tiles
-    loading ahead), offered where ``stream_ok``."""
+    Config fields in this algorithm's view: block_m = output pixels per program, block_n = K
+    rounded up to a power of two, block_k = C rounded up likewise."""
 
     name = "head_1x1"
     fuses_activation = True
@@ -1766,46 +1769,7 @@ class Head1x1(Algorithm):
                 # no spills, and programs for every SM twice
                 if self._fits(prob, bp, warps) and self._programs(prob, bp) >= 2 * sm_count():
                     out.append(Config(bp, self._p2(prob.k), self._p2(prob.c), warps, 1))
-        return (out[:6] or [self.default_config(prob)]) + self.stream_configs(prob)
-
-    #: the streaming forms (rows of 128 bytes a tile, warps, tiles in flight, programs per SM):
-    #: 16-64 KB of the input in flight per program, 64 fp32 values a thread at most (at 16-bit)
-    _STREAM = ((128, 4, 3, 2), (256, 8, 3, 1), (64, 4, 4, 4))
-
-    @staticmethod
-    def _row(prob: ConvProblem) -> int:
-        """Elements in the stream kernel's 128-byte rows."""
-        return 128 // prob.dtype.itemsize
-
-    def stream_ok(self, prob: ConvProblem) -> str | None:
-        """None when ``head_1x1_stream_kernel`` can read the layer, else why not: a dense NHWC
-        input of 16- or 32-bit values (the copy engine; a base off 16 bytes runs the pointer kernel),
-        1x1 at stride 1 without padding, an NHWC
-        output, C a power of two of at most 128 bytes (whole pixels in a 128-byte row), and
-        N*H*W*C a multiple of a row (the descriptor covers whole rows only)."""
-        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-            return f"{prob.dtype}: the stream kernel reads 16- or 32-bit inputs"
-        # the rows are 128 bytes whatever C is: only the base's alignment matters (``run`` checks it)
-        if not (prob.tma_ok and self._flat(prob)):
-            return "the stream kernel reads a dense NHWC input (1x1, stride 1, no padding) into an NHWC output"
-        row = self._row(prob)
-        if prob.c & (prob.c - 1) or prob.c > row:
-            return f"C = {prob.c}: the stream kernel takes a power of two of at most {row} channels"
-        if (prob.n * prob.p * prob.q * prob.c) % row:
-            return f"N*H*W*C = {prob.n * prob.p * prob.q * prob.c} is not a multiple of {row} (whole 128-byte rows)"
-        return None
-
-    def stream_configs(self, prob: ConvProblem) -> list[Config]:
-        """The streaming candidates (``_STREAM``) for layers ``stream_ok`` takes: not yet timed
-        on a GPU (session 44); the tuner compares them with the pointer kernel's tiles."""
-        if self.stream_ok(prob) is not None:
-            return []
-        out, row = [], self._row(prob)
-        for rows, warps, stages, per_sm in self._STREAM:
-            bp = rows * row // prob.c
-            if self._programs(prob, bp) >= sm_count():
-                out.append(Config(bp, self._p2(prob.k), prob.c, warps, stages, persistent=per_sm))
-        return out
+        return out[:6] or [self.default_config(prob)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
@@ -1831,15 +1795,6 @@ class Head1x1(Algorithm):
             and y.stride(2) == prob.q * prob.k
             and (y.stride(0) == prob.p * prob.q * prob.k or prob.n == 1)
         )
-        if cfg.persistent:
-            reason = self.stream_ok(prob)
-            if reason is not None:
-                raise ValueError(f"config {cfg.describe()}: {reason}; use a config without persistent programs")
-            if flat_x and flat_y and x.stride(3) == prob.c and x.data_ptr() % 16 == 0:
-                self._run_stream(prob, x, w2, bias, y, cfg, launch)
-                return
-            # an ``out`` tensor of other strides: the pointer kernel, at a tile it takes
-            cfg = replace(cfg, block_m=128, num_stages=1, persistent=0)
         span = Depthwise.batch_span(x, y)
         args = (x, w2, bias if bias is not None else y, y, m, prob.p * prob.q, prob.q, prob.h, prob.w, prob.c, prob.k,
                 x.stride(0), x.stride(2), x.stride(3), w2.stride(0), w2.stride(1),
@@ -1850,19 +1805,6 @@ class Head1x1(Algorithm):
                                   ACC_F64=prob.dtype == torch.float64, INT64=span >= 2**31)  # fmt: skip
         _run_kernel(launch, head_1x1_kernel, (cdiv(m, cfg.block_m),), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
-
-    def _run_stream(self, prob, x, w2, bias, y, cfg, launch) -> None:
-        from .head import head_1x1_stream_kernel
-
-        row = self._row(prob)
-        m = prob.n * prob.p * prob.q
-        x_desc = descriptor(x, [m * prob.c // row, row], [row, 1], [cfg.block_m * prob.c // row, row])
-        programs = min(cdiv(m, cfg.block_m), sm_count() * cfg.persistent)
-        args = (x_desc, w2, bias if bias is not None else y, y, m, prob.k, w2.stride(0), w2.stride(1))
-        constexprs = lambda: dict(C=prob.c, KP=cfg.block_n, HAS_BIAS=bias is not None, ACT=prob.activation,  # noqa: E731
-                                  STAGES=cfg.num_stages)  # fmt: skip
-        _run_kernel(launch, head_1x1_stream_kernel, (programs,), args, constexprs,
-                    {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
 
 
 class HeadPlanes(Head1x1):
@@ -1894,18 +1836,12 @@ class HeadPlanes(Head1x1):
     def _programs(self, prob: ConvProblem, bp: int) -> int:
         return prob.n * cdiv(prob.h * prob.w, bp)
 
-    def stream_configs(self, prob: ConvProblem) -> list[Config]:
-        return []  # the stream kernel reads NHWC rows
-
     def _fits(self, prob: ConvProblem, bp: int, warps: int) -> bool:
         # the [KP, block_m] fp32 accumulator and one input run per thread (no spills at 64)
         return bp * (self._p2(prob.k) + 1) // (32 * warps) <= 64
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         """``x``: the NCHW input (planes of H*W pixels back to back); ``y``: an NCHW output likewise."""
-        if cfg.persistent:
-            raise ValueError(f"config {cfg.describe()}: head_1x1_nchw has no persistent form (the stream kernel "
-                             "reads NHWC rows: head_1x1 on channels_last input)")  # fmt: skip
         from .head import head_1x1_planes_kernel
 
         w2 = w[:, :, 0, 0]  # [K, C], a view: a weight changed in place is always seen
