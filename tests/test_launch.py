@@ -101,3 +101,22 @@ def test_bind_refuses_what_it_cannot_replay(bound):
     d = TensorDescriptor(torch.zeros(4, 8), [4, 8], [8, 1], [2, 8])
     kernel.metadata.tensordesc_meta = [None]
     assert lm._bind_fast(kernel, (1,), (d,), ()) is None, "a descriptor lowered without TMA"
+
+
+def test_pdl_is_off_under_the_interpreter_and_by_default(monkeypatch):
+    """``CONVGEMM_PDL``: off unless set to 1, and never under the interpreter (its inline PTX,
+    ``griddepcontrol``, has no interpreter form); a grouped layer with it set still runs there."""
+    from conftest import DEVICE, INTERPRET
+    from reference import assert_close, conv2d_ref
+
+    import convgemm
+    from convgemm.conv import fprop
+
+    monkeypatch.delenv("CONVGEMM_PDL", raising=False)
+    assert not fprop.pdl_enabled()
+    monkeypatch.setenv("CONVGEMM_PDL", "1")
+    assert fprop.pdl_enabled() is (not INTERPRET)
+    x = torch.randn(1, 32, 5, 6, device=DEVICE).to(torch.float16).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(32, 4, 3, 3, device=DEVICE).to(torch.float16)
+    y = convgemm.conv2d(x, w, None, padding=1, groups=8, algorithm="grouped_tma")
+    assert_close(y, conv2d_ref(x, w, None, 1, 1, 1, 8), torch.float16, "grouped_tma with CONVGEMM_PDL=1")

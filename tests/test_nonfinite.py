@@ -103,16 +103,21 @@ def test_grouped_fixup_rewrites_only_the_tiles_holding_nonfinite_values(dtype, c
         torch.testing.assert_close(y[fixed], yc[fixed])
 
 
-def test_grouped_tma_fixup_rewrites_only_the_listed_tiles(monkeypatch):
+@pytest.mark.parametrize("pdl", ["0", pytest.param("1", marks=pytest.mark.gpu)])
+def test_grouped_tma_fixup_rewrites_only_the_listed_tiles(pdl, monkeypatch):
     """``grouped_tma`` lists the TMA tiles whose sums are not finite and recomputes only those:
     every other output is bitwise the same call's on finite inputs, the listed tiles are exactly
     those holding a non-finite value of the super-group product, and the result matches the
-    reference (NaN and Inf where it has them, the other groups' outputs finite)."""
+    reference (NaN and Inf where it has them, the other groups' outputs finite). With
+    ``CONVGEMM_PDL=1`` (GPU) the fix-up is a programmatic dependent launch: the same."""
     from dataclasses import replace
 
+    from convgemm import functional
     from convgemm.conv.fprop import Grouped
 
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    monkeypatch.setenv("CONVGEMM_PDL", pdl)
+    functional._plans.clear()  # plans hold their launches' compiled form: plan afresh under this setting
     n, c, hw, groups = 2, 64, 12, 16  # 16 groups of 4 channels
     x = torch.randn(n, c, hw, hw, device=DEVICE, dtype=torch.float16).to(memory_format=torch.channels_last)
     w = torch.randn(c, c // groups, 3, 3, device=DEVICE, dtype=torch.float16)

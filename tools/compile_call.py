@@ -139,7 +139,10 @@ def main() -> None:
     if a.layout == "nchw":
         prob = dataclasses.replace(prob, input_nchw=True, tma_ok=True)
     else:  # as functional._prepare sees the dense NHWC input on an sm_90 device
-        prob = dataclasses.replace(prob, tma_ok=True, input_dense=True)
+        from convgemm.conv.layout import tma_aligned
+
+        prob = dataclasses.replace(prob, tma_ok=True, input_dense=True, input_tma_ok=tma_aligned(x, prob.cg),
+                                   input_tma_rows_ok=True, input_phases_ok=True)  # fmt: skip
     if a.direction == "wgrad":
         algo = {
             x.name: x

@@ -647,6 +647,29 @@ PY
         timeout 90 python3 -m pytest -q -n 8 tests/test_conv2d.py -k "head" -p no:cacheprovider --tb=short -W ignore \
             2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/head-tests.log"
         bash "$0" s43a ;;
+    s44c)  # CONVGEMM_PDL A/B (the grouped fix-up as a programmatic dependent launch; ncu, s44b: the fix-up launch
+        # 3.8 us beside a 26 us main kernel on 512 @14): ResNeXt's grouped_tma layers, one tuning cache, two rounds
+        # of alternating processes, then the PDL GPU tests
+        d=$(mktemp -d)
+        shapes=(--shape 64,256,56,56,256,3,3,2,1,1,32,nobias --shape 64,256,28,28,256,3,3,1,1,1,32,nobias
+                --shape 64,512,28,28,512,3,3,2,1,1,32,nobias --shape 64,512,14,14,512,3,3,1,1,1,32,nobias)
+        for round in 1 2; do
+            for pdl in 0 1; do
+                CONVGEMM_CACHE_DIR=$d CONVGEMM_PDL=$pdl timeout 100 python3 -m convgemm bench --dtype bf16 --check \
+                    "${shapes[@]}" --json "$OUT/pdl$pdl-r$round.json" > /dev/null 2>&1
+                echo "PDL=$pdl round $round: rc=$?"
+            done
+        done
+        python3 - "$OUT" <<'PY'
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/pdl*.json")):
+    d = json.load(open(f))
+    rows = d["rows"] if isinstance(d, dict) else d
+    print(f.split("/")[-1], " ".join(f"{r['convgemm_us']:.1f}/{r['cudnn_us']:.1f}" for r in rows),
+          rows[0]["algorithm"], rows[0]["config"])
+PY
+        timeout 100 python3 -m pytest -q -n 4 tests/test_nonfinite.py tests/test_launch.py -k "listed or pdl" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
     s44b)  # what binds ResNeXt's 16- and 32-channel groups (0.82x and 1.0x, H200 s37; 6 and 3 us of memory
         # floor against 20-30 us; session 26: cutting the wasted products did not help): Nsight Compute on
         # cuDNN and the tuned convgemm kernel of 512 @14 and 1024 @7

@@ -170,10 +170,18 @@ def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> Non
     (launch or Launch())(fn, grid, args, constexprs(), options)
 
 
+def pdl_enabled() -> bool:
+    """Whether a second launch that reads the first's results (``grouped_tma``'s non-finite
+    fix-up) is a programmatic dependent launch (Hopper; ``CONVGEMM_PDL=1``). Off by default until
+    a GPU has timed it; never under the interpreter."""
+    return os.environ.get("CONVGEMM_PDL", "0") == "1" and not interpreting()
+
+
 def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg, fns, bias_along_m, prob, ws=None,
-            act: str = ""):  # fmt: skip
+            act: str = "", pdl: bool = False):  # fmt: skip
     """Launch ``gemm_kernel``; ``a, b, c`` are (TMA descriptor or None, tuple of pointers and ints);
-    ``ws`` the (workspace, counters) pair of a split-K config; ``act`` the fused activation."""
+    ``ws`` the (workspace, counters) pair of a split-K config; ``act`` the fused activation;
+    ``pdl``: a programmatic dependent launch follows (``gemm_kernel``'s ``PDL_TRIGGER``)."""
     ws, locks = ws if ws is not None else (y, y)
     if cfg.parts > 1:
         # N counts tiles of cfg.parts B tiles (the last may reach past the end: TMA zero-fills
@@ -206,9 +214,13 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             ACT=act,
             K_RANGE=fns[5] if len(fns) > 5 else None,
             **({"N_PARTS": cfg.parts} if cfg.parts > 1 else {}),
+            **({"PDL_TRIGGER": True} if pdl else {}),
         )
 
     fn = gemm_kernel
+    if pdl and (cfg.parts > 1 or cfg.persistent or cfg.stream_k):
+        raise ValueError(f"config {cfg.describe()}: the dependent-launch trigger is in gemm_kernel only (one tile a "
+                         "program); unset CONVGEMM_PDL or use such a config")  # fmt: skip
     if cfg.parts > 1:
         fn, grid = parts_gemm_kernel, (min(num_m * num_n, max(1, cfg.persistent) * sm_count()), 1, 1)
     elif cfg.persistent:
@@ -819,7 +831,7 @@ class ImplicitGemmTma(Algorithm):
         split = (num_m * num_n * g, cfg.split_k, cfg.block_m * cfg.block_n) if cfg.split_k > 1 else None
         ws = split_k_buffers(x.device, *split) if split else None
         _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, bias, yo, kg, num_m, num_n, k_tiles, cfg, fns,
-                True, prob, ws, act=prob.activation)  # fmt: skip
+                True, prob, ws, act=prob.activation, pdl=fix is not None and pdl_enabled())  # fmt: skip
         if launch is not None:
             launch.extra = (cp, wp.data_ptr() == w.data_ptr(), split, kg)
         if fixup is not None:
@@ -987,12 +999,15 @@ def grouped_fixup(launch, prob, x, w, bias, yo, fix, grid: tuple, ks: int, tile:
             prob.stride[0], prob.stride[1], prob.pad_h[0], prob.pad_w[0], prob.dilation[0], prob.dilation[1],
             prob.r, prob.s, *tile)  # fmt: skip
 
+    pdl = pdl_enabled()
+
     def constexprs():
-        return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False)
+        return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False,
+                    **({"PDL": True} if pdl else {}))  # fmt: skip
 
     # one program per SM at most: with an empty list each reads one integer and a ticket
     _run_kernel(launch, grouped_tma_fixup_kernel, (min(tiles, sm_count()),), args, constexprs,
-                {"num_warps": 4, "num_stages": 1})  # fmt: skip
+                {"num_warps": 4, "num_stages": 1, **({"launch_pdl": True} if pdl else {})})  # fmt: skip
 
 
 class Gemm1x1(Algorithm):

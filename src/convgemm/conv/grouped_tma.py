@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 from ..matmul.blocks import activation_epilogue
 from .loaders import _spatial_tile, fix_list_append_if_nonfinite, fix_list_release, tma_output_store
@@ -99,11 +100,14 @@ def grouped_tma_fixup_kernel(
     HAS_BIAS: tl.constexpr,
     ACT: tl.constexpr,
     ACC_F64: tl.constexpr,
+    PDL: tl.constexpr = False,  # launched as a programmatic dependent of the main launch
 ):
     """Recompute and overwrite the listed tiles: each output directly (CUDA cores, fp32 or fp64)
     from its own group's inputs, plus bias and the activation. Grid: (programs,), any count;
     they share the list and release it (``loaders.fix_list_release``). Speed does not matter
-    here: only tiles holding a non-finite value come this way.
+    here: only tiles holding a non-finite value come this way; but the launch itself is paid on
+    every call, so with ``PDL`` (``fprop.pdl_enabled``) it is a programmatic dependent launch that
+    starts while the main launch's last tiles run and waits for them (``gdc_wait``).
 
     The main launch's tile sides are run-time values (not specialised) and the taps and the
     group's input channels one flat loop: each tuner candidate's launch then reuses one compiled
@@ -112,6 +116,8 @@ def grouped_tma_fixup_kernel(
     levels of loops to walk rather than six (0.77 s of each ResNeXt candidate's 1.4 s compile on
     the dev CPU, before)."""
     acc_t = tl.float64 if ACC_F64 else tl.float32
+    if PDL:  # started before the main launch ended: its list and stores are complete after this
+        gdc_wait()
     count = tl.load(fix_ptr)
     for i in range(tl.program_id(0), count, tl.num_programs(0)):
         tile = tl.load(fix_ptr + 2 + i)

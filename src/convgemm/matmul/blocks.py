@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 
 
 @triton.jit
@@ -299,6 +300,7 @@ def gemm_kernel(
     SPLIT_K: tl.constexpr = 1,
     ACT: tl.constexpr = "",  # activation_epilogue after the bias: "" or one of ACTIVATIONS
     K_RANGE: tl.constexpr = None,  # optional fn(a_state, b_state, k_tiles) -> this program's (kt_lo, kt_hi)
+    PDL_TRIGGER: tl.constexpr = False,  # let a programmatic dependent launch after it start early
 ):
     """One output tile (or one of its K ranges) per program:
     grid = (num_pid_m * num_pid_n, batch, number of K splits).
@@ -306,7 +308,14 @@ def gemm_kernel(
     Every kernel of convgemm is this function with different loaders and stores; see the module
     docstring for their contract. Split-K lets a problem with few output tiles and a long
     reduction fill the GPU: the splits of a tile meet in ``split_k_reduce``.
+
+    ``PDL_TRIGGER``: each program first signals that the next kernel on the stream, if it was
+    launched as a programmatic dependent (``launch_pdl``), may start; that kernel waits for this
+    one's completion and memory with ``gdc_wait`` before reading anything it wrote (Hopper's grid
+    dependency control; a second launch's start-up then overlaps this one's last wave).
     """
+    if PDL_TRIGGER:
+        gdc_launch_dependents()
     pid_m, pid_n = tile_grid(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     batch = tl.program_id(1)
     a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
