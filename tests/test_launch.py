@@ -103,8 +103,8 @@ def test_bind_refuses_what_it_cannot_replay(bound):
     assert lm._bind_fast(kernel, (1,), (d,), ()) is None, "a descriptor lowered without TMA"
 
 
-def test_pdl_is_off_under_the_interpreter_and_by_default(monkeypatch):
-    """``CONVGEMM_PDL``: off unless set to 1, and never under the interpreter (its inline PTX,
+def test_pdl_is_on_by_default_and_off_under_the_interpreter(monkeypatch):
+    """``CONVGEMM_PDL``: on unless set to 0, and never under the interpreter (its inline PTX,
     ``griddepcontrol``, has no interpreter form); a grouped layer with it set still runs there."""
     from conftest import DEVICE, INTERPRET
     from reference import assert_close, conv2d_ref
@@ -112,9 +112,9 @@ def test_pdl_is_off_under_the_interpreter_and_by_default(monkeypatch):
     import convgemm
     from convgemm.conv import fprop
 
-    monkeypatch.delenv("CONVGEMM_PDL", raising=False)
+    monkeypatch.setenv("CONVGEMM_PDL", "0")
     assert not fprop.pdl_enabled()
-    monkeypatch.setenv("CONVGEMM_PDL", "1")
+    monkeypatch.delenv("CONVGEMM_PDL", raising=False)
     assert fprop.pdl_enabled() is (not INTERPRET)
     x = torch.randn(1, 32, 5, 6, device=DEVICE).to(torch.float16).contiguous(memory_format=torch.channels_last)
     w = torch.randn(32, 4, 3, 3, device=DEVICE).to(torch.float16)
