@@ -1258,11 +1258,13 @@ class GroupedDirect(Algorithm):
             return [d, Config(16, 2, max(1, d.block_k // 2), 1, 1, parts=parts)]
         if parts and not self.SPLIT_CANDIDATES:
             return []
-        # 8, 16 or 32 group parts a program (as many strips); half the columns a thread was the
-        # slowest form on ResNeXt 128 @56 (H100, session 42: 103 us against 95-102) and is not offered
+        # the two widest of 32, 16 or 8 group parts a program (as many strips) that the groups
+        # fill, each a compile on the first call: on ResNeXt 128 @56 (H100, three tuner runs in
+        # sessions 42 and 44) 32 took 93.2-111.9 us and 16 94.8-120.4, where 8 (101.8-152.3) was
+        # never the best; half the columns a thread is not offered (103 us against 95-102, s42)
         cols = self._cols(prob)
-        return [Config(128 // gb, gb, cols, 4, 1, parts=parts) for gb in (8, 16, 32)
-                if gb <= _small(prob.groups * max(1, parts), 8)]  # fmt: skip
+        fits = [gb for gb in (32, 16, 8) if gb <= _small(prob.groups * max(1, parts), 8)]
+        return [Config(128 // gb, gb, cols, 4, 1, parts=parts) for gb in fits[:2]]
 
     def default_config(self, prob: ConvProblem) -> Config:
         cols, parts = self._cols(prob), self._parts(prob)
@@ -1270,7 +1272,7 @@ class GroupedDirect(Algorithm):
             # the interpreter runs the unrolled FMAs op by op, each on the whole tile at about the
             # same cost: a few large programs (64 strips) rather than many small ones
             return Config(64, min(8, _small(prob.groups * max(1, parts), 2)), cols, 1, 1, parts=parts)
-        gb = min(8, _small(prob.groups * max(1, parts), 8))
+        gb = min(32, _small(prob.groups * max(1, parts), 8))
         return Config(128 // gb, gb, cols, 4, 1, parts=parts)
 
     @staticmethod
