@@ -165,3 +165,38 @@ def test_grouped_tma_fixup_rewrites_only_the_listed_tiles(pdl, monkeypatch):
         fixed = touched & torch.isfinite(ref)
         assert fixed.any()
         torch.testing.assert_close(y[fixed].float(), ref[fixed].float(), atol=2e-2, rtol=2e-3)
+
+
+@pytest.mark.parametrize("per_sm", [1, 3])
+def test_grouped_tma_persistent_walks_every_super_group(per_sm, monkeypatch):
+    """``grouped_tma`` on persistent programs (``persistent_gemm_kernel`` walking the tiles of
+    every super-group, ``BATCHES``): the bias of each super-group, every tile written, and the
+    non-finite listing and fix-up as on one tile a program (under the interpreter one SM: a few
+    programs walk every super-group's tiles)."""
+    from dataclasses import replace
+
+    from reference import assert_close, conv2d_ref
+
+    from convgemm.functional import _prepare
+
+    monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+    n, c, hw, groups = 2, 128, 6, 32
+    x = torch.randn(n, c, hw, hw, device=DEVICE, dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(c, c // groups, 3, 3, device=DEVICE, dtype=torch.float16)
+    bias = torch.randn(c, device=DEVICE, dtype=torch.float16)
+    algo = ALGORITHMS["grouped_tma"]
+    prob, _, y = _prepare(x, w, bias, 1, 1, 1, groups)
+    cfg = replace(algo.default_config(prob), persistent=per_sm)
+    assert algo.supports(prob) is None and 1 < cfg.gt < groups  # several super-groups
+    for bad in (False, True):
+        xx = x.clone()
+        if bad:
+            xx[0, 1, 0, 0] = float("nan")
+            xx[1, 120, hw - 1, hw - 1] = float("inf")
+        y.fill_(float("nan"))
+        algo.run(prob, xx, w, bias, y, cfg)
+        ref = conv2d_ref(xx, w, bias, 1, 1, 1, groups)
+        yc = y.double().cpu()
+        assert torch.equal(torch.isnan(yc), torch.isnan(ref)) and torch.equal(torch.isinf(yc), torch.isinf(ref))
+        fin = torch.isfinite(ref)
+        assert_close(yc[fin].to(torch.float16), ref[fin].to(torch.float16), torch.float16, f"persistent {per_sm} {bad}")

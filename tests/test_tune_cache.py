@@ -501,3 +501,25 @@ def test_untuned_tma_defaults(monkeypatch):
     assert cfg.gt == 2 and not cfg.persistent and cfg.split_k == 1
     one = replace(_gpu_like((64, 1024, 14, 14), (256, 1024, 1, 1)), pad_h=(0, 0), pad_w=(0, 0))
     assert fprop.ALGORITHMS["gemm_1x1"].default_config(one).block_m == 64
+
+
+def test_grouped_tma_offers_persistent_tiles(monkeypatch):
+    """On ResNeXt's layers ``grouped_tma`` offers its first two tiles again on persistent
+    programs (one per SM where the tile's shared memory leaves no room for two), untimed, beside
+    the one-tile-a-program forms; the persistent ones walk every super-group (``BATCHES``)."""
+    from dataclasses import replace
+
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    algo = fprop.ALGORITHMS["grouped_tma"]
+    for xs, ws, stride in (((64, 512, 14, 14), (512, 16, 3, 3), 1), ((64, 256, 56, 56), (256, 8, 3, 3), 2)):
+        cfgs = algo.configs(_gpu_like(xs, ws, groups=32, stride=stride))
+        plain = [c for c in cfgs if not c.persistent]
+        pers = [c for c in cfgs if c.persistent]
+        assert plain and len(pers) == 2 and all(c.gt > 1 for c in cfgs)
+        assert [replace(c, persistent=0) for c in pers] == plain[:2]
+        for c in pers:
+            smem = c.num_stages * (c.block_m + c.block_n) * c.block_k * 2 + c.block_m * c.block_n * 2
+            assert c.persistent == (2 if smem <= 110_000 else 1)

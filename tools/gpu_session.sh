@@ -647,6 +647,14 @@ PY
         timeout 90 python3 -m pytest -q -n 8 tests/test_conv2d.py -k "head" -p no:cacheprovider --tb=short -W ignore \
             2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/head-tests.log"
         bash "$0" s43a ;;
+    s45a)  # session 44's untimed grouped_tma persistent tiles (persistent_gemm_kernel over every super-group) and
+        # grouped_direct's two candidates: ResNeXt's seven layers from empty caches, the tuner log split persistent /
+        # one tile a program, then the persistent and PDL GPU tests
+        RESNEXT_LAYERS=${RESNEXT_LAYERS:-} TESTS_TIMEOUT=0 bash "$0" s43a
+        python3 tools/tune_log_summary.py "$OUT/tune.jsonl" --split "grouped_tma .* p[12]"
+        timeout 100 python3 -m pytest -q -n 4 tests/test_nonfinite.py tests/test_launch.py tests/test_grouped_direct.py \
+            -k "listed or pdl or persistent or gpu" -p no:cacheprovider --tb=short -W ignore 2>&1 |
+            grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
     s44c)  # CONVGEMM_PDL A/B (session 44, H100: PDL=1 2.2-4.2% faster, now the default; the grouped fix-up as a programmatic dependent launch; ncu, s44b: the fix-up launch
         # 3.8 us beside a 26 us main kernel on 512 @14): ResNeXt's grouped_tma layers, one tuning cache, two rounds
         # of alternating processes, then the PDL GPU tests

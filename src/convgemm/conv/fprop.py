@@ -194,6 +194,7 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
                              "whose loads past the last tile read zeros; use a config without parts")  # fmt: skip
         num_n = cdiv(num_n, cfg.parts)
     args = (*a, *b, *c, bias if bias is not None else y, bias_len, num_m, num_n, k_tiles, ws, locks)
+    batches = grid[1] if cfg.persistent and cfg.parts <= 1 else 1
 
     def constexprs():
         return dict(
@@ -217,19 +218,20 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             K_RANGE=fns[5] if len(fns) > 5 else None,
             **({"N_PARTS": cfg.parts} if cfg.parts > 1 else {}),
             **({"PDL_TRIGGER": True} if pdl else {}),
+            **({"BATCHES": batches} if batches > 1 else {}),
         )
 
     fn = gemm_kernel
-    if pdl and (cfg.parts > 1 or cfg.persistent or cfg.stream_k):
-        raise ValueError(f"config {cfg.describe()}: the dependent-launch trigger is in gemm_kernel only (one tile a "
-                         "program); unset CONVGEMM_PDL or use such a config")  # fmt: skip
+    if pdl and (cfg.parts > 1 or cfg.stream_k):
+        raise ValueError(f"config {cfg.describe()}: the dependent-launch trigger is in gemm_kernel and "
+                         "persistent_gemm_kernel only; set CONVGEMM_PDL=0 or use such a config")  # fmt: skip
     if cfg.parts > 1:
         fn, grid = parts_gemm_kernel, (min(num_m * num_n, max(1, cfg.persistent) * sm_count()), 1, 1)
     elif cfg.persistent:
         assert len(fns) <= 5, "persistent: one K tile count for every tile"
-        # one batch entry, no split: a fixed number of programs walks every tile
-        assert grid[1] == 1 and cfg.split_k == 1, "persistent: groups == 1, no split-K"
-        fn, grid = persistent_gemm_kernel, (min(num_m * num_n, cfg.persistent * sm_count()), 1, 1)
+        # no split: a fixed number of programs walks every tile of every batch entry (group)
+        assert cfg.split_k == 1, "persistent: no split-K"
+        fn, grid = persistent_gemm_kernel, (min(num_m * num_n * batches, cfg.persistent * sm_count()), 1, 1)
     elif cfg.stream_k:
         assert len(fns) <= 5 and prob.dtype != torch.float64, "stream-K: one K tile count, no float64"
         assert grid[1] == 1 and cfg.split_k == 1, "stream-K: groups == 1, no split-K"
@@ -960,9 +962,17 @@ class GroupedTma(Algorithm):
         # the widest merge only: it won on every ResNeXt layer the H200 timed, by 2-12% over the
         # next (sessions 11-12, ten layer timings), and each candidate is a compile
         for gt in self.group_tiles(prob)[:1]:
-            # the listing store has no split-K or persistent form
+            # the listing store has no split-K form
             cands = [c for c in _TMA.configs(self.reduced(prob, gt)) if c.split_k == 1 and not c.persistent]
             out += [replace(c, gt=gt) for c in cands[:6]]
+            # the first two tiles again on persistent programs walking every (tile, super-group):
+            # a tile's K loop is 9 steps on ResNeXt (3x3 over one 64-channel box), short enough
+            # that the next tile's loads overlapping this one's epilogue is what persistence won on
+            # the dense layers (session 12); cuDNN runs these layers on 120 persistent CTAs (ncu,
+            # session 44). Untimed: the tuner decides.
+            for c in cands[:2]:
+                smem = c.num_stages * (c.block_m + c.block_n) * c.block_k * 2 + c.block_m * c.block_n * 2
+                out.append(replace(c, gt=gt, persistent=2 if smem <= 110_000 else 1))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:

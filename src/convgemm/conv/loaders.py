@@ -177,9 +177,11 @@ def fix_list_append_if_nonfinite(acc, fix_ptr, tile):
     holds a NaN or Inf. v - v is 0 for a finite v and NaN for NaN or +-Inf, so the sum is NaN
     exactly then (never by overflow): one subtraction per element and a reduction."""
     z = tl.sum(acc - acc)
-    if z != z:
-        slot = tl.atomic_add(fix_ptr, 1)
-        tl.store(fix_ptr + 2 + slot, tile)
+    # masked, not branched: a data-dependent ``if`` in a persistent kernel's flattened tile loop
+    # fails Triton 3.6's loop fusion (TritonGPUFuseNestedLoops: "region control flow edge")
+    bad = z != z
+    slot = tl.atomic_add(fix_ptr, 1, mask=bad)
+    tl.store(fix_ptr + 2 + slot, tile, mask=bad)
 
 
 @triton.jit

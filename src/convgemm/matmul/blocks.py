@@ -384,25 +384,35 @@ def persistent_gemm_kernel(
     SPLIT_K: tl.constexpr = 1,
     ACT: tl.constexpr = "",
     K_RANGE: tl.constexpr = None,  # gemm_kernel's signature; must be None here (every tile runs k_tiles)
+    BATCHES: tl.constexpr = 1,  # batch entries (gemm_kernel's grid axis 1: groups), walked as one tile list
+    PDL_TRIGGER: tl.constexpr = False,  # as gemm_kernel's
 ):
     """``gemm_kernel``'s work with a fixed number of programs (grid = (programs,)), each walking
-    the output tiles ``pid, pid + programs, ...`` of batch entry 0.
+    the output tiles ``pid, pid + programs, ...`` of the ``BATCHES`` batch entries in turn.
 
     The tile loop and the K loop are flattened into one software-pipelined loop
     (``tl.range(..., flatten=True)``), so the loads of a program's next tile are in flight while
     it finishes the current one's epilogue: what short reductions (a 3x3 layer with 64-256
     channels has 9-36 K tiles) lose to the fill and drain of a one-tile program.
     """
+    if PDL_TRIGGER:
+        gdc_launch_dependents()
     start = tl.program_id(0)
     step = tl.num_programs(0)
-    num_tiles = num_pid_m * num_pid_n
+    per_batch = num_pid_m * num_pid_n
+    num_tiles = per_batch * BATCHES
     # the epilogue's tile index is carried separately from the loop variable so that the
     # pipeliner does not tie the prologue's and epilogue's uses of one value together
     tile_c = start - step
     for tile_id in tl.range(start, num_tiles, step, flatten=True):
-        pid_m, pid_n = tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        a_state = A_INIT(a_desc, a_args, pid_m, 0, BLOCK_M, BLOCK_K)
-        b_state = B_INIT(b_desc, b_args, pid_n, 0, BLOCK_N, BLOCK_K)
+        if BATCHES == 1:
+            batch = 0
+            pid_m, pid_n = tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        else:
+            batch = tile_id // per_batch
+            pid_m, pid_n = tile_grid(tile_id - batch * per_batch, num_pid_m, num_pid_n, GROUP_M)
+        a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
+        b_state = B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kt in range(k_tiles):
             a = A_LOAD(a_state, kt, BLOCK_M, BLOCK_K)
@@ -412,14 +422,19 @@ def persistent_gemm_kernel(
                 b = b.to(tl.float32)
             acc = dot_acc(a, b, acc, PRECISION)
         tile_c += step
-        pid_m, pid_n = tile_grid(tile_c, num_pid_m, num_pid_n, GROUP_M)
+        if BATCHES == 1:
+            batch_c = 0
+            pid_m, pid_n = tile_grid(tile_c, num_pid_m, num_pid_n, GROUP_M)
+        else:
+            batch_c = tile_c // per_batch
+            pid_m, pid_n = tile_grid(tile_c - batch_c * per_batch, num_pid_m, num_pid_n, GROUP_M)
         if BIAS_ALONG_M:
             offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         else:
             offs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = bias_epilogue(acc, bias_ptr, offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
+        acc = bias_epilogue(acc, bias_ptr, batch_c * bias_len + offs, offs < bias_len, HAS_BIAS, BIAS_ALONG_M)
         acc = activation_epilogue(acc, ACT)
-        C_STORE(c_desc, c_args, acc, pid_m, pid_n, 0, BLOCK_M, BLOCK_N)
+        C_STORE(c_desc, c_args, acc, pid_m, pid_n, batch_c, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
