@@ -970,9 +970,12 @@ class GroupedTma(Algorithm):
             # that the next tile's loads overlapping this one's epilogue is what persistence won on
             # the dense layers (session 12); cuDNN runs these layers on 120 persistent CTAs (ncu,
             # session 44). Untimed: the tuner decides.
+            e = prob.dtype.itemsize
             for c in cands[:2]:
-                smem = c.num_stages * (c.block_m + c.block_n) * c.block_k * 2 + c.block_m * c.block_n * 2
-                out.append(replace(c, gt=gt, persistent=2 if smem <= 110_000 else 1))
+                # the ring and the store's staging tile are live at once in the persistent kernel
+                smem = (c.num_stages * (c.block_m + c.block_n) * c.block_k + c.block_m * c.block_n) * e
+                if smem <= 220_000:
+                    out.append(replace(c, gt=gt, persistent=2 if smem <= 110_000 else 1))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
