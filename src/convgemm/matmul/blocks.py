@@ -53,6 +53,19 @@ def tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def batch_tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr, BATCHES: tl.constexpr):
+    """``(batch, pid_m, pid_n)`` of tile ``tile_id`` in a list of ``BATCHES`` batch entries'
+    tiles (``tile_grid`` within each entry); no division when there is one entry."""
+    if BATCHES == 1:
+        batch = 0
+        pid_m, pid_n = tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M)
+    else:
+        batch = tile_id // (num_pid_m * num_pid_n)
+        pid_m, pid_n = tile_grid(tile_id - batch * (num_pid_m * num_pid_n), num_pid_m, num_pid_n, GROUP_M)
+    return batch, pid_m, pid_n
+
+
+@triton.jit
 def _tf32_round(bits):
     # an fp32 bit pattern rounded to the nearest TF32 value (10 mantissa bits; ties away from
     # zero): adding half of the 13 dropped bits carries into the kept ones exactly then
@@ -399,18 +412,12 @@ def persistent_gemm_kernel(
         gdc_launch_dependents()
     start = tl.program_id(0)
     step = tl.num_programs(0)
-    per_batch = num_pid_m * num_pid_n
-    num_tiles = per_batch * BATCHES
+    num_tiles = num_pid_m * num_pid_n * BATCHES
     # the epilogue's tile index is carried separately from the loop variable so that the
     # pipeliner does not tie the prologue's and epilogue's uses of one value together
     tile_c = start - step
     for tile_id in tl.range(start, num_tiles, step, flatten=True):
-        if BATCHES == 1:
-            batch = 0
-            pid_m, pid_n = tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        else:
-            batch = tile_id // per_batch
-            pid_m, pid_n = tile_grid(tile_id - batch * per_batch, num_pid_m, num_pid_n, GROUP_M)
+        batch, pid_m, pid_n = batch_tile_grid(tile_id, num_pid_m, num_pid_n, GROUP_M, BATCHES)
         a_state = A_INIT(a_desc, a_args, pid_m, batch, BLOCK_M, BLOCK_K)
         b_state = B_INIT(b_desc, b_args, pid_n, batch, BLOCK_N, BLOCK_K)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -422,12 +429,7 @@ def persistent_gemm_kernel(
                 b = b.to(tl.float32)
             acc = dot_acc(a, b, acc, PRECISION)
         tile_c += step
-        if BATCHES == 1:
-            batch_c = 0
-            pid_m, pid_n = tile_grid(tile_c, num_pid_m, num_pid_n, GROUP_M)
-        else:
-            batch_c = tile_c // per_batch
-            pid_m, pid_n = tile_grid(tile_c - batch_c * per_batch, num_pid_m, num_pid_n, GROUP_M)
+        batch_c, pid_m, pid_n = batch_tile_grid(tile_c, num_pid_m, num_pid_n, GROUP_M, BATCHES)
         if BIAS_ALONG_M:
             offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         else:
