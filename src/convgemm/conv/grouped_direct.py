@@ -22,9 +22,11 @@ output channels over PARTS neighbouring threads, each reading the group's inputs
 Measured (H100, session 42, ResNeXt 128 @56, bf16, batch 64): the first form (one channel a
 load, all filter rows unrolled: 2296 instructions a thread) 112-152 us; with word loads and a
 run-time row loop (952) 94.8 us, cuDNN 96.0, ``grouped_tma`` 99.7; Nsight Compute then showed
-the L2 at 86% of its throughput with strips along the rows, the order since changed. Untimed
-(session 43, no device): that order, the 8 x 8 split, and sm_90's 578 -> 541 instructions a
-filter row on 4 x 4 (no group mask where all groups exist, one-instruction bf16 unpacking).
+the L2 at 86% of its throughput with strips along the rows, the order since changed. Session 43
+changed that order, added the 8 x 8 split and cut sm_90's instructions a filter row on 4 x 4
+from 578 to 541 (no group mask where all groups exist, one-instruction bf16 unpacking); timed in
+session 44 (H100): 128 @56 93.2 us (cuDNN 95.7, ``grouped_tma`` 100.3), no gain over session
+42's form; the split 1.5-1.8x slower than ``grouped_tma`` on both 8 x 8 layers (not tuned since).
 
 Any stride, padding, dilation and input / output strides (NHWC is the fast layout); fp16, bf16
 and fp32 accumulate in fp32 (plain FMAs, no TF32 rounding), fp64 in fp64. Bias and the fused
