@@ -119,7 +119,7 @@ def test_nonfinite_stays_in_its_group():
 )
 def test_supports_gives_a_reason(wshape, groups, kw, why):
     x = torch.randn(1, wshape[1] * groups, 4, 100, device=DEVICE)
-    prob = ConvProblem.from_tensors(x, torch.empty(wshape), None, groups=groups, **kw)
+    prob = ConvProblem.from_tensors(x, torch.empty(wshape, device=DEVICE), None, groups=groups, **kw)
     reason = ALGO.supports(prob)
     assert reason is not None and why in reason, reason
     with pytest.raises(ValueError, match=why.split()[0]):

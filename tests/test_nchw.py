@@ -265,6 +265,9 @@ def test_depthwise_planes_is_the_nchw_choice_for_any_strides():
     assert plan["algorithm"] != DW and not plan["problem"].input_nchw
     y = convgemm.conv2d(dense, wt, None, padding=1, groups=16, algorithm=DW)
     assert_close(y, conv2d_ref(dense, wt, None, padding=1, groups=16), torch.float16, "forced at stride 1")
+    # and explain, forced, describes that run (it used to plan as auto did: NHWC, then refuse)
+    plan = convgemm.explain(dense, wt, None, padding=1, groups=16, algorithm=DW)
+    assert plan["algorithm"] == DW and plan["problem"].input_nchw
     # channels_last input stays on the NHWC kernels, and forcing this one says why
     xc = x.contiguous(memory_format=torch.channels_last)
     assert convgemm.explain(xc, wt, None, padding=1, groups=16)["algorithm"] != DW

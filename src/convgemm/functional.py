@@ -588,7 +588,8 @@ def explain(
     """
     if input.dim() == 3:
         input = input.unsqueeze(0)
-    prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups)
+    # the algorithm goes in: a forced NCHW reader keeps an NCHW input that auto would transpose
+    prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm)
     if x is None:
         return {"algorithm": None, "config": None, "problem": prob}
     algo, cfg = choose(prob, x, weight, bias, y, algorithm)
