@@ -677,10 +677,16 @@ def test_compiled_call_sites_replay_their_plans(monkeypatch):
         b_off = torch.empty(9, device=DEVICE)[1:].copy_(b1)
         assert b_off.data_ptr() % 16 != b1.data_ptr() % 16
         assert torch.equal(g(x, w1, b_off, w2), ref)
-        assert used[0] == 5 and made[0] == 3, "the second site still replays; the first remade its runner"
+        if DEVICE == "cuda":
+            # Inductor copies a misaligned GPU input to an aligned buffer before the graph runs
+            # (compile_fx's copy_misaligned_inputs): both sites see the state they were made in
+            assert used[0] == 6 and made[0] == 2, "both sites replay"
+        else:
+            assert used[0] == 5 and made[0] == 3, "the second site still replays; the first remade its runner"
         fn.clear_plans()  # a new plan generation: both sites take the full path once
+        used0, made0 = used[0], made[0]
         assert torch.equal(g(x, w1, b_off, w2), ref)
-        assert used[0] == 5 and made[0] == 5
+        assert used[0] == used0 and made[0] == made0 + 2
     fn.clear_plans()
 
 

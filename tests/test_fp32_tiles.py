@@ -1,5 +1,5 @@
-"""fp32 forward tiles: every candidate config of the GEMM algorithms, forced, in strict fp32 (FMA
-dots) and TF32 (with the one-tile-per-program 128x256 on two warpgroups), against float64.
+"""fp32 forward tiles: every candidate config of the GEMM algorithms, forced, in strict fp32
+(``STRICT_FP32``: 3xTF32 by default, FMA dots with ``CONVGEMM_FP32_PRECISION=ieee``) and TF32 (with the one-tile-per-program 128x256 on two warpgroups), against float64.
 
 The tuner times these configs on the first call; a wrong one would otherwise only show in
 ``convgemm bench --check``.
@@ -11,6 +11,7 @@ from conftest import DEVICE
 from reference import assert_close, conv2d_ref, conv_inputs
 
 import convgemm
+from convgemm._runtime import STRICT_FP32
 from convgemm.conv.fprop import ALGORITHMS
 from convgemm.problem import ConvProblem
 
@@ -33,7 +34,7 @@ def strict(request):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("strict", ["ieee", "tf32"], indirect=True)
+@pytest.mark.parametrize("strict", ["strict", "tf32"], indirect=True)
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_gpu_fp32_every_config(case, strict):
     n, c, h, w, k, r, s, st, pad = case
@@ -45,7 +46,7 @@ def test_gpu_fp32_every_config(case, strict):
             prob = convgemm.explain(x, wt, b, stride=st, padding=pad, algorithm=name)["problem"]
         except ValueError:
             continue  # the algorithm does not take this case
-        assert prob.precision == strict
+        assert prob.precision == ("tf32" if strict == "tf32" else STRICT_FP32)
         algo = ALGORITHMS[name]
         for cfg in algo.configs(prob):
             y = torch.full(ref.shape, float("nan"), device=DEVICE).contiguous(memory_format=torch.channels_last)

@@ -279,6 +279,25 @@ def test_depthwise_planes_is_the_nchw_choice_for_any_strides():
                         algorithm=DW)  # fmt: skip
 
 
+def test_channels_last_weight_gives_a_channels_last_result():
+    """PyTorch's rule: a channels_last weight makes the result channels_last even from an NCHW
+    input. Auto then leaves the NCHW readers (their NCHW result would need a transpose after) and
+    a forced one's NCHW result is transposed; the plan's replay too (Inductor's fake kernels
+    promise these strides: a mismatch failed ``test_inductor_lowering_on_a_fused_network``)."""
+    x, _, _ = _inputs(2, 16, 14, 14, 1, 1, 1, torch.float16)
+    wt = torch.randn(16, 1, 3, 3, device=DEVICE).to(torch.float16).to(memory_format=torch.channels_last)
+    kw = dict(stride=2, padding=1, groups=16)
+    ref = conv2d_ref(x, wt, None, **kw)
+    assert torch.nn.functional.conv2d(x.float().cpu(), wt.float().cpu(), **kw).is_contiguous(
+        memory_format=torch.channels_last
+    )
+    assert convgemm.explain(x, wt, None, **kw)["algorithm"] != DW
+    for algorithm in ("auto", DW, DW):  # the second forced call replays the plan
+        y = convgemm.conv2d(x, wt, None, algorithm=algorithm, **kw)
+        assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous(), algorithm
+        assert_close(y, ref, torch.float16, algorithm)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
 def test_gpu_depthwise_planes_every_config(dtype, monkeypatch):

@@ -218,7 +218,9 @@ def test_tuner_times_kernels_not_the_host():
             pass
         x.add_(1.0)
 
-    assert autotune._time_ms(fn) < 0.1
+    # the best of three: on a loaded host (the GPU suite's 14 workers) a descheduled host thread
+    # can leave the GPU idle for one timing; the host-bound timer measured >= 0.3 ms every time
+    assert min(autotune._time_ms(fn) for _ in range(3)) < 0.1
 
 
 @pytest.mark.parametrize("nchw", [True, False])

@@ -430,7 +430,7 @@ def conv2d_forward(
             algo.run(prob, input if algo.reads_nchw else as_nhwc(input), weight, bias, y, cfg, launch)
             if activation and not algo.fuses_activation:
                 y.relu_()
-            return y if prob.channels_last_out or out is not None else to_format(y, torch.contiguous_format)
+            return y if out is not None else to_format(y, _result_format(prob))
 
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm, nchw=out is None)
     if out is not None:
@@ -459,10 +459,17 @@ def conv2d_forward(
                 if len(_plans) >= _MAX_PLANS:
                     _plans.clear()
                 _plans[sig] = (prob, algo, cfg, launch)
-    if prob.channels_last_out or out is not None:
+    if out is not None:
         return y
     with _device_of(input):
-        return to_format(y, torch.contiguous_format)
+        return to_format(y, _result_format(prob))
+
+
+def _result_format(prob: ConvProblem) -> torch.memory_format:
+    # PyTorch's rule (``output_memory_format``), whatever the kernel wrote: a forced NCHW reader
+    # writes NCHW even where the weight asks for a channels_last result, and the fake kernels of
+    # ``convgemm/ops.py`` promise Inductor the rule's strides
+    return torch.channels_last if prob.channels_last_out else torch.contiguous_format
 
 
 def _writes_nchw(prob: ConvProblem, algo) -> bool:
@@ -531,8 +538,12 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
     if nchw and algorithm in _NCHW_NAMES and (depthwise or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob)):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
         p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True)
+        # auto keeps it only where the result is NCHW too: a channels_last weight asks for a
+        # channels_last result, which the NHWC kernels write without a transpose after
         if algorithm != "auto" or (
-            not nchw_tma_disabled() and any(a.supports(p2) is None and a.keeps_nchw(p2) for a in _NCHW_ALGOS)
+            not prob.channels_last_out
+            and not nchw_tma_disabled()
+            and any(a.supports(p2) is None and a.keeps_nchw(p2) for a in _NCHW_ALGOS)
         ):
             return p2, input, empty(prob.output_shape, input.dtype, input.device, torch.contiguous_format)
     x = as_nhwc(input)
