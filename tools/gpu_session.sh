@@ -7,6 +7,7 @@
 # at most 8 files, so each step writes one file and prints its summary lines):
 #   tests      the whole suite, -n 14 (more than 340 s in session 7); FAILED lines printed as they happen
 #   tests1 / tests2  half of the test files each (alternate files), for one call each
+#   tests_left the files TESTS_LEFT names (tools/tests_left.py output from a timed-out tests* step)
 #   fuzz       2000 random problems, tuning off, 28 shards (tests/test_fuzz.py); FUZZ_SHARDS="1 3" picks shards
 #   large      tests/test_large.py (tensors past 2**31 elements)
 #   sanitize   tools/sanitize.sh plain memcheck (racecheck and initcheck: run them as separate steps)
@@ -137,17 +138,25 @@ bench() {  # bench NAME TIMEOUT ARGS...: one JSON and its geomean lines
 }
 for step in "$@"; do
     case "$step" in
-    tests | tests1 | tests2)
-        # the whole suite reached 92% in 340 s in session 7: tests1 and tests2 each run half of
-        # the files (alternating, so the heavy model and fuzz files split), for two calls
+    tests | tests1 | tests2 | tests_left)
+        # the whole suite reached 92% in 340 s in session 7 (82-90% of each half in 480-490 s in
+        # session 45): tests1 and tests2 each run half of the files (alternating, so the heavy
+        # model and fuzz files split). The full -v log ($step-full.log) and the collected node ids
+        # come back even when the timeout ends the run; tools/tests_left.py turns them into what
+        # is left, which tests_left runs (TESTS_LEFT: a file of its output lines, files only)
         files=tests
-        if [ "$step" != tests ]; then
+        if [ "$step" = tests_left ]; then
+            files=$(grep -v '^#' "${TESTS_LEFT:?TESTS_LEFT: a file of tools/tests_left.py output}")
+        elif [ "$step" != tests ]; then
             half=${step#tests}
             files=$(ls tests/test_*.py | awk -v h="$half" 'NR % 2 == h % 2')
         fi
         # shellcheck disable=SC2086  # $files is a list of paths
-        timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -v -n 14 $files -p no:cacheprovider --tb=line -W ignore 2>&1 |
-            grep -E "FAILED|ERROR|passed|failed" | tail -40 | tee "$OUT/$step.log" ;;
+        python3 -m pytest --collect-only -q $files -p no:cacheprovider >"$OUT/$step-collected.txt" 2>&1
+        # shellcheck disable=SC2086
+        timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -v -n 14 $files -p no:cacheprovider --tb=short -W ignore 2>&1 |
+            tee "$OUT/$step-full.log" | grep -E "FAILED|ERROR|passed|failed" | tail -40 | tee "$OUT/$step.log"
+        python3 tools/tests_left.py "$OUT/$step-collected.txt" "$OUT/$step-full.log" | tee "$OUT/$step-left.txt" | tail -30 ;;
     fuzz)
         # about 3-6 s per problem on a fresh machine (compile-bound): 16 of the 28 shards finish in
         # 420 s on 14 workers, so a run may take two calls; FUZZ_SHARDS picks shards by number,
