@@ -969,9 +969,13 @@ class GroupedTma(Algorithm):
             # a tile's K loop is 9 steps on ResNeXt (3x3 over one 64-channel box), short enough
             # that the next tile's loads overlapping this one's epilogue is what persistence won on
             # the dense layers (session 12); cuDNN runs these layers on 120 persistent CTAs (ncu,
-            # session 44). Untimed: the tuner decides.
+            # session 44). H100, session 45 (s45a, ResNeXt from empty caches): best or within 3% of
+            # the best on the stride-1 layers (256 @28 53.1 us against one tile a program's 55.4,
+            # 512 @14 31.3 against 31.8, 128 @56 95.6 against 98.5), 5-7% behind on the strided
+            # ones (256 @56 s2 76.1 against 72.5, 512 @28 s2 46.0 against 43.0): offered at stride
+            # 1 only, two compiles fewer for the strided layers' first call
             e = prob.dtype.itemsize
-            for c in cands[:2]:
+            for c in cands[:2] if prob.stride == (1, 1) else ():
                 # the ring and the store's staging tile are live at once in the persistent kernel
                 smem = (c.num_stages * (c.block_m + c.block_n) * c.block_k + c.block_m * c.block_n) * e
                 if smem <= 220_000:
