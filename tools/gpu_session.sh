@@ -6,7 +6,8 @@
 # Steps (pick what fits one call: the device tool allows 10 minutes per command and brings back
 # at most 8 files, so each step writes one file and prints its summary lines):
 #   tests      the whole suite, -n 14 (more than 340 s in session 7); FAILED lines printed as they happen
-#   tests1 / tests2  half of the test files each (alternate files), for one call each
+#   tests1 / tests2  half of the test files each (alternate files), for one call each; with
+#              TESTS_PARTS=3, tests1 / tests2 / tests3 a third each
 #   tests_left the files TESTS_LEFT names (tools/tests_left.py output from a timed-out tests* step)
 #   fuzz       2000 random problems, tuning off, 28 shards (tests/test_fuzz.py); FUZZ_SHARDS="1 3" picks shards
 #   large      tests/test_large.py (tensors past 2**31 elements)
@@ -138,7 +139,7 @@ bench() {  # bench NAME TIMEOUT ARGS...: one JSON and its geomean lines
 }
 for step in "$@"; do
     case "$step" in
-    tests | tests1 | tests2 | tests_left)
+    tests | tests[1-9] | tests_left)
         # the whole suite reached 92% in 340 s in session 7 (82-90% of each half in 480-490 s in
         # session 45): tests1 and tests2 each run half of the files (alternating, so the heavy
         # model and fuzz files split). The full -v log ($step-full.log) and the collected node ids
@@ -148,8 +149,9 @@ for step in "$@"; do
         if [ "$step" = tests_left ]; then
             files=$(grep -v '^#' "${TESTS_LEFT:?TESTS_LEFT: a file of tools/tests_left.py output}")
         elif [ "$step" != tests ]; then
-            half=${step#tests}
-            files=$(ls tests/test_*.py | awk -v h="$half" 'NR % 2 == h % 2')
+            # TESTS_PARTS=3: tests1..tests3 each a third (the halves overran 480 s in session 45)
+            part=${step#tests}
+            files=$(ls tests/test_*.py | awk -v p="$part" -v n="${TESTS_PARTS:-2}" 'NR % n == p % n')
         fi
         # shellcheck disable=SC2086  # $files is a list of paths
         python3 -m pytest --collect-only -q $files -p no:cacheprovider >"$OUT/$step-collected.txt" 2>&1
