@@ -7,6 +7,7 @@ from conftest import DEVICE, INTERPRET
 from reference import assert_close, conv2d_ref
 
 import convgemm
+from convgemm import functional
 from convgemm.conv.fprop import ALGORITHMS
 
 NAME = "implicit_gemm_tma_nchw"
@@ -279,7 +280,7 @@ def test_depthwise_planes_is_the_nchw_choice_for_any_strides():
                         algorithm=DW)  # fmt: skip
 
 
-def test_channels_last_weight_gives_a_channels_last_result():
+def test_channels_last_weight_gives_a_channels_last_result(monkeypatch):
     """PyTorch's rule: a channels_last weight makes the result channels_last even from an NCHW
     input. Auto then leaves the NCHW readers (their NCHW result would need a transpose after) and
     a forced one's NCHW result is transposed; the plan's replay too (Inductor's fake kernels
@@ -292,10 +293,24 @@ def test_channels_last_weight_gives_a_channels_last_result():
         memory_format=torch.channels_last
     )
     assert convgemm.explain(x, wt, None, **kw)["algorithm"] != DW
+    # the kernel's y: the same strides on the first call and the plan's replay (a GPU launch
+    # handle is specialised on them), NCHW (the planes kernel's store), transposed after
+    algo_cls = type(ALGORITHMS[DW])
+    seen, run = [], algo_cls.run
+
+    def spy(self, prob, x, w, bias, y, *a, **k):
+        seen.append(y.stride())
+        return run(self, prob, x, w, bias, y, *a, **k)
+
+    monkeypatch.setattr(algo_cls, "run", spy)
+    monkeypatch.setattr(functional, "_signature", functional._plan_key)  # plans for CPU tensors too
+    functional.clear_plans()
     for algorithm in ("auto", DW, DW):  # the second forced call replays the plan
         y = convgemm.conv2d(x, wt, None, algorithm=algorithm, **kw)
         assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous(), algorithm
         assert_close(y, ref, torch.float16, algorithm)
+    assert len(seen) == 2 and seen[0] == seen[1] == ref.contiguous().stride(), seen
+    functional.clear_plans()
 
 
 @pytest.mark.gpu

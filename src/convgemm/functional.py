@@ -421,16 +421,20 @@ def conv2d_forward(
     plan = _plans.get(sig) if sig is not None else None
     if plan is not None:
         prob, algo, cfg, launch = plan
+        nchw_y = _writes_nchw(prob, algo)
         if out is not None:
             y = out
         else:
-            fmt = torch.contiguous_format if _writes_nchw(prob, algo) else torch.channels_last
-            y = empty(prob.output_shape, input.dtype, input.device, fmt)
+            y = empty(prob.output_shape, input.dtype, input.device,
+                      torch.contiguous_format if nchw_y else torch.channels_last)  # fmt: skip
         with _device_of(input):
             algo.run(prob, input if algo.reads_nchw else as_nhwc(input), weight, bias, y, cfg, launch)
             if activation and not algo.fuses_activation:
                 y.relu_()
-            return y if out is not None else to_format(y, _result_format(prob))
+            # the hot path: no layout test where y is already in the result's format
+            if out is not None or prob.channels_last_out != nchw_y:
+                return y
+            return to_format(y, _result_format(prob))
 
     prob, x, y = _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm, nchw=out is None)
     if out is not None:
@@ -473,9 +477,14 @@ def _result_format(prob: ConvProblem) -> torch.memory_format:
 
 
 def _writes_nchw(prob: ConvProblem, algo) -> bool:
-    """Whether an NCHW result is written in place by ``algo`` (else written NHWC, then transposed:
-    the TMA algorithms store channels_last tiles)."""
-    return not prob.channels_last_out and algo.writes_nchw
+    """Whether ``algo`` writes an NCHW ``y``: where the result is NCHW, the algorithms with pointer
+    stores write it in place (the others write NHWC, then transposed: the TMA algorithms store
+    channels_last tiles); an NCHW input kept as it is (``prob.input_nchw``, only NCHW readers
+    take it) is always written NCHW, and transposed after when a channels_last weight asks for a
+    channels_last result (``implicit_gemm_tma_nchw`` and ``head_1x1_nchw`` store NCHW only). The
+    first call and the plan's replays allocate ``y`` by this, so a launch handle specialised on
+    its strides meets the same strides again."""
+    return algo.writes_nchw and (prob.input_nchw or not prob.channels_last_out)
 
 
 class _NoGuard:
