@@ -231,33 +231,6 @@ def test_grouped_tma_refuses():
     assert "odd" in algo.supports(prob(9, 9, 3))
 
 
-def test_grouped_tma_gpu_candidates(monkeypatch):
-    """The GPU's candidates for ResNeXt layers: six one-tile-a-program tiles of the widest merge,
-    and the first two again on persistent programs at stride 1 only (session 45: 5-7% behind at
-    stride 2), within the shared memory the persistent kernel's ring and staging tile need."""
-    from dataclasses import replace
-
-    from convgemm.conv import fprop
-
-    monkeypatch.setattr(fprop, "interpreting", lambda: False)
-    algo = fprop.ALGORITHMS["grouped_tma"]
-    for c, hw, stride in ((128, 56, 1), (256, 56, 2), (512, 14, 1), (512, 28, 2)):
-        x, w = torch.empty(64, c, hw, hw, dtype=torch.bfloat16), torch.empty(c, c // 32, 3, 3, dtype=torch.bfloat16)
-        p = ConvProblem.from_tensors(x, w, None, stride=stride, padding=1, groups=32)
-        p = replace(p, tma_ok=True, input_tma_rows_ok=True, input_phases_ok=stride > 1)
-        cfgs = algo.configs(p)
-        plain = [cf for cf in cfgs if not cf.persistent]
-        pers = [cf for cf in cfgs if cf.persistent]
-        assert 1 <= len(plain) <= 6 and all(cf.gt == algo.group_tiles(p)[0] for cf in cfgs)
-        if stride == 1:
-            assert [replace(cf, persistent=0) for cf in pers] == plain[:2], (c, hw)
-            for cf in pers:
-                ring = cf.num_stages * (cf.block_m + cf.block_n) * cf.block_k + cf.block_m * cf.block_n
-                assert ring * 2 <= (110_000 if cf.persistent == 2 else 220_000)
-        else:
-            assert pers == [], (c, hw)
-
-
 def test_untuned_rgb_stems_take_the_width_unfold(monkeypatch):
     """With tuning off, a 3-channel stem of 64 filters in a 16-bit dtype takes the unfold; 32
     filters, 4 channels or fp32 stay on small_k."""

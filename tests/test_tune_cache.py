@@ -506,9 +506,10 @@ def test_untuned_tma_defaults(monkeypatch):
 
 
 def test_grouped_tma_offers_persistent_tiles(monkeypatch):
-    """On ResNeXt's layers ``grouped_tma`` offers its first two tiles again on persistent
-    programs (one per SM where the tile's shared memory leaves no room for two), untimed, beside
-    the one-tile-a-program forms; the persistent ones walk every super-group (``BATCHES``)."""
+    """On ResNeXt's stride-1 layers ``grouped_tma`` offers its first two tiles again on persistent
+    programs (one per SM where the tile's shared memory leaves no room for two) beside the
+    one-tile-a-program forms; the persistent ones walk every super-group (``BATCHES``). Not at
+    stride 2, where they were 5-7% behind (H100, session 45)."""
     from dataclasses import replace
 
     from convgemm.conv import fprop
@@ -520,8 +521,11 @@ def test_grouped_tma_offers_persistent_tiles(monkeypatch):
         cfgs = algo.configs(_gpu_like(xs, ws, groups=32, stride=stride))
         plain = [c for c in cfgs if not c.persistent]
         pers = [c for c in cfgs if c.persistent]
-        assert plain and len(pers) == 2 and all(c.gt > 1 for c in cfgs)
-        assert [replace(c, persistent=0) for c in pers] == plain[:2]
+        assert plain and all(c.gt > 1 for c in cfgs)
+        if stride > 1:
+            assert pers == []
+            continue
+        assert len(pers) == 2 and [replace(c, persistent=0) for c in pers] == plain[:2]
         for c in pers:
             smem = (c.num_stages * (c.block_m + c.block_n) * c.block_k + c.block_m * c.block_n) * 2
             assert c.persistent == (2 if smem <= 110_000 else 1)
