@@ -156,7 +156,7 @@ for step in "$@"; do
         # shellcheck disable=SC2086  # $files is a list of paths
         python3 -m pytest --collect-only -q $files -p no:cacheprovider >"$OUT/$step-collected.txt" 2>&1
         # shellcheck disable=SC2086
-        timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -v -n 14 $files -p no:cacheprovider --tb=short -W ignore 2>&1 |
+        timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -v -n 14 $files -p no:cacheprovider --tb=short -W ignore --durations=40 2>&1 |
             tee "$OUT/$step-full.log" | grep -E "FAILED|ERROR|passed|failed" | tail -40 | tee "$OUT/$step.log"
         python3 tools/tests_left.py "$OUT/$step-collected.txt" "$OUT/$step-full.log" | tee "$OUT/$step-left.txt" | tail -30 ;;
     fuzz)
