@@ -117,7 +117,7 @@ def test_grouped_tma_fixup_rewrites_only_the_listed_tiles(pdl, monkeypatch):
 
     monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
     monkeypatch.setenv("CONVGEMM_PDL", pdl)
-    functional._plans.clear()  # plans hold their launches' compiled form: plan afresh under this setting
+    functional.clear_plans()  # plans hold their launches' compiled form: plan afresh under this setting
     n, c, hw, groups = 2, 64, 12, 16  # 16 groups of 4 channels
     x = torch.randn(n, c, hw, hw, device=DEVICE, dtype=torch.float16).to(memory_format=torch.channels_last)
     w = torch.randn(c, c // groups, 3, 3, device=DEVICE, dtype=torch.float16)

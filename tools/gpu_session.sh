@@ -5,7 +5,7 @@
 #
 # Steps (pick what fits one call: the device tool allows 10 minutes per command and brings back
 # at most 8 files, so each step writes one file and prints its summary lines):
-#   tests      the whole suite, -n 14 (more than 340 s in session 7); FAILED lines printed as they happen
+#   tests      the whole suite, -n 14 (more than 340 s in session 7); the last 40 FAILED lines at the end, the full log under $OUT
 #   tests1 / tests2  half of the test files each (alternate files), for one call each; with
 #              TESTS_PARTS=3, tests1 / tests2 / tests3 a third each
 #   tests_left the files TESTS_LEFT names (tools/tests_left.py output from a timed-out tests* step)
