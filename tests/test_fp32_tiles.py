@@ -78,3 +78,28 @@ def test_tf32_offers_the_two_warpgroup_plain_tile(monkeypatch):
         # fp32's persistent two-warpgroup tile is 128x128: 128x256 needs 272 KB there
         wide_p = {(c.block_m, c.block_n) for c in tma if c.persistent and c.num_warps == 8}
         assert wide_p == ({(128, 128)} if dtype == torch.float32 else {(128, 256)}), wide_p
+
+
+@pytest.mark.parametrize("shape", [(8, 256, 28, 28, 256, 3, 3, 2), (8, 64, 56, 56, 64, 3, 3, 1)], ids=str)
+def test_strict_fp32_offers_no_tile_over_shared_memory(shape, monkeypatch):
+    """3xTF32 (strict fp32's default) keeps high and low operand parts: on sm_90 the persistent
+    64x256 needs 246-287 KB of shared memory (over the SM's 227 KB, session 46's compile survey)
+    and cannot launch, and the plain 128x256 spills (it never won on the H200's strict suite).
+    Neither is a candidate; the persistent 128x128 (213 KB, no spills) and the plain 64x256 are."""
+    from dataclasses import replace
+
+    import convgemm.conv.fprop as fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    n, c, h, w, k, r, s, st = shape
+    x = torch.zeros(n, c, h, w).to(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.zeros(k, c, r, s), None, stride=st, padding=1)
+    prob = replace(prob, precision="tf32x3", tma_ok=True, input_tma_ok=True, input_dense=True, input_phases_ok=True)
+    tma = ALGORITHMS["implicit_gemm_tma"].configs(prob)
+    forms = {(c.block_m, c.block_n, c.num_warps, c.num_stages, bool(c.persistent)) for c in tma}
+    assert not {f for f in forms if f[:2] == (64, 256) and f[4]}, sorted(forms)
+    assert not {f for f in forms if f[:2] == (128, 256)}, sorted(forms)
+    assert (64, 256, 4, 3, False) in forms, sorted(forms)
+    if k > 64:  # 128-row tiles need more than 64 output channels
+        assert (128, 128, 8, 4, True) in forms, sorted(forms)

@@ -87,7 +87,12 @@ def main() -> None:
     )
     ap.add_argument("--algorithm", default="wgrad_tma")
     ap.add_argument("--config", default="", help="comma-separated Config fields over the default, e.g. block_m=128")
-    ap.add_argument("--dtype", default="bf16", help="bf16, fp16, fp32 (tf32 dots) or ieee (strict fp32: FMA dots)")
+    ap.add_argument(
+        "--dtype",
+        default="bf16",
+        help="bf16, fp16, fp32 (tf32 dots) or ieee (strict fp32, TF32 off: 3xTF32 dots by default, "
+        "FMA dots with CONVGEMM_FP32_PRECISION=ieee)",
+    )
     ap.add_argument("--out", default="/tmp/compile_call")
     ap.add_argument("--layout", choices=("channels_last", "nchw"), default="channels_last",
                     help="fwd: nchw hands the NCHW algorithms (reads_nchw) an NCHW input and output")  # fmt: skip

@@ -707,6 +707,15 @@ class ImplicitGemmTma(Algorithm):
             two_groups = (128, 128, 8, 4)
             plain += ((128, 256, 8, 3),)
         persistent = ((64, 256, 4, 3), (64, 256, 4, 4), two_groups)
+        if prob.precision == "tf32x3":
+            # 3xTF32 splits each operand into high and low parts: the A operand goes through
+            # registers (wgmma from registers) and the persistent 64x256 needs 246 KB (3 stages)
+            # and 287 KB (4) of shared memory on sm_90 (tools/compile_call.py --dtype ieee), over
+            # the SM's 227 KB: they cannot launch. The 128x256 (and every 64x256) spills 300+
+            # registers there; on the H200's strict fp32 all suite (session 34's tuner log) the
+            # 128x256 never won (1.06x the best at least, 1.53x in the median over 71 layers)
+            persistent = (two_groups,)
+            plain = tuple(t for t in plain if t != (128, 256, 8, 3))
         for bm, bn, warps, stages in shapes:
             if bm == 128 and prob.kg <= 64:
                 continue
