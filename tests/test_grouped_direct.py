@@ -241,3 +241,27 @@ def test_gpu_resnext_layers(layer, dtype, monkeypatch):
             outs.append(y)
         assert all(torch.equal(outs[0], o) for o in outs[1:]), f"{cfg.describe()}: the two entries differ"
         assert_close(outs[0], ref, dtype, f"{layer} {cfg.describe()}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_word_width_is_a_power_of_two(dtype):
+    """Three 16-bit channels a group (conv1d's grouped case on the H100, session 46) are no word
+    the kernel can load: at a 6-byte aligned address XV was 3 and 84 of 96 outputs were garbage.
+    Every offset of the input, so that some are word-aligned, computes right."""
+    from convgemm.conv.grouped_direct import word_channels
+
+    torch.manual_seed(3)
+    wt = torch.randn(4, 3, 1, 3).to(dtype).to(DEVICE)
+    big = torch.randn(3 * 15 * 6 + 8).to(dtype).to(DEVICE)
+    for off in range(4):
+        x = big[off : off + 3 * 15 * 6].view(3, 1, 15, 6).permute(0, 3, 1, 2)  # NHWC strides
+        xv = word_channels(x, 3)
+        assert xv & (xv - 1) == 0 and 3 % xv == 0, xv
+        kw = dict(stride=(1, 2), padding=(0, 2), dilation=(1, 2), groups=2)
+        y = convgemm.conv2d(x, wt, None, algorithm="grouped_direct", **kw)
+        assert_close(y, conv2d_ref(x, wt, None, **kw), dtype, f"offset {off}")
+    for cg in range(1, 9):
+        for esize_dtype in (torch.float16, torch.float32):
+            x = torch.zeros(1, 8, 2, 2, dtype=esize_dtype).contiguous(memory_format=torch.channels_last)
+            xv = word_channels(x, cg)
+            assert xv & (xv - 1) == 0 and cg % xv == 0, (cg, esize_dtype, xv)

@@ -283,13 +283,15 @@ def gluon_layout(bs: int, gb: int, warps: int) -> dict[str, int]:
 
 
 def word_channels(x, cg: int) -> int:
-    """Channels ``grouped_direct_kernel`` loads as one word from ``x`` (XV): as many as fit in 8
-    bytes and divide C/groups, where the channel stride is 1, every other stride is a multiple
-    and the data is word-aligned; else 1. fp64 loads one value at a time."""
+    """Channels ``grouped_direct_kernel`` loads as one word from ``x`` (XV): the most, a power of
+    two, that fit in 8 bytes and divide C/groups, where the channel stride is 1, every other
+    stride is a multiple and the data is word-aligned; else 1. fp64 loads one value at a time.
+    (Three 16-bit channels are no word: the kernel reads a 32-bit word for anything but 8 bytes,
+    so an XV of 3 read garbage wherever the address happened to be 6-byte aligned.)"""
     esize = x.element_size()
     if esize > 4 or x.stride(1) != 1:
         return 1
-    xv = min(cg, 8 // esize)
+    xv = 1 << (min(cg, 8 // esize).bit_length() - 1)  # the largest power of two not over that
     while xv > 1:
         if (cg % xv == 0 and all(x.stride(d) % xv == 0 for d in (0, 2, 3))
                 and x.data_ptr() % (xv * esize) == 0):  # fmt: skip
