@@ -112,11 +112,12 @@ def test_random_aligned_problems(shard):
     _check_shard(aligned_problems(), -(-EXAMPLES_ALIGNED // SHARDS), SEED * SHARDS + shard + 7919)
 
 
-def _view(t: torch.Tensor, kind: str) -> torch.Tensor:
+def _view(t: torch.Tensor, kind: str, off: int = 1) -> torch.Tensor:
     """``t`` as a drawn kind of tensor with the same shape: itself (``dense``), a strided slice of a
-    larger tensor holding its values (``sliced``: every other index of dim 0 or 1, an offset along
-    the last dim), or its first entry broadcast along dim 0 (``broadcast``: stride 0, other
-    values)."""
+    larger tensor holding its values (``sliced``: every other index of dim 0 or 1, ``off``
+    elements along the last dim), or its first entry broadcast along dim 0 (``broadcast``:
+    stride 0, other values). Offsets 0-3 give the views every alignment a word or vector load
+    cares about (session 46: a 6-byte word was wrong only where the address was 6-byte aligned)."""
     if kind == "dense":
         return t
     if kind == "broadcast":
@@ -124,14 +125,14 @@ def _view(t: torch.Tensor, kind: str) -> torch.Tensor:
     dim = 1 if t.dim() > 1 and t.shape[1] > 1 else 0
     shape = list(t.shape)
     shape[dim] *= 2
-    shape[-1] += 2 if t.dim() > 1 else 0
+    shape[-1] += 4 if t.dim() > 1 else 0
     big = torch.randn(shape, device=t.device, dtype=t.dtype)
     if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
         big = big.contiguous(memory_format=torch.channels_last)
     idx = [slice(None)] * t.dim()
     idx[dim] = slice(None, None, 2)
     if t.dim() > 1:
-        idx[-1] = slice(1, 1 + t.shape[-1])
+        idx[-1] = slice(off, off + t.shape[-1])
     view = big[tuple(idx)]
     view.copy_(t)
     return view
@@ -149,7 +150,8 @@ def check_problem(p, data):
                                       + ([] if INTERPRET else [torch.bfloat16])), label="dtype")  # fmt: skip
     batch_kinds = ["dense", "dense", "sliced"] + (["broadcast"] if n > 1 else [])
     x = _view(torch.randn(n, c, h, w, device=DEVICE).to(dtype).to(memory_format=fmt),
-              data.draw(st.sampled_from(batch_kinds), label="x view"))  # fmt: skip
+              data.draw(st.sampled_from(batch_kinds), label="x view"),
+              data.draw(st.integers(0, 3), label="x offset"))  # fmt: skip
     wt = _view(torch.randn(k, c // groups, r, s, device=DEVICE).to(dtype),
                data.draw(st.sampled_from(["dense", "sliced"]), label="weight view"))  # fmt: skip
     b = _view(torch.randn(k, device=DEVICE).to(dtype), data.draw(st.sampled_from(["dense", "sliced"]),
