@@ -103,3 +103,23 @@ def test_strict_fp32_offers_no_tile_over_shared_memory(shape, monkeypatch):
     assert (64, 256, 4, 3, False) in forms, sorted(forms)
     if k > 64:  # 128-row tiles need more than 64 output channels
         assert (128, 128, 8, 4, True) in forms, sorted(forms)
+
+
+def test_strict_fp32_grouped_tiles_are_64x128(monkeypatch):
+    """grouped_tma under 3xTF32: only tiles of at most 128 pixels (its 64x256 spilled 370-500
+    registers and lost by 33-43% on all seven ResNeXt layers of session 34's strict log), the
+    stride-1 persistent forms among them; TF32 keeps the 64x256."""
+    from dataclasses import replace
+
+    import convgemm.conv.fprop as fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    x = torch.zeros(8, 128, 28, 28).to(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.zeros(128, 4, 3, 3), None, padding=1, groups=32)
+    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_dense=True, input_tma_rows_ok=True)
+    for precision in ("tf32x3", "tf32"):
+        cfgs = ALGORITHMS["grouped_tma"].configs(replace(prob, precision=precision))
+        widths = {c.block_n for c in cfgs}
+        assert cfgs and any(c.persistent for c in cfgs), [c.describe() for c in cfgs]
+        assert (max(widths) <= 128) == (precision == "tf32x3"), (precision, [c.describe() for c in cfgs])
