@@ -15,14 +15,16 @@ from convgemm._runtime import STRICT_FP32
 from convgemm.conv.fprop import ALGORITHMS
 from convgemm.problem import ConvProblem
 
-# N, C, H, W, K, R, S, stride, padding
+# N, C, H, W, K, R, S, stride, padding[, groups]
 CASES = [
     (2, 64, 12, 10, 128, 3, 3, 1, 1),  # dense 3x3
     (2, 32, 12, 16, 64, 3, 3, 2, 1),  # strided 3x3 (the stride-phase view)
+    (2, 32, 12, 10, 48, 3, 3, 1, 1),  # fewer than 64 filters (narrow_tma)
     (2, 64, 8, 8, 128, 1, 1, 1, 0),  # 1x1 (gemm_1x1)
     (2, 3, 16, 16, 32, 3, 3, 2, 1),  # an RGB stem (small_k, width_unfold)
+    (2, 64, 12, 12, 64, 3, 3, 1, 1, 16),  # 4 channels a group (grouped_tma's super-groups)
 ]
-NAMES = ("implicit_gemm_tma", "gemm_1x1", "implicit_gemm", "small_k", "width_unfold")
+NAMES = ("implicit_gemm_tma", "gemm_1x1", "implicit_gemm", "small_k", "width_unfold", "narrow_tma", "grouped_tma")
 
 
 @pytest.fixture
@@ -37,13 +39,15 @@ def strict(request):
 @pytest.mark.parametrize("strict", ["strict", "tf32"], indirect=True)
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_gpu_fp32_every_config(case, strict):
-    n, c, h, w, k, r, s, st, pad = case
+    n, c, h, w, k, r, s, st, pad, *g = case
+    g = g[0] if g else 1
     x, wt, b = conv_inputs(n, c, h, w, k, r, s, torch.float32, DEVICE)
-    ref = conv2d_ref(x, wt, b, stride=st, padding=pad)
+    wt = wt[:, : c // g].contiguous()
+    ref = conv2d_ref(x, wt, b, stride=st, padding=pad, groups=g)
     ran = 0
     for name in NAMES:
         try:
-            prob = convgemm.explain(x, wt, b, stride=st, padding=pad, algorithm=name)["problem"]
+            prob = convgemm.explain(x, wt, b, stride=st, padding=pad, groups=g, algorithm=name)["problem"]
         except ValueError:
             continue  # the algorithm does not take this case
         assert prob.precision == ("tf32" if strict == "tf32" else STRICT_FP32)
