@@ -177,6 +177,7 @@ def grouped_direct_kernel(
         x_base = x_ptr
         x_gs = CG * s_xc
     else:  # word loads: the strides count words of XV channels (channel stride 1)
+        tl.static_assert(XV * ESIZE == 4 or XV * ESIZE == 8, "XV channels must make a 32- or 64-bit word")
         x_base = x_ptr.to(tl.pointer_type(tl.int64 if XV * ESIZE == 8 else tl.int32))
         x_gs = CG // XV
     # the parts of a group sit on neighbouring lanes and read the same input words (one L1
