@@ -442,6 +442,11 @@ def _tune(prob, candidates, x, w, bias, y) -> tuple[Algorithm, Config, float | N
         try:
             algo.run(prob, x, w, bias, out_for(algo), cfg, launch)  # loads the kernel; errors surface here
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run is not a candidate
+            # in the tuner log either way: session 46 found two strict-fp32 candidates over the
+            # shared-memory limit on 55 of 86 layers, skipped silently since session 34, each a
+            # compile on the first call
+            _log_row({"problem": prob.describe(), "algorithm": algo.name, "config": cfg.describe(),
+                      "skipped": f"{type(e).__name__}: {str(e)[:160]}"})  # fmt: skip
             if not ("OutOfResources" in type(e).__name__ or "out of resource" in str(e).lower()):
                 # not a resource limit: a bug worth reporting, but the call can still succeed
                 import warnings
