@@ -2350,6 +2350,14 @@ class ImplicitGemmTmaNchw(Algorithm):
                 continue
             _, th, tw = nchw_tiles(prob, bn)[0]
             out.append(Config(bm, bn, bk, warps, stages, tile_n=1, tile_h=th, tile_w=tw, persistent=per))
+        # whole planes whose last 256-pixel tile is mostly empty: a 28 x 28 plane is 784 pixels, four
+        # such tiles for 3.06 of work (77% useful), seven of 128 for 6.1 (88%). The two 28 x 28 1x1
+        # layers below 1.0x cuDNN given NCHW on the H200 (session 33: 0.79x and 0.84x) both ran the
+        # persistent 128x256; this is its 128-pixel form (two warpgroups, 4 stages: 160 KB of shared
+        # memory at 64-channel K tiles). Untimed (session 46): the tuner decides
+        if prob.h == 1 and prob.k > 64 and cdiv(prob.w, 256) * 256 > 1.1 * cdiv(prob.w, 128) * 128:
+            _, th, tw = nchw_tiles(prob, 128)[0]
+            out.append(Config(128, 128, bk, 8, 4, tile_n=1, tile_h=th, tile_w=tw, persistent=1))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
