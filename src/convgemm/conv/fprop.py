@@ -705,7 +705,8 @@ class ImplicitGemmTma(Algorithm):
             two_groups = (128, 256, 8, 3)
         else:
             two_groups = (128, 128, 8, 4)
-            plain += ((128, 256, 8, 3),)
+            if prob.precision != "tf32x3":  # (3xTF32: below)
+                plain += ((128, 256, 8, 3),)
         persistent = ((64, 256, 4, 3), (64, 256, 4, 4), two_groups)
         if prob.precision == "tf32x3":
             # 3xTF32 splits each operand into high and low parts: the A operand goes through
@@ -713,9 +714,9 @@ class ImplicitGemmTma(Algorithm):
             # and 287 KB (4) of shared memory on sm_90 (tools/compile_call.py --dtype ieee), over
             # the SM's 227 KB: they cannot launch. The 128x256 (and every 64x256) spills 300+
             # registers there; on the H200's strict fp32 all suite (session 34's tuner log) the
-            # 128x256 never won (1.06x the best at least, 1.53x in the median over 71 layers)
+            # 128x256 never won (1.06x the best at least, 1.53x in the median over 71 layers), so
+            # it is not among the plain tiles above
             persistent = (two_groups,)
-            plain = tuple(t for t in plain if t != (128, 256, 8, 3))
             if not dense:
                 # grouped_tma's super-groups: its 64x256 tiles spill 370-500 registers here and were
                 # 33-43% slower than its 64x128 on all seven ResNeXt layers of that log
