@@ -153,7 +153,7 @@ def test_gpu_every_config_and_warm_calls(dtype, hw, monkeypatch):
     # fresh tensors of the same shape: its descriptors are re-based on the new addresses (28 x 28:
     # read as whole planes)
     algo = ALGORITHMS[NAME]
-    # 128 filters: the 128-row tiles too (and on 28 x 28 the 128-pixel persistent tile)
+    # 128 filters: the 128-row tiles too
     x, wt, b = _inputs(8, 256, hw, hw, 128, 1, 1, dtype)
     ref = conv2d_ref(x, wt, b)
     prob = convgemm.explain(x, wt, b, algorithm=NAME)["problem"]
@@ -170,26 +170,6 @@ def test_gpu_every_config_and_warm_calls(dtype, hw, monkeypatch):
         y = convgemm.conv2d(x, wt, b)
         assert_close(y, conv2d_ref(x, wt, b), dtype, "warm")
     assert convgemm.explain(x, wt, b)["algorithm"] == NAME
-
-
-@pytest.mark.parametrize("hw, offered", [(28, True), (7, True), (56, False), (14, False)])
-def test_planes_offer_128_pixel_tiles_where_256_waste(hw, offered, monkeypatch):
-    """A plane whose last 256-pixel tile is mostly empty (28 x 28 = 784: 77% of four tiles used)
-    gets a persistent 128x128 candidate too (seven 128-pixel tiles, 88%); 56 x 56 (3,136: 94%)
-    and 14 x 14 (196: one tile either way) do not. Only with more than 64 filters (128 rows)."""
-    from dataclasses import replace
-
-    import convgemm.conv.fprop as fprop
-    from convgemm.problem import ConvProblem
-
-    monkeypatch.setattr(fprop, "interpreting", lambda: False)
-    for k in (128, 64):
-        x = torch.zeros(8, 256, hw, hw, dtype=torch.bfloat16)
-        prob = ConvProblem.from_tensors(x, torch.zeros(k, 256, 1, 1, dtype=torch.bfloat16), None)
-        prob = replace(prob, input_nchw=True, tma_ok=True)
-        cfgs = ALGORITHMS[NAME].configs(prob)
-        tiles = {(c.block_m, c.block_n, bool(c.persistent)) for c in cfgs}
-        assert ((128, 128, True) in tiles) == (offered and k > 64), (hw, k, [c.describe() for c in cfgs])
 
 
 # ---------------------------------------------------------------- head_1x1_nchw

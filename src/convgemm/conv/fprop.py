@@ -2345,20 +2345,15 @@ class ImplicitGemmTmaNchw(Algorithm):
         # persistent 64x256 at 4 stages and 128x256 on two warpgroups, and 64x128; and 128x256 one
         # tile per program (session 32's probe of whole planes: the best form on CRAFT's fc7 and
         # up2 1x1, 17.1-17.6 us against 17.8-18.9 for the tuner's pick then)
+        # Not offered: a persistent 128x128 for planes whose last 256-pixel tile is mostly empty
+        # (28 x 28). Session 47, H100: 44.7 against 42.9 us and 37.6 against 31.8 us on the two
+        # 28 x 28 1x1 layers, so the smaller tile loses more than the empty pixels it saves.
         for bm, bn, warps, stages, per in ((64, 256, 4, 3, 0), (64, 256, 4, 4, 1), (128, 256, 8, 3, 1),
                                            (64, 128, 4, 4, 0), (128, 256, 8, 3, 0)):  # fmt: skip
             if bm == 128 and prob.k <= 64:
                 continue
             _, th, tw = nchw_tiles(prob, bn)[0]
             out.append(Config(bm, bn, bk, warps, stages, tile_n=1, tile_h=th, tile_w=tw, persistent=per))
-        # whole planes whose last 256-pixel tile is mostly empty: a 28 x 28 plane is 784 pixels, four
-        # such tiles for 3.06 of work (77% useful), seven of 128 for 6.1 (88%). The two 28 x 28 1x1
-        # layers below 1.0x cuDNN given NCHW on the H200 (session 33: 0.79x and 0.84x) both ran the
-        # persistent 128x256; this is its 128-pixel form (two warpgroups, 4 stages: 160 KB of shared
-        # memory at 64-channel K tiles). Untimed (session 46): the tuner decides
-        if prob.h == 1 and prob.k > 64 and cdiv(prob.w, 256) * 256 > 1.1 * cdiv(prob.w, 128) * 128:
-            _, th, tw = nchw_tiles(prob, 128)[0]
-            out.append(Config(128, 128, bk, 8, 4, tile_n=1, tile_h=th, tile_w=tw, persistent=1))
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
