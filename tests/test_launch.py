@@ -120,3 +120,50 @@ def test_pdl_is_on_by_default_and_off_under_the_interpreter(monkeypatch):
     w = torch.randn(32, 4, 3, 3, device=DEVICE).to(torch.float16)
     y = convgemm.conv2d(x, w, None, padding=1, groups=8, algorithm="grouped_tma")
     assert_close(y, conv2d_ref(x, w, None, 1, 1, 1, 8), torch.float16, "grouped_tma with CONVGEMM_PDL=1")
+
+
+@pytest.mark.parametrize("pdl", [True, False])
+def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
+    """A split weight gradient's second kernel (the Gluon wgrad's ``ws_wgrad_finish_kernel``,
+    wgrad_tma's ``split_k_finish_kernel`` after a ``reduce`` config) is a programmatic dependent
+    launch when ``pdl_enabled``: the first kernel triggers it (``PDL_TRIGGER``), the second is
+    launched with ``launch_pdl`` and waits (``PDL``); an unsplit call triggers nothing. The
+    launches are recorded, not run."""
+    from dataclasses import replace
+
+    from convgemm.conv import backward as bw
+    from convgemm.conv import fprop, ws_wgrad
+    from convgemm.problem import ConvProblem
+
+    monkeypatch.setattr(fprop, "pdl_enabled", lambda: pdl)
+    monkeypatch.setattr(bw, "pdl_enabled", lambda: pdl)
+    monkeypatch.setattr(ws_wgrad, "pdl_enabled", lambda: pdl)
+    seen = []
+    monkeypatch.setattr(ws_wgrad, "gluon_launch", lambda launch, fn, grid, args, kw: seen.append((fn.__name__, kw)))
+    x = torch.zeros(2, 64, 1, 8, 8, dtype=torch.float16).contiguous(memory_format=torch.channels_last_3d)
+    dy = torch.zeros(2, 64, 1, 8, 8, dtype=torch.float16).contiguous(memory_format=torch.channels_last_3d)
+    dw = torch.zeros(64, 64, 1, 3, 3, dtype=torch.float16)
+    for split in (2, 1):
+        ws_wgrad.ws_wgrad3d(x, dy, dw, (1, 3, 3), (0, 1, 1), (1, 1, 1), (1, 1, 1), (1, 2, 8), 64, 64, split=split)
+    (main, kw), (fin, fkw), (main1, kw1) = seen
+    assert (main, fin, main1) == ("ws_wgrad3d_kernel", "ws_wgrad_finish_kernel", "ws_wgrad3d_kernel")
+    assert kw.get("PDL_TRIGGER", False) is pdl and not kw1.get("PDL_TRIGGER", False)
+    assert fkw.get("PDL", False) is pdl and fkw.get("launch_pdl", False) is pdl
+
+    seen.clear()
+
+    def record(launch, fn, grid, args, constexprs, options):
+        seen.append((fn.__name__, constexprs(), options))
+
+    monkeypatch.setattr(fprop, "_run_kernel", record)
+    cl = torch.channels_last
+    xs = torch.zeros(2, 32, 6, 6, dtype=torch.float16).contiguous(memory_format=cl)
+    wt = torch.zeros(32, 32, 3, 3, dtype=torch.float16)
+    dys = torch.zeros(2, 32, 6, 6, dtype=torch.float16).contiguous(memory_format=cl)
+    prob = ConvProblem.from_tensors(xs, wt, None, padding=1)
+    cfg = replace(bw.WGRAD_TMA._shaped(prob, 64, 64, 64, 4, 3), split_k=3, reduce=1)
+    bw.WGRAD_TMA.run(prob, xs, dys, torch.zeros_like(wt), cfg, None)
+    (g, gc, _), (f, fc, fo) = seen
+    assert (g, f) == ("gemm_kernel", "split_k_finish_kernel")
+    assert gc.get("PDL_TRIGGER", False) is pdl
+    assert fc.get("PDL", False) is pdl and fo.get("launch_pdl", False) is pdl

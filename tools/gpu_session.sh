@@ -666,6 +666,38 @@ PY
         timeout 100 python3 -m pytest -q -n 4 tests/test_nonfinite.py tests/test_launch.py tests/test_grouped_direct.py \
             -k "listed or pdl or persistent or gpu" -p no:cacheprovider --tb=short -W ignore 2>&1 |
             grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
+    s47pdl)  # session 47: the split wgrads' finish kernels as programmatic dependent launches (wgrad_ws's
+        # ws_wgrad_finish_kernel, wgrad_tma's split_k_finish_kernel): their GPU tests, then CONVGEMM_PDL A/B
+        # on seven split wgrad layers (one tuning cache, tuned by the first process; two rounds of
+        # alternating processes) -> s47pdl-tests.log, pdlw{0,1}-r{1,2}.json
+        timeout "${PDL_TESTS_TIMEOUT:-100}" python3 -m pytest -q -n 8 tests/test_launch.py tests/test_ws_wgrad.py \
+            tests/test_backward.py -k "dependent or pdl or wgrad_ws_2d or reduce_plan or finish or split_k" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | tee "$OUT/s47pdl-tests.log" |
+            grep -E "^E  |FAILED|Error|passed|failed" | tail -8
+        d=$(mktemp -d)
+        shapes=(--shape 64,256,14,14,1024,1,1,1,0,1,1,nobias --shape 64,1024,14,14,256,1,1,1,0,1,1,nobias
+                --shape 64,128,28,28,512,1,1,1,0,1,1,nobias --shape 64,512,28,28,128,1,1,1,0,1,1,nobias
+                --shape 64,256,14,14,256,3,3,1,1,1,1,nobias --shape 1,768,96,96,256,1,1,1,0,1,1
+                --shape 1,16,384,384,16,1,1,1,0,1,1)
+        for round in 1 2; do
+            for pdl in 1 0; do
+                CONVGEMM_CACHE_DIR=$d CONVGEMM_PDL=$pdl timeout "${PDL_BENCH_TIMEOUT:-150}" python3 -m convgemm bench \
+                    --dtype bf16 --check --direction wgrad "${shapes[@]}" --json "$OUT/pdlw$pdl-r$round.json" \
+                    > "$OUT/pdlw$pdl-r$round.log" 2>&1
+                echo "PDL=$pdl round $round: rc=$?"
+            done
+        done
+        python3 - "$OUT" <<'PY'
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/pdlw*.json")):
+    d = json.load(open(f))
+    rows = d["rows"] if isinstance(d, dict) else d
+    print(f.split("/")[-1], " ".join(f"{r['convgemm_us']:.1f}/{r['cudnn_us']:.1f}" for r in rows))
+    if f.endswith("pdlw0-r1.json"):
+        for r in rows:
+            print("  ", r["name"], r["algorithm"], r["config"])
+PY
+        ;;
     s44c)  # CONVGEMM_PDL A/B (session 44, H100: PDL=1 2.2-4.2% faster, now the default; the grouped fix-up as a programmatic dependent launch; ncu, s44b: the fix-up launch
         # 3.8 us beside a 26 us main kernel on 512 @14): ResNeXt's grouped_tma layers, one tuning cache, two rounds
         # of alternating processes, then the PDL GPU tests

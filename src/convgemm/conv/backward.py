@@ -40,6 +40,7 @@ from .fprop import (
     _launch,
     _small,
     input_descriptor,
+    pdl_enabled,
     phase_descriptor,
     spatial_tiles,
     split_k_buffers,
@@ -328,7 +329,7 @@ class Wgrad:
             ws = split_k_buffers(dy.device, num_m * num_n * prob.groups, cfg.split_k, cfg.block_m * cfg.block_n, acc_t)
         fns = (cl.wgrad_dy_init, cl.wgrad_dy_load, cl.wgrad_x_init, cl.wgrad_x_load, cl.wgrad_dw_store)
         _launch(launch, (num_m * num_n, prob.groups, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
-                cfg, fns, False, prob, ws)  # fmt: skip
+                cfg, fns, False, prob, ws, pdl=reduce_pdl(cfg))  # fmt: skip
         if cfg.reduce and cfg.split_k > 1:
             finish_split_k(launch, ws[0], c, num_m, num_n, prob.groups, cfg, cl.wgrad_dw_store)
 
@@ -565,7 +566,7 @@ class WgradTma:
             ws = split_k_buffers(dy.device, *split)
         fns = (cl.tma_wgrad_dy_init, cl.tma_wgrad_dy_load, *x_fns, cl.wgrad_dw_tap_store)
         _launch(launch, (num_m * num_n, g, cfg.split_k), a, b, c, None, dw, 0, num_m, num_n, k_tiles,
-                cfg, fns, False, prob, ws)  # fmt: skip
+                cfg, fns, False, prob, ws, pdl=reduce_pdl(cfg))  # fmt: skip
         if cfg.reduce and cfg.split_k > 1:
             finish_split_k(launch, ws[0], c, num_m, num_n, g, cfg, cl.wgrad_dw_tap_store)
         if launch is not None:
@@ -1235,7 +1236,8 @@ def finish_split_k(launch, ws: torch.Tensor, c: tuple, num_m: int, num_n: int, b
     """``matmul.blocks.split_k_finish_kernel`` over the partials a ``reduce`` config's GEMM wrote
     to ``ws``: rows of each tile split over programs until there are two per SM (down to 2 rows),
     then stored by ``store`` with the GEMM's own ``c`` arguments. Its launch handle is
-    ``launch.aux``."""
+    ``launch.aux``. With ``fprop.pdl_enabled`` it is a programmatic dependent launch: the GEMM
+    must have been launched with ``pdl=True`` (``reduce_pdl``), which lets it start early."""
     from ..matmul.blocks import split_k_finish_kernel
     from .fprop import _run_kernel
 
@@ -1245,10 +1247,19 @@ def finish_split_k(launch, ws: torch.Tensor, c: tuple, num_m: int, num_n: int, b
     args = (ws, *c, num_m, num_n, cfg.split_k)
 
     def constexprs():
-        return dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SUB_M=sub, C_STORE=store)
+        return dict(
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SUB_M=sub, C_STORE=store, **({"PDL": True} if pdl else {})
+        )
 
-    _run_kernel(aux_of(launch), split_k_finish_kernel,
-                (num_m * num_n * (cfg.block_m // sub), batch), args, constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
+    pdl = pdl_enabled()
+    _run_kernel(aux_of(launch), split_k_finish_kernel, (num_m * num_n * (cfg.block_m // sub), batch), args, constexprs,
+                {"num_warps": 4, "num_stages": 1, **({"launch_pdl": True} if pdl else {})})  # fmt: skip
+
+
+def reduce_pdl(cfg: Config) -> bool:
+    """Whether a GEMM launch is followed by ``finish_split_k`` as a programmatic dependent (a
+    ``reduce`` config split more than once, ``fprop.pdl_enabled``): its ``_launch(pdl=...)``."""
+    return bool(cfg.reduce) and cfg.split_k > 1 and pdl_enabled()
 
 
 def _can_time(x: torch.Tensor) -> bool:

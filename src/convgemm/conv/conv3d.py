@@ -204,7 +204,7 @@ class Wgrad3dTma:
 
     def run(self, prob: ConvProblem3d, x, dy, dw, cfg: Config, launch=None) -> None:
         from . import loaders as cl
-        from .backward import finish_split_k
+        from .backward import finish_split_k, reduce_pdl
 
         # dw [K, C, T, R, S] as [K, C, T*R, S]: the 2-D tap store, its row index t*R + r
         dw4 = (
@@ -229,7 +229,7 @@ class Wgrad3dTma:
             ws = split_k_buffers(dy.device, num_m * num_n, cfg.split_k, cfg.block_m * cfg.block_n, torch.float32)
         fns = (l3.tma_wgrad3d_dy_init, l3.tma_wgrad3d_dy_load, *x_fns, cl.wgrad_dw_tap_store)
         _launch(launch, (num_m * num_n, 1, cfg.split_k), a, b, c, None, dw4, 0, num_m, num_n, k_tiles, cfg, fns,
-                False, prob, ws)  # fmt: skip
+                False, prob, ws, pdl=reduce_pdl(cfg))  # fmt: skip
         if cfg.reduce and cfg.split_k > 1:
             finish_split_k(launch, ws[0], c, num_m, num_n, 1, cfg, cl.wgrad_dw_tap_store)
         if dw4 is not dw:

@@ -530,7 +530,7 @@ def _default_layout(block: tuple[int, ...], dtype: torch.dtype):
 
 
 #: the launch options among a Gluon call's keyword arguments (the rest are its constexprs)
-_OPTIONS = ("num_warps", "maxnreg")
+_OPTIONS = ("num_warps", "maxnreg", "launch_pdl")
 
 
 def gluon_launch(launch, fn, grid: tuple, args: tuple, kw: dict) -> None:

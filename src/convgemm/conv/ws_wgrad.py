@@ -34,10 +34,12 @@ import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.language.extra.cuda import gdc_wait
 
 from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free
+from .fprop import pdl_enabled
 from .ws3d import _tile_origin, _x_coord, gluon_launch, input_desc, ndhwc_desc
 from .ws_replay import fast_ready, ws_wgrad3d_replay
 
@@ -164,12 +166,17 @@ def _wg_consumer(ws_ptr, dw_ptr, dws, K, ready, empty, dy_bufs, x_bufs, geo, grp
 def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sds, num_units, tiles, m_tiles, c_tiles, k_blocks, OD, P, Q, pd, ph, pw,
                       dd, dh, dw, R, S, D, HS, SD, SH, SW, C, GC, KS, CG, KG, TD: gl.constexpr, TH: gl.constexpr,
                       TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, STRIDED: gl.constexpr,
-                      GROUPED: gl.constexpr):  # fmt: skip
+                      GROUPED: gl.constexpr, PDL_TRIGGER: gl.constexpr = False):  # fmt: skip
     """Persistent warp-specialized 3-D wgrad (module docstring); grid = (programs,). ``SPLIT`` >
     1: writes one fp32 ``BM x BN`` partial per work unit to ``ws_ptr``; else each tile straight
     into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``). ``GROUPED``: wide
     groups (super-groups of ``GC`` input and ``KS`` output channels, ``CG`` and ``KG`` a narrow
-    group's) that no tile crosses, dw ``[K, CG, T, R, S]`` (``_dw_tile``)."""
+    group's) that no tile crosses, dw ``[K, CG, T, R, S]`` (``_dw_tile``). ``PDL_TRIGGER``: the
+    finish kernel, a programmatic dependent launch, may start now; it waits for this kernel's
+    completion and memory (``gdc_wait``) before reading a partial."""
+    if PDL_TRIGGER:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)  # fmt: skip
     dy_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES] + dy_desc.block_type.shape, dy_desc.layout)
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -215,12 +222,15 @@ def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sd
 @triton.jit
 def ws_wgrad_finish_kernel(ws_ptr, dw_ptr, tiles, m_tiles, c_tiles, split, K, C, R, S, sdk, sdc, sdt, sdr, sds,
                            GC, CG, KG, BM: tl.constexpr, BN: tl.constexpr, SUB: tl.constexpr,
-                           GROUPED: tl.constexpr):  # fmt: skip
+                           GROUPED: tl.constexpr, PDL: tl.constexpr = False):  # fmt: skip
     """The second half of ``ws_wgrad3d_kernel``: grid = (tiles, BM / SUB). Sums ``SUB`` rows of
     one tile over its ``split`` partials in split order (unit ``sp * tiles + tile``) and stores
     them into ``dw [K, C, T, R, S]`` (element strides ``sdk, sdc, sdt, sdr, sds``); ``GROUPED``:
     each output channel's own group's columns only, into ``dw [K, CG, T, R, S]``, as the unsplit
-    kernel's ``_dw_tile``."""
+    kernel's ``_dw_tile``. ``PDL``: launched as a programmatic dependent of ``ws_wgrad3d_kernel``,
+    so it may start before the partials are written; it waits for them first."""
+    if PDL:
+        gdc_wait()
     tile = tl.program_id(0)
     rows = tl.program_id(1) * SUB + tl.arange(0, SUB)
     cols = tl.arange(0, BN)
@@ -306,6 +316,8 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     # from the producer (48 each) to the consumers
     kw = dict(TD=td, TH=th, TW=tw, STAGES=stages, SPLIT=split, STRIDED=strided, GROUPED=int(super_groups is not None),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
+    if split > 1 and pdl_enabled():
+        kw["PDL_TRIGGER"] = True
     if compile_only:
         return ws_wgrad3d_kernel, grid, args, kw
     gluon_launch(launch, ws_wgrad3d_kernel, grid, args, kw)
@@ -331,6 +343,8 @@ def wgrad_finish(ws: torch.Tensor, dw: torch.Tensor, tiles: int, m_tiles: int, c
     gc, _, cg, kg = super_groups or (c, k, c, k)
     args = (ws, dw, tiles, m_tiles, c_tiles, split, k, c, taps[1], taps[2], *dw.stride(), gc, cg, kg)
     kw = dict(BM=block_m, BN=block_n, SUB=sub, GROUPED=int(super_groups is not None), num_warps=4)
+    if pdl_enabled():  # started while ws_wgrad3d_kernel's last units run (which triggers it)
+        kw.update(PDL=True, launch_pdl=True)
     if compile_only:
         ws_wgrad_finish_kernel.warmup(*args, grid=(tiles, block_m // sub), **kw)
         return

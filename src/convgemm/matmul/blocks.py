@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 
 @triton.jit
@@ -252,6 +252,7 @@ def split_k_finish_kernel(
     BLOCK_N: tl.constexpr,
     SUB_M: tl.constexpr,  # rows of a tile per program
     C_STORE: tl.constexpr,
+    PDL: tl.constexpr = False,  # launched as a programmatic dependent of the GEMM (its PDL_TRIGGER)
 ):
     """The second half of a two-kernel split-K: grid = (tiles * BLOCK_M / SUB_M, batch). Each
     program sums ``SUB_M`` rows of one tile over its ``n_split`` partials, in split order (the
@@ -261,7 +262,10 @@ def split_k_finish_kernel(
     ``split_k_reduce`` leaves each tile's sum to its last split alone: for a few large tiles
     split many ways (a weight gradient: 128x128 fp32 tiles, 29 splits, 1.9 MB per tile) that
     one program's serial read is the kernel's tail. Here every tile's sum is spread over
-    ``BLOCK_M / SUB_M`` programs."""
+    ``BLOCK_M / SUB_M`` programs. With ``PDL`` it may start before the GEMM ends, and waits for
+    the GEMM's completion and memory (``gdc_wait``) before reading a partial."""
+    if PDL:
+        gdc_wait()
     subs: tl.constexpr = BLOCK_M // SUB_M
     pid = tl.program_id(0)
     batch = tl.program_id(1)
