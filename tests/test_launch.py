@@ -125,7 +125,8 @@ def test_pdl_is_on_by_default_and_off_under_the_interpreter(monkeypatch):
 @pytest.mark.parametrize("pdl", [True, False])
 def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
     """A split weight gradient's second kernel (the Gluon wgrad's ``ws_wgrad_finish_kernel``,
-    wgrad_tma's ``split_k_finish_kernel`` after a ``reduce`` config) is a programmatic dependent
+    wgrad_tma's ``split_k_finish_kernel`` after a ``reduce`` config, the depthwise wgrad's
+    ``wgrad_reduce_kernel`` after its rows or window kernel) is a programmatic dependent
     launch when ``pdl_enabled``: the first kernel triggers it (``PDL_TRIGGER``), the second is
     launched with ``launch_pdl`` and waits (``PDL``); an unsplit call triggers nothing. The
     launches are recorded, not run."""
@@ -133,6 +134,7 @@ def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
 
     from convgemm.conv import backward as bw
     from convgemm.conv import fprop, ws_wgrad
+    from convgemm.conv.fprop import Config
     from convgemm.problem import ConvProblem
 
     monkeypatch.setattr(fprop, "pdl_enabled", lambda: pdl)
@@ -167,3 +169,18 @@ def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
     assert (g, f) == ("gemm_kernel", "split_k_finish_kernel")
     assert gc.get("PDL_TRIGGER", False) is pdl
     assert fc.get("PDL", False) is pdl and fo.get("launch_pdl", False) is pdl
+
+    # the depthwise wgrad's rows and window kernels, then wgrad_reduce_kernel
+    seen.clear()
+    x = torch.zeros(2, 16, 9, 9, dtype=torch.float16).contiguous(memory_format=cl)
+    dy = torch.zeros(2, 16, 9, 9, dtype=torch.float16).contiguous(memory_format=cl)
+    wt = torch.zeros(16, 1, 3, 3, dtype=torch.float16)
+    prob = ConvProblem.from_tensors(x, wt, None, padding=1, groups=16)
+    for cfg in (Config(8, 16, 3, 4, 2, cols=2, split_k=2), Config(8, 16, 3, 4, 2, cols=2, window=1)):
+        bw.DWGRAD.run(prob, x, dy, torch.zeros_like(wt), cfg, None)
+    names = [name for name, _, _ in seen]
+    assert names[0].startswith("depthwise_wgrad_rows_kernel") and names[2].startswith("depthwise_wgrad_window"), names
+    assert names[1::2] == ["wgrad_reduce_kernel"] * 2, names
+    for (_, main_c, _), (_, red_c, red_o) in zip(seen[::2], seen[1::2], strict=True):
+        assert main_c.get("PDL_TRIGGER", False) is pdl
+        assert red_c.get("PDL", False) is pdl and red_o.get("launch_pdl", False) is pdl

@@ -669,16 +669,17 @@ PY
     s47pdl)  # session 47: the split wgrads' finish kernels as programmatic dependent launches (wgrad_ws's
         # ws_wgrad_finish_kernel, wgrad_tma's split_k_finish_kernel): their GPU tests, then CONVGEMM_PDL A/B
         # on seven split wgrad layers (one tuning cache, tuned by the first process; two rounds of
-        # alternating processes) -> s47pdl-tests.log, pdlw{0,1}-r{1,2}.json
+        # alternating processes; the depthwise wgrads' reduce too) -> s47pdl-tests.log, pdlw{0,1}-r{1,2}.json
         timeout "${PDL_TESTS_TIMEOUT:-100}" python3 -m pytest -q -n 8 tests/test_launch.py tests/test_ws_wgrad.py \
-            tests/test_backward.py -k "dependent or pdl or wgrad_ws_2d or reduce_plan or finish or split_k" \
+            tests/test_backward.py tests/test_depthwise_wgrad_window.py \
+            -k "dependent or pdl or wgrad_ws_2d or reduce_plan or gpu_window_both or depthwise_wgrad_gpu_configs" \
             -p no:cacheprovider --tb=short -W ignore 2>&1 | tee "$OUT/s47pdl-tests.log" |
             grep -E "^E  |FAILED|Error|passed|failed" | tail -8
         d=$(mktemp -d)
-        shapes=(--shape 64,256,14,14,1024,1,1,1,0,1,1,nobias --shape 64,1024,14,14,256,1,1,1,0,1,1,nobias
-                --shape 64,128,28,28,512,1,1,1,0,1,1,nobias --shape 64,512,28,28,128,1,1,1,0,1,1,nobias
+        shapes=(--shape 64,256,14,14,1024,1,1,1,0,1,1,nobias --shape 64,512,28,28,128,1,1,1,0,1,1,nobias
                 --shape 64,256,14,14,256,3,3,1,1,1,1,nobias --shape 1,768,96,96,256,1,1,1,0,1,1
-                --shape 1,16,384,384,16,1,1,1,0,1,1)
+                --shape 1,16,384,384,16,1,1,1,0,1,1 --shape 64,960,7,7,960,3,3,1,1,1,960
+                --shape 64,576,14,14,576,3,3,1,1,1,576 --shape 64,768,7,7,768,7,7,1,3,1,768)
         for round in 1 2; do
             for pdl in 1 0; do
                 CONVGEMM_CACHE_DIR=$d CONVGEMM_PDL=$pdl timeout "${PDL_BENCH_TIMEOUT:-150}" python3 -m convgemm bench \

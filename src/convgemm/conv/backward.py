@@ -869,7 +869,7 @@ class DepthwiseWgrad:
     def _run_rows(self, prob, x, dy, dw, cfg, launch) -> None:
         """The rows kernel into a workspace of per-program partial sums, then
         ``wgrad_reduce_kernel`` (``launch.extra``: its own launch handle) sums them in order."""
-        from .depthwise_wgrad import depthwise_wgrad_rows_kernel, depthwise_wgrad_rows_kernel_gl, wgrad_reduce_kernel
+        from .depthwise_wgrad import depthwise_wgrad_rows_kernel, depthwise_wgrad_rows_kernel_gl
         from .fprop import _run_kernel
 
         reason = self.rows_ok(prob)
@@ -896,29 +896,22 @@ class DepthwiseWgrad:
                         BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=max(0, cfg.num_stages - 1),
                         TRIM=DepthwiseRows.trim(prob, rows), ACC_F64=acc_t == torch.float64,
                         INT64=max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31,
-                        **(layout or {}))  # fmt: skip
+                        **(layout or {}), **({"PDL_TRIGGER": True} if pdl else {}))  # fmt: skip
+
+        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
 
         # a warm launch relaunches what it compiled: the choice of entry is not needed then
         layout = None if launch is not None and launch.warm else self.gluon_layout(prob, cfg, x, dy)
         kernel = depthwise_wgrad_rows_kernel if layout is None else depthwise_wgrad_rows_kernel_gl
         _run_kernel(launch, kernel, (k_blocks * prob.cg, n_split), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
-        if launch is not None and launch.extra is None:
-            launch.extra = Launch()
-        block = 128
         red_args = (ws, dw, n_split, prob.k, prob.cg, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3))
-
-        def red_constexprs():
-            return dict(TAPS=prob.r * prob.s, S=prob.s, BLOCK_K=bk, BLOCK=block, SPLITS=32)
-
-        _run_kernel(None if launch is None else launch.extra, wgrad_reduce_kernel, (cdiv(row_len, block),), red_args,
-                    red_constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
+        _reduce_partials(launch, red_args, prob.r * prob.s, prob.s, bk, row_len, pdl)
 
     def _run_window(self, prob, x, dy, dw, cfg, launch) -> None:
         """The window kernel into a workspace of per-(image group, channel block) partial sums,
         then ``wgrad_reduce_kernel`` (``launch.extra``: its own launch handle) sums the image
         groups in order and writes dw in its dtype and strides."""
-        from .depthwise_wgrad import wgrad_reduce_kernel
         from .depthwise_wgrad_window import (
             depthwise_wgrad_window_kernel,
             depthwise_wgrad_window_kernel_gl,
@@ -946,23 +939,35 @@ class DepthwiseWgrad:
                                             (x.stride(1), x.stride(3), dy.stride(1), dy.stride(3)),
                                             (prob.r, prob.s, prob.pad_h[0], prob.pad_w[0]), qg, bk, cfg.cols, imgs,
                                             max(1, cfg.block_k), max(0, cfg.num_stages - 1), int64),
-                        **(layout or {}))  # fmt: skip
+                        **(layout or {}), **({"PDL_TRIGGER": True} if pdl else {}))  # fmt: skip
+
+        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
 
         # a warm launch relaunches what it compiled: the choice of entry is not needed then
         layout = None if launch is not None and launch.warm else self.window_layout(prob, cfg, x, dy)
         kernel = depthwise_wgrad_window_kernel if layout is None else depthwise_wgrad_window_kernel_gl
         _run_kernel(launch, kernel, (k_blocks, parts), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
-        if launch is not None and launch.extra is None:
-            launch.extra = Launch()
-        block = 128
         red_args = (ws, dw, parts, prob.k, 1, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3))
+        _reduce_partials(launch, red_args, taps, prob.s, bk, k_blocks * taps * bk, pdl)
 
-        def red_constexprs():
-            return dict(TAPS=taps, S=prob.s, BLOCK_K=bk, BLOCK=block, SPLITS=32)
 
-        _run_kernel(None if launch is None else launch.extra, wgrad_reduce_kernel, (cdiv(k_blocks * taps * bk, block),),
-                    red_args, red_constexprs, {"num_warps": 4, "num_stages": 1})  # fmt: skip
+def _reduce_partials(launch, args: tuple, taps: int, s: int, bk: int, row_len: int, pdl: bool) -> None:
+    """``wgrad_reduce_kernel`` over the depthwise wgrad kernels' partial sums (rows of
+    ``row_len``), through ``launch.extra`` (created on first use). ``pdl``: a programmatic
+    dependent launch of the kernel that wrote them, which was launched with ``PDL_TRIGGER``."""
+    from .depthwise_wgrad import wgrad_reduce_kernel
+    from .fprop import _run_kernel
+
+    if launch is not None and launch.extra is None:
+        launch.extra = Launch()
+    block = 128
+
+    def constexprs():
+        return dict(TAPS=taps, S=s, BLOCK_K=bk, BLOCK=block, SPLITS=32, **({"PDL": True} if pdl else {}))
+
+    _run_kernel(None if launch is None else launch.extra, wgrad_reduce_kernel, (cdiv(row_len, block),), args,
+                constexprs, {"num_warps": 4, "num_stages": 1, **({"launch_pdl": True} if pdl else {})})  # fmt: skip
 
 
 class WgradGroupedTma:

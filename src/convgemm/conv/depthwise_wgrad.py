@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from .depthwise import _col_masks, _step_loads, gl, gluon
 
@@ -324,6 +325,7 @@ def depthwise_wgrad_rows_kernel(
     INT64: tl.constexpr,  # 64-bit offsets within an image (the forward's rule: an image spans 2**31)
     LAYOUT: tl.constexpr = None,  # None: Triton's; Gluon's [BLOCK_Q, BLOCK_K] layout from the Gluon entry
     LAYOUT1: tl.constexpr = None,  # with LAYOUT: the partial sums' [BLOCK_K] store layout
+    PDL_TRIGGER: tl.constexpr = False,  # wgrad_reduce_kernel follows as a programmatic dependent launch
 ):
     """Grid: (channel blocks * CG, splits), the input channel c' of the groups fastest; program
     (kb, c') reads x channel (k // KG) * CG + c' for output channel k. Split ``i`` takes column block ``i % q_blocks`` of the
@@ -331,6 +333,8 @@ def depthwise_wgrad_rows_kernel(
     dy row p0 takes x rows (p0 + u) * STRIDE_H - pad_h + i (i < STRIDE_H) and dy row p0 + u; dy
     slot m holds dy row p0 + u - m, which meets x row i of the step through filter row
     m * STRIDE_H + i (the forward's indexing: there the slot is an output accumulator)."""
+    if PDL_TRIGGER:  # let the reduce start early; it waits for this grid's completion (gdc_wait)
+        gdc_launch_dependents()
     M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
     NJ: tl.constexpr = (COLS - 1) * STRIDE_W + (S - 1) * DIL_W + 1
     acc_t = tl.float64 if ACC_F64 else tl.float32
@@ -423,7 +427,8 @@ if gluon is not None:
                                        COLS: gl.constexpr, BLOCK_K: gl.constexpr, VEC: gl.constexpr,
                                        PREFETCH: gl.constexpr, TRIM: gl.constexpr, ACC_F64: gl.constexpr,
                                        INT64: gl.constexpr, SPT_K: gl.constexpr, TPW_Q: gl.constexpr,
-                                       TPW_K: gl.constexpr, WPC_Q: gl.constexpr, WPC_K: gl.constexpr):  # fmt: skip
+                                       TPW_K: gl.constexpr, WPC_Q: gl.constexpr, WPC_K: gl.constexpr,
+                                       PDL_TRIGGER: gl.constexpr = False):  # fmt: skip
         # ``depthwise_wgrad_rows_kernel`` with its tensors laid out explicitly (the layouts
         # Triton's coalescing pass picks: ``backward.DepthwiseWgrad.gluon_layout``), compiled as
         # Gluon, without that pass, as the forward's ``depthwise_rows_kernel_gl``: a stride-2 3x3
@@ -436,7 +441,7 @@ if gluon is not None:
                                     pad_w, R, S, STRIDE_H, STRIDE_W, DIL_W, BLOCK_Q, COLS, BLOCK_K, VEC, PREFETCH,
                                     TRIM, ACC_F64, INT64,
                                     gl.BlockedLayout([1, SPT_K], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]),
-                                    gl.BlockedLayout([1], [32], [WPC_Q * WPC_K], [0]))  # fmt: skip
+                                    gl.BlockedLayout([1], [32], [WPC_Q * WPC_K], [0]), PDL_TRIGGER)  # fmt: skip
 
 else:  # pragma: no cover
     depthwise_wgrad_rows_kernel_gl = None
@@ -529,8 +534,11 @@ def wgrad_reduce_kernel(
     BLOCK_K: tl.constexpr,  # the main kernel's channel block
     BLOCK: tl.constexpr,  # flat partial-sum entries per program
     SPLITS: tl.constexpr,  # splits summed per iteration (a tree within, in order across)
+    PDL: tl.constexpr = False,  # a programmatic dependent launch: wait for the partial sums first
 ):
     """``dw[k, c', r, s]`` = the sum over splits of the partial sums, in a fixed order."""
+    if PDL:
+        gdc_wait()
     e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     row_len = tl.cdiv(K, BLOCK_K) * CG * TAPS * BLOCK_K
     e_ok = e < row_len

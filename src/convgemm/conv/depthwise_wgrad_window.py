@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 
 from .._runtime import cdiv
 from .depthwise import gl, gluon
@@ -142,10 +143,13 @@ def depthwise_wgrad_window_kernel(
     ROW_MASK: tl.constexpr,  # the x row count is not a multiple of UNROLL
     INT64: tl.constexpr,  # 64-bit offsets within an image (an image of x or dy spans 2**31 elements)
     LAYOUT: tl.constexpr = None,  # None: Triton's layouts; a Gluon [QG, BLOCK_K] layout from the Gluon entry
+    PDL_TRIGGER: tl.constexpr = False,  # wgrad_reduce_kernel follows as a programmatic dependent launch
 ):
     """Grid: (cdiv(C, BLOCK_K) channel blocks, cdiv(N, IMGS) image groups). Program (kb, g) adds
     the products of images [g * IMGS, (g + 1) * IMGS) for channels [kb * BLOCK_K, ...) and stores
     its R*S sums [BLOCK_K] at ``ws[g, kb]`` (lanes past C: channel C - 1's again, never read)."""
+    if PDL_TRIGGER:  # let the reduce start early; it waits for this grid's completion (gdc_wait)
+        gdc_launch_dependents()
     NJ: tl.constexpr = COLS + S - 1
     L: tl.constexpr = NJ + COLS  # raw inputs a step
     kb = tl.program_id(0)
@@ -255,7 +259,8 @@ if gluon is not None:
                                          COLS: gl.constexpr, IMGS: gl.constexpr, UNROLL: gl.constexpr,
                                          PREFETCH: gl.constexpr, X_MASK: gl.constexpr, DY_MASK: gl.constexpr,
                                          ROW_MASK: gl.constexpr, INT64: gl.constexpr, TPW_Q: gl.constexpr,
-                                         TPW_K: gl.constexpr, WPC_Q: gl.constexpr, WPC_K: gl.constexpr):  # fmt: skip
+                                         TPW_K: gl.constexpr, WPC_Q: gl.constexpr, WPC_K: gl.constexpr,
+                                         PDL_TRIGGER: gl.constexpr = False):  # fmt: skip
         # depthwise_wgrad_window_kernel with its [QG, BLOCK_K] tensors laid out explicitly (one
         # element a thread, channels fastest: the layout Triton's coalescing pass picks for
         # channel-contiguous tensors), compiled as Gluon, which skips that pass: most of the Triton
@@ -263,7 +268,7 @@ if gluon is not None:
         depthwise_wgrad_window_kernel(x_ptr, dy_ptr, ws_ptr, N, H, W, P, Q, s_xn, s_xh, s_yn, s_yh, C, XC, XW, YC, YW,
                                       R, S, PAD_H, PAD_W, BLOCK_K, QG, COLS, IMGS, UNROLL, PREFETCH, X_MASK, DY_MASK,
                                       ROW_MASK, INT64,
-                                      gl.BlockedLayout([1, 1], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]))  # fmt: skip
+                                      gl.BlockedLayout([1, 1], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]), PDL_TRIGGER)  # fmt: skip
 
 else:  # pragma: no cover
     depthwise_wgrad_window_kernel_gl = None
