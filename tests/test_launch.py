@@ -184,3 +184,20 @@ def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
     for (_, main_c, _), (_, red_c, red_o) in zip(seen[::2], seen[1::2], strict=True):
         assert main_c.get("PDL_TRIGGER", False) is pdl
         assert red_c.get("PDL", False) is pdl and red_o.get("launch_pdl", False) is pdl
+
+    # the Gluon forward's K split (ws_conv3d_kernel, then ws_split_finish_kernel), as compiled
+    from convgemm.conv import ws3d
+
+    monkeypatch.setattr(ws3d, "pdl_enabled", lambda: pdl)
+    cl3 = torch.channels_last_3d
+    x = torch.zeros(1, 64, 1, 8, 8, dtype=torch.float16).contiguous(memory_format=cl3)
+    y = torch.zeros(1, 64, 1, 8, 8, dtype=torch.float16).contiguous(memory_format=cl3)
+    wp = torch.zeros(64, 9 * 64, dtype=torch.float16)
+    for split in (2, 1):
+        launches = ws3d.ws_conv3d(x, wp, None, y, (1, 3, 3), (0, 1, 1), (1, 1, 1), (1, 8, 8), 64, warps=4,
+                                  split=split, compile_only=True)  # fmt: skip
+        assert launches[0][3]["PDL_TRIGGER"] is (pdl and split > 1)
+        assert len(launches) == (2 if split > 1 else 1)
+        if split > 1:
+            fkw = launches[1][3]
+            assert fkw.get("PDL", False) is pdl and fkw.get("launch_pdl", False) is pdl

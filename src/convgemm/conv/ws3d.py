@@ -48,11 +48,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.language.extra.cuda import gdc_wait
 
 from .._runtime import cdiv, sm_count
 from ..matmul.blocks import stream_k_reduce
 from ..matmul.launch import aux_of
 from .conv3d import depth_free, phase_grid
+from .fprop import pdl_enabled
 from .loaders import fix_list_append_if_nonfinite
 from .loaders3d import _tile3, depth_k_range, phase_grid_coord
 from .ws_replay import counters, fast_ready, ws_conv3d_replay
@@ -362,7 +364,8 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
                      TH: gl.constexpr,
                      TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
                      SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr, CWARPS: gl.constexpr,
-                     CREGS: gl.constexpr, STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr):  # fmt: skip
+                     CREGS: gl.constexpr, STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr,
+                     PDL_TRIGGER: gl.constexpr = False):  # fmt: skip
     """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
 
     ``EPI`` = 1 (unsplit, no stream-K): tiles are stored from registers (``_epilogue_direct``)
@@ -380,6 +383,8 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     cuBLAS's 192-pixel tiles that fill the H200's 132 SMs where 128- and 256-pixel ones leave a
     partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
     gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
+    if PDL_TRIGGER:  # ws_split_finish_kernel, a programmatic dependent launch, may start (it waits)
+        launch_dependents()
     gl.static_assert(GROUPED == 0 or (SPLIT == 1 and STREAM == 0), "ws_conv3d_kernel: groups unsplit, no stream-K")
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -442,11 +447,15 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
 @triton.jit
 def ws_split_finish_kernel(ws_ptr, y_ptr, bias_ptr, K, tiles_n, OD, P, Q, syn, syd, syh, syw, SPLIT: tl.constexpr,
                            TD: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr, BN: tl.constexpr,
-                           SUB: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr):  # fmt: skip
+                           SUB: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
+                           PDL: tl.constexpr = False):  # fmt: skip
     """The second half of ``ws_conv3d_kernel``'s split-K: grid = (tiles, TD*TH*TW / SUB). Sums
     ``SUB`` pixel rows of one tile over its ``SPLIT`` partials in split order (the same result on
     every run), adds the bias, and stores the pixels inside the output (y is NDHWC: channel stride
-    1, pixel strides ``syn, syd, syh, syw``)."""
+    1, pixel strides ``syn, syd, syh, syw``). ``PDL``: launched as a programmatic dependent of
+    ``ws_conv3d_kernel`` (``PDL_TRIGGER``), so it waits for the partials first."""
+    if PDL:
+        gdc_wait()
     BP: tl.constexpr = TD * TH * TW
     tile = tl.program_id(0)
     rows = tl.program_id(1) * SUB + tl.arange(0, SUB)
@@ -531,6 +540,15 @@ def _default_layout(block: tuple[int, ...], dtype: torch.dtype):
 
 #: the launch options among a Gluon call's keyword arguments (the rest are its constexprs)
 _OPTIONS = ("num_warps", "maxnreg", "launch_pdl")
+
+
+@gluon.jit
+def launch_dependents():
+    """Hopper's ``griddepcontrol.launch_dependents`` (``gdc_launch_dependents``, for Gluon): the
+    next kernel on the stream, if launched as a programmatic dependent (``launch_pdl``), may start;
+    it must ``gdc_wait`` before reading anything this kernel writes."""
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
 
 
 def gluon_launch(launch, fn, grid: tuple, args: tuple, kw: dict) -> None:
@@ -650,6 +668,8 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
     kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0), EPI=int(direct > 0), GROUPED=int(bool(super_groups)),
               CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
+    pdl = split > 1 and pdl_enabled()  # the finish kernel a programmatic dependent launch
+    kw.update(PDL_TRIGGER=pdl)
     launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
         bp = td * th * tw
@@ -657,7 +677,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
         launches.append((ws_split_finish_kernel, (num_tiles, bp // sub),
                          (ws, y, b, k, tiles_n, od, p, q, y.stride(0), y.stride(2), y.stride(3), y.stride(4)),
                          dict(SPLIT=split, TD=td, TH=th, TW=tw, BN=block_n, SUB=sub, HAS_BIAS=bias is not None,
-                              ACT=act, num_warps=4)))  # fmt: skip
+                              ACT=act, num_warps=4, **(dict(PDL=True, launch_pdl=True) if pdl else {}))))  # fmt: skip
     if compile_only:
         return launches
     gluon_launch(launch, *launches[0])

@@ -40,7 +40,7 @@ from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free
 from .fprop import pdl_enabled
-from .ws3d import _tile_origin, _x_coord, gluon_launch, input_desc, ndhwc_desc
+from .ws3d import _tile_origin, _x_coord, gluon_launch, input_desc, launch_dependents, ndhwc_desc
 from .ws_replay import fast_ready, ws_wgrad3d_replay
 
 
@@ -175,8 +175,7 @@ def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sd
     finish kernel, a programmatic dependent launch, may start now; it waits for this kernel's
     completion and memory (``gdc_wait``) before reading a partial."""
     if PDL_TRIGGER:
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
-                                  is_pure=False, pack=1)  # fmt: skip
+        launch_dependents()
     dy_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES] + dy_desc.block_type.shape, dy_desc.layout)
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -316,8 +315,8 @@ def ws_wgrad3d(x: torch.Tensor, dy: torch.Tensor, dw: torch.Tensor, taps: tuple[
     # from the producer (48 each) to the consumers
     kw = dict(TD=td, TH=th, TW=tw, STAGES=stages, SPLIT=split, STRIDED=strided, GROUPED=int(super_groups is not None),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps + 4) * 32)) // 8 * 8))  # fmt: skip
-    if split > 1 and pdl_enabled():
-        kw["PDL_TRIGGER"] = True
+    # every constexpr given (tests/gluon_emu.py binds the kernel's parameters from these)
+    kw["PDL_TRIGGER"] = split > 1 and pdl_enabled()
     if compile_only:
         return ws_wgrad3d_kernel, grid, args, kw
     gluon_launch(launch, ws_wgrad3d_kernel, grid, args, kw)
