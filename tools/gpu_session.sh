@@ -669,7 +669,8 @@ PY
     s47pdl)  # session 47: the split wgrads' finish kernels as programmatic dependent launches (wgrad_ws's
         # ws_wgrad_finish_kernel, wgrad_tma's split_k_finish_kernel): their GPU tests, then CONVGEMM_PDL A/B
         # on seven split wgrad layers (one tuning cache, tuned by the first process; two rounds of
-        # alternating processes; the depthwise wgrads' reduce too) -> s47pdl-tests.log, pdlw{0,1}-r{1,2}.json
+        # alternating processes; the depthwise wgrads' reduce and the forward's Gluon K split too) -> s47pdl-tests.log,
+        # pdl-bench.log, pdl-summary.log, pdl-all.json (each process's JSON by name)
         timeout "${PDL_TESTS_TIMEOUT:-100}" python3 -m pytest -q -n 8 tests/test_launch.py tests/test_ws_wgrad.py \
             tests/test_backward.py tests/test_depthwise_wgrad_window.py \
             -k "dependent or pdl or wgrad_ws_2d or reduce_plan or gpu_window_both or depthwise_wgrad_gpu_configs" \
@@ -683,20 +684,27 @@ PY
         for round in 1 2; do
             for pdl in 1 0; do
                 CONVGEMM_CACHE_DIR=$d CONVGEMM_PDL=$pdl timeout "${PDL_BENCH_TIMEOUT:-150}" python3 -m convgemm bench \
-                    --dtype bf16 --check --direction wgrad "${shapes[@]}" --json "$OUT/pdlw$pdl-r$round.json" \
-                    > "$OUT/pdlw$pdl-r$round.log" 2>&1
+                    --dtype bf16 --check --direction wgrad "${shapes[@]}" --json "$d/pdlw$pdl-r$round.json" \
+                    >> "$OUT/pdl-bench.log" 2>&1
                 echo "PDL=$pdl round $round: rc=$?"
+                # the forward layers on implicit_gemm_ws's K split (session 37's all suite)
+                CONVGEMM_CACHE_DIR=$d CONVGEMM_PDL=$pdl timeout "${PDL_BENCH_TIMEOUT:-150}" python3 -m convgemm bench \
+                    --dtype bf16 --check --shape 16,512,7,7,512,3,3,1,0,1,1 --shape 1,512,48,48,256,3,3,1,1,1,1 \
+                    --json "$d/pdlf$pdl-r$round.json" >> "$OUT/pdl-bench.log" 2>&1
+                echo "PDL=$pdl round $round fwd: rc=$?"
             done
         done
-        python3 - "$OUT" <<'PY'
+        python3 - "$d" "$OUT/pdl-all.json" <<'PY' | tee "$OUT/pdl-summary.log"
 import glob, json, sys
-for f in sorted(glob.glob(sys.argv[1] + "/pdlw*.json")):
-    d = json.load(open(f))
+every = {}
+for f in sorted(glob.glob(sys.argv[1] + "/pdl[wf]*.json")):
+    d = every[f.split("/")[-1]] = json.load(open(f))
     rows = d["rows"] if isinstance(d, dict) else d
     print(f.split("/")[-1], " ".join(f"{r['convgemm_us']:.1f}/{r['cudnn_us']:.1f}" for r in rows))
-    if f.endswith("pdlw0-r1.json"):
+    if f.endswith("0-r1.json"):
         for r in rows:
             print("  ", r["name"], r["algorithm"], r["config"])
+json.dump(every, open(sys.argv[2], "w"))
 PY
         ;;
     s44c)  # CONVGEMM_PDL A/B (session 44, H100: PDL=1 2.2-4.2% faster, now the default; the grouped fix-up as a programmatic dependent launch; ncu, s44b: the fix-up launch
