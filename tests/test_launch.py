@@ -201,3 +201,10 @@ def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
         if split > 1:
             fkw = launches[1][3]
             assert fkw.get("PDL", False) is pdl and fkw.get("launch_pdl", False) is pdl
+    # a grouped layer (super-groups): its fix-up follows every call, so the kernel triggers it
+    x = torch.zeros(1, 128, 1, 8, 8, dtype=torch.float16).contiguous(memory_format=cl3)
+    y = torch.zeros(1, 128, 1, 8, 8, dtype=torch.float16).contiguous(memory_format=cl3)
+    wp = torch.zeros(128, 9 * 64, dtype=torch.float16)
+    (main,) = ws3d.ws_conv3d(x, wp, None, y, (1, 3, 3), (0, 1, 1), (1, 1, 1), (1, 8, 8), 64, warps=4,
+                             compile_only=True, super_groups=(64, 64), fix=torch.zeros(1026, dtype=torch.int32))  # fmt: skip
+    assert main[3]["PDL_TRIGGER"] is pdl

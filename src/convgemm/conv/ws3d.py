@@ -383,7 +383,7 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     cuBLAS's 192-pixel tiles that fill the H200's 132 SMs where 128- and 256-pixel ones leave a
     partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
     gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
-    if PDL_TRIGGER:  # ws_split_finish_kernel, a programmatic dependent launch, may start (it waits)
+    if PDL_TRIGGER:  # the finish kernel or the grouped fix-up, a programmatic dependent launch, may start (it waits)
         launch_dependents()
     gl.static_assert(GROUPED == 0 or (SPLIT == 1 and STREAM == 0), "ws_conv3d_kernel: groups unsplit, no stream-K")
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
@@ -668,7 +668,9 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
     kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0), EPI=int(direct > 0), GROUPED=int(bool(super_groups)),
               CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
-    pdl = split > 1 and pdl_enabled()  # the finish kernel a programmatic dependent launch
+    # the split's finish kernel (below) or a grouped layer's fix-up (fprop.grouped_fixup) follows
+    # as a programmatic dependent launch
+    pdl = (split > 1 or fix is not None) and pdl_enabled()
     kw.update(PDL_TRIGGER=pdl)
     launches = [(ws_conv3d_kernel, grid, args, kw)]
     if split > 1:
