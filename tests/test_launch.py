@@ -128,8 +128,9 @@ def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
     wgrad_tma's ``split_k_finish_kernel`` after a ``reduce`` config, the depthwise wgrad's
     ``wgrad_reduce_kernel`` after its rows or window kernel) is a programmatic dependent
     launch when ``pdl_enabled``: the first kernel triggers it (``PDL_TRIGGER``), the second is
-    launched with ``launch_pdl`` and waits (``PDL``); an unsplit call triggers nothing. The
-    launches are recorded, not run."""
+    launched with ``launch_pdl`` and waits (``PDL``); an unsplit call triggers nothing. So is the
+    Gluon forward's ``ws_split_finish_kernel``, and ``ws_conv3d_kernel`` triggers a grouped
+    layer's fix-up. The launches are recorded, not run."""
     from dataclasses import replace
 
     from convgemm.conv import backward as bw
