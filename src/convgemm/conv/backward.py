@@ -891,14 +891,14 @@ class DepthwiseWgrad:
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), dy.stride(0), dy.stride(1), dy.stride(2),
                 dy.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
 
+        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
+
         def constexprs():
             return dict(R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], STRIDE_W=prob.stride[1], DIL_W=prob.dilation[1],
                         BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=max(0, cfg.num_stages - 1),
                         TRIM=DepthwiseRows.trim(prob, rows), ACC_F64=acc_t == torch.float64,
                         INT64=max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31,
                         **(layout or {}), **({"PDL_TRIGGER": True} if pdl else {}))  # fmt: skip
-
-        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
 
         # a warm launch relaunches what it compiled: the choice of entry is not needed then
         layout = None if launch is not None and launch.warm else self.gluon_layout(prob, cfg, x, dy)
@@ -933,6 +933,8 @@ class DepthwiseWgrad:
         args = (x, dy, ws, prob.n, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2), dy.stride(0),
                 dy.stride(2))  # fmt: skip
 
+        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
+
         def constexprs():
             int64 = max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31
             return dict(**window_constexprs((prob.k, prob.h, prob.w, prob.p, prob.q),
@@ -940,8 +942,6 @@ class DepthwiseWgrad:
                                             (prob.r, prob.s, prob.pad_h[0], prob.pad_w[0]), qg, bk, cfg.cols, imgs,
                                             max(1, cfg.block_k), max(0, cfg.num_stages - 1), int64),
                         **(layout or {}), **({"PDL_TRIGGER": True} if pdl else {}))  # fmt: skip
-
-        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
 
         # a warm launch relaunches what it compiled: the choice of entry is not needed then
         layout = None if launch is not None and launch.warm else self.window_layout(prob, cfg, x, dy)
@@ -1250,13 +1250,13 @@ def finish_split_k(launch, ws: torch.Tensor, c: tuple, num_m: int, num_n: int, b
     while sub > 2 and num_m * num_n * batch * (cfg.block_m // sub) < 2 * sm_count():
         sub //= 2
     args = (ws, *c, num_m, num_n, cfg.split_k)
+    pdl = pdl_enabled()
 
     def constexprs():
         return dict(
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, SUB_M=sub, C_STORE=store, **({"PDL": True} if pdl else {})
         )
 
-    pdl = pdl_enabled()
     _run_kernel(aux_of(launch), split_k_finish_kernel, (num_m * num_n * (cfg.block_m // sub), batch), args, constexprs,
                 {"num_warps": 4, "num_stages": 1, **({"launch_pdl": True} if pdl else {})})  # fmt: skip
 

@@ -48,7 +48,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-from triton.language.extra.cuda import gdc_wait
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from .._runtime import cdiv, sm_count
 from ..matmul.blocks import stream_k_reduce
@@ -384,7 +384,7 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
     gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
     if PDL_TRIGGER:  # the finish kernel or the grouped fix-up, a programmatic dependent launch, may start (it waits)
-        launch_dependents()
+        gdc_launch_dependents()
     gl.static_assert(GROUPED == 0 or (SPLIT == 1 and STREAM == 0), "ws_conv3d_kernel: groups unsplit, no stream-K")
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -540,15 +540,6 @@ def _default_layout(block: tuple[int, ...], dtype: torch.dtype):
 
 #: the launch options among a Gluon call's keyword arguments (the rest are its constexprs)
 _OPTIONS = ("num_warps", "maxnreg", "launch_pdl")
-
-
-@gluon.jit
-def launch_dependents():
-    """Hopper's ``griddepcontrol.launch_dependents`` (``gdc_launch_dependents``, for Gluon): the
-    next kernel on the stream, if launched as a programmatic dependent (``launch_pdl``), may start;
-    it must ``gdc_wait`` before reading anything this kernel writes."""
-    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
-                              is_pure=False, pack=1)  # fmt: skip
 
 
 def gluon_launch(launch, fn, grid: tuple, args: tuple, kw: dict) -> None:

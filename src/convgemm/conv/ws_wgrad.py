@@ -34,13 +34,13 @@ import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
-from triton.language.extra.cuda import gdc_wait
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free
 from .fprop import pdl_enabled
-from .ws3d import _tile_origin, _x_coord, gluon_launch, input_desc, launch_dependents, ndhwc_desc
+from .ws3d import _tile_origin, _x_coord, gluon_launch, input_desc, ndhwc_desc
 from .ws_replay import fast_ready, ws_wgrad3d_replay
 
 
@@ -175,7 +175,7 @@ def ws_wgrad3d_kernel(dy_desc, x_desc, ws_ptr, dw_ptr, K, sdk, sdc, sdt, sdr, sd
     finish kernel, a programmatic dependent launch, may start now; it waits for this kernel's
     completion and memory (``gdc_wait``) before reading a partial."""
     if PDL_TRIGGER:
-        launch_dependents()
+        gdc_launch_dependents()
     dy_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES] + dy_desc.block_type.shape, dy_desc.layout)
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
