@@ -333,8 +333,6 @@ def depthwise_wgrad_rows_kernel(
     dy row p0 takes x rows (p0 + u) * STRIDE_H - pad_h + i (i < STRIDE_H) and dy row p0 + u; dy
     slot m holds dy row p0 + u - m, which meets x row i of the step through filter row
     m * STRIDE_H + i (the forward's indexing: there the slot is an output accumulator)."""
-    if PDL_TRIGGER:  # let the reduce start early; it waits for this grid's completion (gdc_wait)
-        gdc_launch_dependents()
     M: tl.constexpr = (R + STRIDE_H - 1) // STRIDE_H
     NJ: tl.constexpr = (COLS - 1) * STRIDE_W + (S - 1) * DIL_W + 1
     acc_t = tl.float64 if ACC_F64 else tl.float32
@@ -405,6 +403,11 @@ def depthwise_wgrad_rows_kernel(
                                          DIL_W, INT64, PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, v + 1, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
+    if PDL_TRIGGER:
+        # the reduce may launch now and wait (gdc_wait) for this grid's stores. Triggered here,
+        # not first: an H100 (session 48) lost 5-6 us on the window kernel's layers with the
+        # trigger first, its waiting programs beside these FMA-bound ones
+        gdc_launch_dependents()
     # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
     ws = ws_ptr + (split * tl.num_programs(0) + pid0).to(tl.int64) * (R * S * BLOCK_K)
     if LAYOUT is None:

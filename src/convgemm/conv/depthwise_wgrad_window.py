@@ -148,8 +148,6 @@ def depthwise_wgrad_window_kernel(
     """Grid: (cdiv(C, BLOCK_K) channel blocks, cdiv(N, IMGS) image groups). Program (kb, g) adds
     the products of images [g * IMGS, (g + 1) * IMGS) for channels [kb * BLOCK_K, ...) and stores
     its R*S sums [BLOCK_K] at ``ws[g, kb]`` (lanes past C: channel C - 1's again, never read)."""
-    if PDL_TRIGGER:  # let the reduce start early; it waits for this grid's completion (gdc_wait)
-        gdc_launch_dependents()
     NJ: tl.constexpr = COLS + S - 1
     L: tl.constexpr = NJ + COLS  # raw inputs a step
     kb = tl.program_id(0)
@@ -243,6 +241,10 @@ def depthwise_wgrad_window_kernel(
                         new = new + (cur[NJ + c].to(tl.float32),)
                     win = new + win[: (R - 1) * COLS]  # slot m <- slot m - 1; slot 0: dy row ih + PAD_H
                     accs = _step_fma(accs, win, xs, R, S, COLS)
+    if PDL_TRIGGER:
+        # the reduce may launch now and wait (gdc_wait) for this grid's stores; triggered here, not
+        # first (an H100 lost 5-6 us a layer with the trigger first, session 48)
+        gdc_launch_dependents()
     # wgrad_reduce_kernel's layout (CG = 1): split grp's row, channel block kb, tap t, lane
     ws = ws_ptr + (grp * tl.num_programs(0) + kb).to(tl.int64) * (R * S * BLOCK_K)
     for t in tl.static_range(R * S):
