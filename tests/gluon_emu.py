@@ -388,19 +388,23 @@ def run_ws_wgrad3d(grid, args: tuple, kw: dict) -> None:
     bits = a["x_desc"].base.element_size() * 8
     programs = grid[0]
     _state["programs"] = programs
+    triggered = set()  # the programs whose consumer signalled the dependent finish kernel
     for pid in range(programs):
         _state["pid"] = pid
         fills = _produce(producer, rec, (dy_d, x_d, _Bufs("ready"), _Bufs("empty"), _Bufs("dy"), _Bufs("x"), geo,
                                          grp, TD, TH, TW, STAGES, SPLIT, a["STRIDED"], a["GROUPED"]), ["dy", "x"])  # fmt: skip
         bar = _Barriers()
         overrides = {"mbarrier": bar, "warpgroup_mma": lambda a_, b_, acc, is_async=False: acc + a_ @ b_,
-                     "warpgroup_mma_wait": lambda num_outstanding=0, deps=(): deps[0]}  # fmt: skip
+                     "warpgroup_mma_wait": lambda num_outstanding=0, deps=(): deps[0],
+                     "gdc_launch_dependents": lambda: triggered.add(_state["pid"])}  # fmt: skip
         consumer = _python(ws_wgrad._wg_consumer, overrides, {})
         dy_ring = _Ring(fills, bar, lambda k: 0, [STAGES, *dy_d.block], bits)
         x_ring = _Ring(fills, bar, lambda k: 1, [STAGES, *x_d.block], bits)
         consumer(Ptr(a["ws_ptr"]), Ptr(a["dw_ptr"]), dws, a["K"], _Bufs("ready"), _Bufs("empty"), dy_ring, x_ring,
-                 geo, grp, TD, TH, TW, STAGES, SPLIT, a["GROUPED"])  # fmt: skip
+                 geo, grp, TD, TH, TW, STAGES, SPLIT, a["GROUPED"], a["PDL_TRIGGER"])  # fmt: skip
         assert bar.cursor == len(fills) - 1, "the consumer read every fill the producer made"
+    # a dependent finish kernel launches only once every program has signalled it (or exited)
+    assert triggered == (set(range(programs)) if a["PDL_TRIGGER"] else set()), "every program signals the finish kernel"
 
 
 def install(monkeypatch) -> None:
@@ -414,7 +418,9 @@ def install(monkeypatch) -> None:
         elif fn is ws_wgrad.ws_wgrad3d_kernel:
             run_ws_wgrad3d(grid, args, kw)
         else:
-            fn[grid](*args, **kw)
+            # the interpreter runs launches in order and has no gdc_wait: a programmatic
+            # dependent launch (tests that force PDL on) runs as a plain one
+            fn[grid](*args, **{k: v for k, v in kw.items() if k not in ("PDL", "launch_pdl")})
 
     monkeypatch.setattr(ws3d, "gluon_launch", launch)
     monkeypatch.setattr(ws_wgrad, "gluon_launch", launch)

@@ -250,10 +250,15 @@ def test_wgrad_every_candidate(case, emulated):
         torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4, msg=lambda m, c=cfg: f"{c.describe()}: {m}")
 
 
-@pytest.mark.parametrize("split", [2, 3])
-def test_wgrad_split_and_finish_kernel(split, emulated):
-    """Pixel ranges summed by ``ws_wgrad_finish_kernel`` (interpreter) in split order."""
+@pytest.mark.parametrize("split,pdl", [(2, False), (3, False), (3, True)])
+def test_wgrad_split_and_finish_kernel(split, pdl, emulated, monkeypatch):
+    """Pixel ranges summed by ``ws_wgrad_finish_kernel`` (interpreter) in split order. With PDL,
+    every program's consumer signals the finish kernel once its last unit's main loop is done
+    (``gluon_emu`` records the signals and asserts it)."""
     from convgemm.conv import backward as bw
+    from convgemm.conv import ws_wgrad
+
+    monkeypatch.setattr(ws_wgrad, "pdl_enabled", lambda: pdl)
 
     x, dy, prob, want = _wgrad_case(2, 64, 9, 10, 128, 3, 3, 1, 1)
     cfg = replace(bw.WGRAD_WS.configs(prob)[-1], split_k=split)

@@ -666,14 +666,21 @@ PY
         timeout 100 python3 -m pytest -q -n 4 tests/test_nonfinite.py tests/test_launch.py tests/test_grouped_direct.py \
             -k "listed or pdl or persistent or gpu" -p no:cacheprovider --tb=short -W ignore 2>&1 |
             grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
-    s48a)  # session 48: s47pdl (H100) found PDL 5-6 us slower on the depthwise window wgrads with the trigger
-        # first, and 1.5 us slower on one 3x3 wgrad_ws layer: the depthwise trigger now comes after the
-        # main loop. CONVGEMM_PDL A/B on those and four 3x3 wgrad_ws layers, then the all suite cold, then tests
+    s48a|s48c)  # session 48: s47pdl (H100) found PDL 5-6 us slower on the depthwise window wgrads with the
+        # trigger first, and 1.5 us slower on one 3x3 wgrad_ws layer. s48a: the depthwise trigger after the main
+        # loop; A/B on those and four 3x3 wgrad_ws layers, the all suite cold, tests. s48c: wgrad_ws's consumer
+        # triggers at its last unit; A/B on three 3x3 and three 1x1 wgrad_ws layers, its GPU tests, the NCHW suite
         d=$(mktemp -d)
-        shapes=(--shape 64,960,7,7,960,3,3,1,1,1,960 --shape 64,576,14,14,576,3,3,1,1,1,576
-                --shape 64,768,7,7,768,7,7,1,3,1,768 --shape 64,256,14,14,256,3,3,1,1,1,1,nobias
-                --shape 64,128,28,28,128,3,3,1,1,1,1,nobias --shape 64,512,7,7,512,3,3,1,1,1,1,nobias
-                --shape 64,64,56,56,64,3,3,1,1,1,1,nobias)
+        if [ "$1" = s48a ]; then
+            shapes=(--shape 64,960,7,7,960,3,3,1,1,1,960 --shape 64,576,14,14,576,3,3,1,1,1,576
+                    --shape 64,768,7,7,768,7,7,1,3,1,768 --shape 64,256,14,14,256,3,3,1,1,1,1,nobias
+                    --shape 64,128,28,28,128,3,3,1,1,1,1,nobias --shape 64,512,7,7,512,3,3,1,1,1,1,nobias
+                    --shape 64,64,56,56,64,3,3,1,1,1,1,nobias)
+        else
+            shapes=(--shape 64,256,14,14,256,3,3,1,1,1,1,nobias --shape 64,128,28,28,128,3,3,1,1,1,1,nobias
+                    --shape 64,64,56,56,64,3,3,1,1,1,1,nobias --shape 64,256,14,14,1024,1,1,1,0,1,1,nobias
+                    --shape 64,512,28,28,128,1,1,1,0,1,1,nobias --shape 1,768,96,96,256,1,1,1,0,1,1)
+        fi
         for round in 1 2; do
             for pdl in 1 0; do
                 t=${PDL_BENCH_TIMEOUT:-70}; [ "$round$pdl" = 11 ] && t=${PDL_TUNE_TIMEOUT:-150}
@@ -695,13 +702,20 @@ for f in sorted(glob.glob(sys.argv[1] + "/pdlw*.json")):
             print("  ", r["name"], r["algorithm"], r["config"])
 json.dump(every, open(sys.argv[2], "w"))
 PY
-        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/all-tune.jsonl \
-            timeout "${ALL_TIMEOUT:-330}" python3 -m convgemm bench --dtype bf16 --check --suite all \
-            --json "$OUT/all.json" > "$OUT/all.log" 2>&1
-        echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3
-        timeout "${PDL_TESTS_TIMEOUT:-90}" python3 -m pytest -q -n 8 tests/test_depthwise_wgrad_window.py \
-            tests/test_backward.py -k "gpu_window_both or depthwise_wgrad_gpu_configs" -p no:cacheprovider \
-            --tb=short -W ignore 2>&1 | tee "$OUT/s48a-tests.log" | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
+        if [ "$1" = s48c ]; then
+            timeout "${PDL_TESTS_TIMEOUT:-100}" python3 -m pytest -q -n 8 tests/test_ws_wgrad.py -k "wgrad_ws_2d" \
+                -p no:cacheprovider --tb=short -W ignore 2>&1 | tee "$OUT/s48c-tests.log" \
+                | grep -E "^E  |FAILED|Error|passed|failed" | tail -8
+            NCHW_TIMEOUT=${NCHW_TIMEOUT:-280} bash "$0" nchw
+        else
+            CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/all-tune.jsonl \
+                timeout "${ALL_TIMEOUT:-330}" python3 -m convgemm bench --dtype bf16 --check --suite all \
+                --json "$OUT/all.json" > "$OUT/all.log" 2>&1
+            echo "all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/all.log" | tail -3
+            timeout "${PDL_TESTS_TIMEOUT:-90}" python3 -m pytest -q -n 8 tests/test_depthwise_wgrad_window.py \
+                tests/test_backward.py -k "gpu_window_both or depthwise_wgrad_gpu_configs" -p no:cacheprovider \
+                --tb=short -W ignore 2>&1 | tee "$OUT/s48a-tests.log" | grep -E "^E  |FAILED|Error|passed|failed" | tail -8
+        fi ;;
     s47pdl)  # session 47: the split wgrads' finish kernels as programmatic dependent launches (wgrad_ws's
         # ws_wgrad_finish_kernel, wgrad_tma's split_k_finish_kernel): their GPU tests, then CONVGEMM_PDL A/B
         # on seven split wgrad layers (one tuning cache, tuned by the first process; two rounds of
