@@ -257,8 +257,7 @@ def test_wgrad_layout_rules(on_gpu_path, monkeypatch):
 
 def test_wgrad_launch_binds_every_parameter_of_both_entries(on_gpu_path, monkeypatch):
     """As the forward's: the Triton entry's defaulted ``LAYOUT`` / ``LAYOUT1`` are bound from
-    their defaults, the Gluon entry's layout constexprs and ``INT64`` from ``run``, and both
-    entries' ``PDL_TRIGGER`` from ``run`` (on off the interpreter unless ``CONVGEMM_PDL=0``)."""
+    their defaults, the Gluon entry's layout constexprs and ``INT64`` from ``run``."""
     from convgemm.conv import depthwise_wgrad
     from convgemm.conv.backward import DepthwiseWgrad
     from convgemm.matmul.launch import launch_tail
@@ -280,10 +279,8 @@ def test_wgrad_launch_binds_every_parameter_of_both_entries(on_gpu_path, monkeyp
     tt_fn = tt_fn if hasattr(tt_fn, "params") else triton.runtime.jit.JITFunction(tt_fn.fn)
     gl_tail = launch_tail(gl_fn, len(gl_args), gl_kw)
     tt_tail = launch_tail(tt_fn, len(tt_args), tt_kw)
-    # the last parameter: PDL_TRIGGER (wgrad_reduce_kernel follows as a dependent launch)
-    pdl = fprop.pdl_enabled()
-    assert len(gl_tail) == len(gl_fn.arg_names) - len(gl_args) and gl_tail[-6:] == (2, 2, 16, 4, 1, pdl)
-    assert len(tt_tail) == len(tt_fn.arg_names) - len(tt_args) and tt_tail[-3:] == (None, None, pdl)
+    assert len(gl_tail) == len(gl_fn.arg_names) - len(gl_args) and gl_tail[-5:] == (2, 2, 16, 4, 1)
+    assert len(tt_tail) == len(tt_fn.arg_names) - len(tt_args) and tt_tail[-2:] == (None, None)
 
 
 def test_wgrad_gluon_entry_compiles_to_the_same_mix():

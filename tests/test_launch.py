@@ -126,7 +126,7 @@ def test_pdl_is_on_by_default_and_off_under_the_interpreter(monkeypatch):
 def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
     """A split weight gradient's second kernel (the Gluon wgrad's ``ws_wgrad_finish_kernel``,
     wgrad_tma's ``split_k_finish_kernel`` after a ``reduce`` config, the depthwise wgrad's
-    ``wgrad_reduce_kernel`` after its rows or window kernel) is a programmatic dependent
+    ``wgrad_reduce_kernel`` after its window kernel on a 3x3 filter) is a programmatic dependent
     launch when ``pdl_enabled``: the first kernel triggers it (``PDL_TRIGGER``), the second is
     launched with ``launch_pdl`` and waits (``PDL``); an unsplit call triggers nothing. So is the
     Gluon forward's ``ws_split_finish_kernel``, and ``ws_conv3d_kernel`` triggers a grouped
@@ -179,12 +179,18 @@ def test_split_wgrad_finishes_are_dependent_launches(pdl, monkeypatch):
     prob = ConvProblem.from_tensors(x, wt, None, padding=1, groups=16)
     for cfg in (Config(8, 16, 3, 4, 2, cols=2, split_k=2), Config(8, 16, 3, 4, 2, cols=2, window=1)):
         bw.DWGRAD.run(prob, x, dy, torch.zeros_like(wt), cfg, None)
+    # and a 7x7 filter on the window kernel (a plain launch: measured slower as a dependent one)
+    wt7 = torch.zeros(16, 1, 7, 7, dtype=torch.float16)
+    prob7 = ConvProblem.from_tensors(x, wt7, None, padding=3, groups=16)
+    bw.DWGRAD.run(prob7, x, dy, torch.zeros_like(wt7), Config(8, 16, 7, 4, 2, cols=2, window=1), None)
     names = [name for name, _, _ in seen]
-    assert names[0].startswith("depthwise_wgrad_rows_kernel") and names[2].startswith("depthwise_wgrad_window"), names
-    assert names[1::2] == ["wgrad_reduce_kernel"] * 2, names
-    for (_, main_c, _), (_, red_c, red_o) in zip(seen[::2], seen[1::2], strict=True):
-        assert main_c.get("PDL_TRIGGER", False) is pdl
-        assert red_c.get("PDL", False) is pdl and red_o.get("launch_pdl", False) is pdl
+    assert names[0].startswith("depthwise_wgrad_rows_kernel"), names
+    assert names[2].startswith("depthwise_wgrad_window") and names[4].startswith("depthwise_wgrad_window"), names
+    assert names[1::2] == ["wgrad_reduce_kernel"] * 3, names
+    # dependent: the 3x3 window kernel's reduce only (the rows kernel's measured slower that way)
+    for (_, main_c, _), (_, red_c, red_o), dep in zip(seen[::2], seen[1::2], (False, pdl, False), strict=True):
+        assert main_c.get("PDL_TRIGGER", False) is dep
+        assert red_c.get("PDL", False) is dep and red_o.get("launch_pdl", False) is dep
 
     # the Gluon forward's K split (ws_conv3d_kernel, then ws_split_finish_kernel), as compiled
     from convgemm.conv import ws3d

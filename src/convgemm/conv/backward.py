@@ -891,14 +891,12 @@ class DepthwiseWgrad:
                 x.stride(0), x.stride(2), x.stride(3), x.stride(1), dy.stride(0), dy.stride(1), dy.stride(2),
                 dy.stride(3), prob.pad_h[0], prob.pad_w[0])  # fmt: skip
 
-        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
-
         def constexprs():
             return dict(R=prob.r, S=prob.s, STRIDE_H=prob.stride[0], STRIDE_W=prob.stride[1], DIL_W=prob.dilation[1],
                         BLOCK_Q=bq, COLS=cols, BLOCK_K=bk, VEC=cfg.vec, PREFETCH=max(0, cfg.num_stages - 1),
                         TRIM=DepthwiseRows.trim(prob, rows), ACC_F64=acc_t == torch.float64,
                         INT64=max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31,
-                        **(layout or {}), **({"PDL_TRIGGER": True} if pdl else {}))  # fmt: skip
+                        **(layout or {}))  # fmt: skip
 
         # a warm launch relaunches what it compiled: the choice of entry is not needed then
         layout = None if launch is not None and launch.warm else self.gluon_layout(prob, cfg, x, dy)
@@ -906,7 +904,11 @@ class DepthwiseWgrad:
         _run_kernel(launch, kernel, (k_blocks * prob.cg, n_split), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
         red_args = (ws, dw, n_split, prob.k, prob.cg, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3))
-        _reduce_partials(launch, red_args, prob.r * prob.s, prob.s, bk, row_len, pdl)
+        # a plain launch: as a programmatic dependent launch the reduce cost 2-6 us on three of
+        # MobileNetV2's four strided layers on an H100 (session 48: 144 @56 53.2 -> 58.6 us,
+        # 192 @28 28.5 -> 34.1, 576 @14 24.8 -> 26.9; 96 @112 98.6 -> 96.5), the trigger placed
+        # after the main loop; why is not known
+        _reduce_partials(launch, red_args, prob.r * prob.s, prob.s, bk, row_len, False)
 
     def _run_window(self, prob, x, dy, dw, cfg, launch) -> None:
         """The window kernel into a workspace of per-(image group, channel block) partial sums,
@@ -933,7 +935,12 @@ class DepthwiseWgrad:
         args = (x, dy, ws, prob.n, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2), dy.stride(0),
                 dy.stride(2))  # fmt: skip
 
-        pdl = pdl_enabled()  # wgrad_reduce_kernel a programmatic dependent launch: _reduce_partials
+        # wgrad_reduce_kernel a programmatic dependent launch (_reduce_partials) after filters of
+        # up to 9 taps only. H100, session 48, trigger after the main loop: 1.6-2.2 us faster on all
+        # six of MobileNetV2's stride-1 3x3 layers; on ConvNeXt's 7x7, 0.7-1.4 us faster at 96 @56
+        # and 768 @7 but 5.7-6.0 us slower at 192 @28 and 384 @14 (49.8 -> 55.7, 31.5 -> 37.1);
+        # why is not known
+        pdl = pdl_enabled() and prob.r * prob.s <= 9
 
         def constexprs():
             int64 = max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.language.extra.cuda import gdc_wait
 
 from .depthwise import _col_masks, _step_loads, gl, gluon
 
@@ -325,7 +325,6 @@ def depthwise_wgrad_rows_kernel(
     INT64: tl.constexpr,  # 64-bit offsets within an image (the forward's rule: an image spans 2**31)
     LAYOUT: tl.constexpr = None,  # None: Triton's; Gluon's [BLOCK_Q, BLOCK_K] layout from the Gluon entry
     LAYOUT1: tl.constexpr = None,  # with LAYOUT: the partial sums' [BLOCK_K] store layout
-    PDL_TRIGGER: tl.constexpr = False,  # wgrad_reduce_kernel follows as a programmatic dependent launch
 ):
     """Grid: (channel blocks * CG, splits), the input channel c' of the groups fastest; program
     (kb, c') reads x channel (k // KG) * CG + c' for output channel k. Split ``i`` takes column block ``i % q_blocks`` of the
@@ -403,11 +402,6 @@ def depthwise_wgrad_rows_kernel(
                                          DIL_W, INT64, PREFETCH)  # fmt: skip
                 dys = _dy_window(dys, cur, STRIDE_H * NJ, M, COLS, acc_t)
                 accs = _wgrad_fma(accs, cur, dys, v + 1, M, R, S, M, STRIDE_H, STRIDE_W, DIL_W, NJ, COLS, acc_t)
-    if PDL_TRIGGER:
-        # the reduce may launch now and wait (gdc_wait) for this grid's stores. Triggered here,
-        # not first: an H100 (session 48) lost 5-6 us on the window kernel's layers with the
-        # trigger first, its waiting programs beside these FMA-bound ones
-        gdc_launch_dependents()
     # this program's column sums, one [BLOCK_K] vector per tap, contiguous per program
     ws = ws_ptr + (split * tl.num_programs(0) + pid0).to(tl.int64) * (R * S * BLOCK_K)
     if LAYOUT is None:
@@ -430,8 +424,7 @@ if gluon is not None:
                                        COLS: gl.constexpr, BLOCK_K: gl.constexpr, VEC: gl.constexpr,
                                        PREFETCH: gl.constexpr, TRIM: gl.constexpr, ACC_F64: gl.constexpr,
                                        INT64: gl.constexpr, SPT_K: gl.constexpr, TPW_Q: gl.constexpr,
-                                       TPW_K: gl.constexpr, WPC_Q: gl.constexpr, WPC_K: gl.constexpr,
-                                       PDL_TRIGGER: gl.constexpr = False):  # fmt: skip
+                                       TPW_K: gl.constexpr, WPC_Q: gl.constexpr, WPC_K: gl.constexpr):  # fmt: skip
         # ``depthwise_wgrad_rows_kernel`` with its tensors laid out explicitly (the layouts
         # Triton's coalescing pass picks: ``backward.DepthwiseWgrad.gluon_layout``), compiled as
         # Gluon, without that pass, as the forward's ``depthwise_rows_kernel_gl``: a stride-2 3x3
@@ -444,7 +437,7 @@ if gluon is not None:
                                     pad_w, R, S, STRIDE_H, STRIDE_W, DIL_W, BLOCK_Q, COLS, BLOCK_K, VEC, PREFETCH,
                                     TRIM, ACC_F64, INT64,
                                     gl.BlockedLayout([1, SPT_K], [TPW_Q, TPW_K], [WPC_Q, WPC_K], [1, 0]),
-                                    gl.BlockedLayout([1], [32], [WPC_Q * WPC_K], [0]), PDL_TRIGGER)  # fmt: skip
+                                    gl.BlockedLayout([1], [32], [WPC_Q * WPC_K], [0]))  # fmt: skip
 
 else:  # pragma: no cover
     depthwise_wgrad_rows_kernel_gl = None
