@@ -666,6 +666,24 @@ PY
         timeout 100 python3 -m pytest -q -n 4 tests/test_nonfinite.py tests/test_launch.py tests/test_grouped_direct.py \
             -k "listed or pdl or persistent or gpu" -p no:cacheprovider --tb=short -W ignore 2>&1 |
             grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
+    s49a)  # after session 48's PDL policy (rows kernel's reduce plain, window kernel's dependent for <= 9 taps,
+        # wgrad_ws triggered at each program's last unit): the grouped and ResNet-50 wgrad suites, PDL 1 / 0 / 1 in
+        # alternating processes on one tuning cache (no layer should now lose with PDL on), then the depthwise GPU
+        # tests that the 90 s timeouts cut in session 48
+        for suite in grouped resnet50; do
+            d=$(mktemp -d); i=0
+            for p in 1 0 1; do
+                i=$((i+1)); t=${PDL_BENCH_TIMEOUT:-60}; [ $i = 1 ] && t=${PDL_TUNE_TIMEOUT:-140}
+                CONVGEMM_CACHE_DIR=$d CONVGEMM_PDL=$p timeout "$t" python3 -m convgemm bench --dtype bf16 --check \
+                    --suite $suite --direction wgrad --json "$OUT/$suite-wgrad-pdl$p-$i.json" \
+                    > "$OUT/$suite-wgrad-pdl$p-$i.log" 2>&1
+                echo "$suite PDL=$p run $i: rc=$?"; grep -E "geom" "$OUT/$suite-wgrad-pdl$p-$i.log" | tail -1
+            done
+        done
+        timeout "${PDL_TESTS_TIMEOUT:-200}" python3 -m pytest -q -n 8 tests/test_depthwise_wgrad_window.py \
+            tests/test_backward.py tests/test_launch.py -k "gpu_window_both or depthwise_wgrad_gpu_configs or pdl or dependent" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | tee "$OUT/s49a-tests.log" \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
     s48a|s48c)  # session 48: s47pdl (H100) found PDL 5-6 us slower on the depthwise window wgrads with the
         # trigger first, and 1.5 us slower on one 3x3 wgrad_ws layer. s48a: the depthwise trigger after the main
         # loop; A/B on those and four 3x3 wgrad_ws layers, the all suite cold, tests. s48c: wgrad_ws's consumer
