@@ -60,6 +60,9 @@ CASES = [
 ]
 
 
+# under the interpreter each case in one of the three dtypes (rotating from case to case; 5-21 s
+# each there), the GPU all of them
+@pytest.mark.interpreter_share(3, vary=("dtype",))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_window_configs_match_float64(case, dtype):
