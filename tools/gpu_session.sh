@@ -684,6 +684,18 @@ PY
             tests/test_backward.py tests/test_launch.py -k "gpu_window_both or depthwise_wgrad_gpu_configs or pdl or dependent" \
             -p no:cacheprovider --tb=short -W ignore 2>&1 | tee "$OUT/s49a-tests.log" \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
+    s49b)  # why a dependent reduce cost ~6 us on some depthwise wgrads (session 48): torch.profiler per-kernel
+        # times with the reduce forced dependent and plain, on a losing 7x7 window layer, a winning 3x3 window
+        # layer and a losing strided rows layer (forced on there, the rows kernel has no trigger: the reduce
+        # starts as its programs exit, which isolates the launch mode's own cost); one tuning cache
+        d=$(mktemp -d)
+        for shape in 64,192,28,28,192,7,7,1,3,1,192 64,576,14,14,576,3,3,1,1,1,576 64,192,28,28,192,3,3,2,1,1,192; do
+            for mode in on off on off; do
+                echo "== $shape --dw-reduce-pdl $mode"
+                CONVGEMM_CACHE_DIR=$d timeout 60 python3 tools/profile_call.py --direction wgrad --shape $shape \
+                    --calls 50 --dw-reduce-pdl $mode 2>&1 | grep -E "us/call|depthwise|wgrad_reduce|Self CUDA"
+            done
+        done 2>&1 | tee "$OUT/s49b-dw-pdl-profile.log" ;;
     s48a|s48c)  # session 48: s47pdl (H100) found PDL 5-6 us slower on the depthwise window wgrads with the
         # trigger first, and 1.5 us slower on one 3x3 wgrad_ws layer. s48a: the depthwise trigger after the main
         # loop; A/B on those and four 3x3 wgrad_ws layers, the all suite cold, tests. s48c: wgrad_ws's consumer

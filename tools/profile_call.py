@@ -5,6 +5,12 @@
 
 Prints the kernels launched per call with their CUDA time, and the host time per call, so a
 slow direction can be told apart as "slow kernel", "extra kernels" or "host-bound".
+
+    PYTHONPATH=src python3 tools/profile_call.py --direction wgrad --shape 64,192,28,28,192,7,7,1,3,1,192 \
+        --dw-reduce-pdl on
+
+forces the depthwise wgrad's reduce to be a programmatic dependent launch (``off``: a plain one)
+whatever ``DepthwiseWgrad.reduce_dependent`` decides (session 48: about 6 us lost on some layers).
 """
 
 import argparse
@@ -28,7 +34,21 @@ def main() -> None:
         choices=["channels_last", "nchw"],
         help="memory format of every tensor of the call (input, weight, grad_output)",
     )
+    ap.add_argument(
+        "--dw-reduce-pdl",
+        default="policy",
+        choices=["policy", "on", "off"],
+        help="the depthwise wgrad's wgrad_reduce_kernel as a programmatic dependent launch: as "
+        "DepthwiseWgrad.reduce_dependent decides, or forced (after the rows kernel, which has no "
+        "trigger, it then starts as the rows kernel's programs exit)",
+    )
     a = ap.parse_args()
+    if a.dw_reduce_pdl != "policy":
+        from convgemm.conv import backward
+        from convgemm.conv.fprop import pdl_enabled
+
+        on = a.dw_reduce_pdl == "on"
+        backward.DepthwiseWgrad.reduce_dependent = staticmethod(lambda prob, window: on and pdl_enabled())
     n, c, h, w, k, r, s, st, pad, dil, g = (int(v) for v in a.shape.split(","))
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
     cl = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format

@@ -631,6 +631,18 @@ class DepthwiseWgrad:
     name = "depthwise_wgrad"
 
     @staticmethod
+    def reduce_dependent(prob: ConvProblem, window: bool) -> bool:
+        """Whether ``wgrad_reduce_kernel`` after the window (``window``) or rows kernel is a
+        programmatic dependent launch (``fprop.pdl_enabled``): after the window kernel on filters
+        of up to 9 taps only. H100, session 48, trigger after the main loop: 1.6-2.2 us faster
+        on all six of MobileNetV2's stride-1 3x3 layers; on ConvNeXt's 7x7, 0.7-1.4 us faster at
+        96 @56 and 768 @7 but 5.7-6.0 us slower at 192 @28 and 384 @14 (49.8 -> 55.7, 31.5 ->
+        37.1). After the rows kernel 2-6 us slower on three of MobileNetV2's four strided layers
+        (144 @56 53.2 -> 58.6 us, 192 @28 28.5 -> 34.1, 576 @14 24.8 -> 26.9; 96 @112 98.6 ->
+        96.5). Why is not known (``tools/profile_call.py --dw-reduce-pdl`` forces either way)."""
+        return window and prob.r * prob.s <= 9 and pdl_enabled()
+
+    @staticmethod
     def narrow(prob: ConvProblem) -> bool:
         """Whether ``choose_wgrad`` gives ``prob`` to this kernel: depthwise (any multiplier), or
         grouped with at most 8 input and 8 output channels per group (ResNeXt's 4..8). dy is
@@ -904,11 +916,9 @@ class DepthwiseWgrad:
         _run_kernel(launch, kernel, (k_blocks * prob.cg, n_split), args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
         red_args = (ws, dw, n_split, prob.k, prob.cg, dw.stride(0), dw.stride(1), dw.stride(2), dw.stride(3))
-        # a plain launch: as a programmatic dependent launch the reduce cost 2-6 us on three of
-        # MobileNetV2's four strided layers on an H100 (session 48: 144 @56 53.2 -> 58.6 us,
-        # 192 @28 28.5 -> 34.1, 576 @14 24.8 -> 26.9; 96 @112 98.6 -> 96.5), the trigger placed
-        # after the main loop; why is not known
-        _reduce_partials(launch, red_args, prob.r * prob.s, prob.s, bk, row_len, False)
+        # a plain launch (reduce_dependent). The rows kernel has no trigger: a dependent launch
+        # forced by a probe starts as its programs exit, which isolates the launch mode's own cost
+        _reduce_partials(launch, red_args, prob.r * prob.s, prob.s, bk, row_len, self.reduce_dependent(prob, False))
 
     def _run_window(self, prob, x, dy, dw, cfg, launch) -> None:
         """The window kernel into a workspace of per-(image group, channel block) partial sums,
@@ -935,12 +945,7 @@ class DepthwiseWgrad:
         args = (x, dy, ws, prob.n, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2), dy.stride(0),
                 dy.stride(2))  # fmt: skip
 
-        # wgrad_reduce_kernel a programmatic dependent launch (_reduce_partials) after filters of
-        # up to 9 taps only. H100, session 48, trigger after the main loop: 1.6-2.2 us faster on all
-        # six of MobileNetV2's stride-1 3x3 layers; on ConvNeXt's 7x7, 0.7-1.4 us faster at 96 @56
-        # and 768 @7 but 5.7-6.0 us slower at 192 @28 and 384 @14 (49.8 -> 55.7, 31.5 -> 37.1);
-        # why is not known
-        pdl = pdl_enabled() and prob.r * prob.s <= 9
+        pdl = self.reduce_dependent(prob, True)  # wgrad_reduce_kernel a dependent launch
 
         def constexprs():
             int64 = max(DepthwiseRows.image_span(x), DepthwiseRows.image_span(dy)) >= 2**31
