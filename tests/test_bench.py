@@ -250,12 +250,36 @@ def test_gpu_timer_keeps_the_host_off_the_clock():
     assert runner._bench(fn, 20, "do_bench") > 150
 
 
-def test_cli_info(capsys):
+def test_cli_info(capsys, monkeypatch):
+    monkeypatch.setenv("CONVGEMM_PDL", "0")
+    monkeypatch.setenv("CONVGEMM_AUTOTUNNE", "0")  # misspelt
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert f"convgemm {convgemm.__version__}" in out
     assert f"torch {torch.__version__}" in out
     assert "algorithms: " + ", ".join(convgemm.algorithms()) in out
+    env = next(line for line in out.splitlines() if line.startswith("environment: "))
+    assert "CONVGEMM_PDL=0" in env and "AUTOTUNNE" not in env
+    assert "not read by convgemm" in out and "CONVGEMM_AUTOTUNNE" in out
+
+
+def test_environment_variables_are_the_documented_ones():
+    """``_runtime.ENV_VARS`` is docs/environment.md's table, in its order, and every
+    ``CONVGEMM_*`` name the sources and tests mention is in it (so ``convgemm info`` flags only
+    names nothing reads)."""
+    import re
+    from pathlib import Path
+
+    from convgemm._runtime import ENV_VARS
+
+    root = Path(__file__).resolve().parents[1]
+    table = re.findall(r"^\| `([A-Z_0-9]+)` \|", (root / "docs" / "environment.md").read_text(), re.M)
+    assert tuple(table) == ENV_VARS
+    mentioned = set()
+    for f in [*(root / "src").rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "tools").glob("*.*")]:
+        mentioned |= set(re.findall(r"CONVGEMM_[A-Z0-9_]*[A-Z0-9]", f.read_text()))
+    mentioned.discard("CONVGEMM_AUTOTUNNE")  # test_cli_info's misspelling
+    assert mentioned <= set(ENV_VARS), sorted(mentioned - set(ENV_VARS))
 
 
 # ---------------------------------------------------------------- reports

@@ -35,6 +35,46 @@ def fp32_precision(allow_tf32: bool) -> str:
     return "tf32" if allow_tf32 else STRICT_FP32
 
 
+#: every environment variable convgemm and its tests read (the one table: docs/environment.md;
+#: tests/test_bench.py checks the two agree and that the sources read no other CONVGEMM_ name)
+ENV_VARS = (
+    "TRITON_INTERPRET",
+    "CONVGEMM_AUTOTUNE",
+    "CONVGEMM_CACHE_DIR",
+    "CONVGEMM_DEPTHWISE_TRIM",
+    "CONVGEMM_DEPTHWISE_GLUON",
+    "CONVGEMM_ROW_RING",
+    "CONVGEMM_TUNE_LOG",
+    "CONVGEMM_NCHW_TMA",
+    "CONVGEMM_PDL",
+    "CONVGEMM_COMPILE_PROCS",
+    "CONVGEMM_TUNE_WARM",
+    "CONVGEMM_TMA_DESC_CACHE",
+    "CONVGEMM_FAST_LAUNCH",
+    "CONVGEMM_FP32_PRECISION",
+    "CONVGEMM_STRIDED_TMA",
+    "CONVGEMM_REPLAY",
+    "CONVGEMM_INDUCTOR_LOWERING",
+    "CONVGEMM_POISON_OUTPUTS",
+    "CONVGEMM_FUZZ_EXAMPLES",
+    "CONVGEMM_FUZZ_SHARDS",
+    "CONVGEMM_FUZZ_SEED",
+    "CONVGEMM_FUZZ_EXAMPLES_ALIGNED",
+    "CONVGEMM_FUZZ_EXAMPLES_3D",
+    "CONVGEMM_FUZZ_EXAMPLES_T",
+    "CONVGEMM_TEST_ALL",
+)
+
+
+def env_settings(environ=None) -> tuple[list[str], list[str]]:
+    """(``NAME=value`` for each variable of ``ENV_VARS`` that is set, the names of set
+    ``CONVGEMM_*`` variables convgemm does not read: misspellings, or removed settings)."""
+    environ = os.environ if environ is None else environ
+    known = [f"{k}={environ[k]}" for k in ENV_VARS if k in environ]
+    unknown = sorted(k for k in environ if k.startswith("CONVGEMM_") and k not in ENV_VARS)
+    return known, unknown
+
+
 def may_cache(device: torch.device) -> bool:
     """Whether a device tensor made now may be kept for later calls (a derived weight, split-K
     counters, a tap table): everywhere except on a CUDA device while another stream than the

@@ -311,6 +311,12 @@ def cmd_info(args) -> int:
     from .tune.cache import TuneCache, cache_path
 
     print(f"tuning cache: {cache_path()} ({len(TuneCache())} entries)")
+    from ._runtime import env_settings
+
+    known, unknown = env_settings()
+    print("environment:", ", ".join(known) if known else "every setting at its default (docs/environment.md)")
+    if unknown:
+        print(f"not read by convgemm (a misspelling? docs/environment.md lists every variable): {', '.join(unknown)}")
     return 0
 
 
