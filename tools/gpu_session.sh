@@ -137,6 +137,20 @@ bench() {  # bench NAME TIMEOUT ARGS...: one JSON and its geomean lines
     echo "bench $name: rc=$?"
     grep -E "geom|FAIL|Error" "$OUT/$name.log" | tail -4
 }
+pdl_summary() {  # pdl_summary DIR: the CONVGEMM_PDL A/B's JSONs (pdlw*/pdlf* by process) -> pdl-summary.log, pdl-all.json
+    python3 - "$1" "$OUT/pdl-all.json" <<'PY' | tee "$OUT/pdl-summary.log"
+import glob, json, sys
+every = {}
+for f in sorted(glob.glob(sys.argv[1] + "/pdl[wf]*.json")):
+    d = every[f.split("/")[-1]] = json.load(open(f))
+    rows = d["rows"] if isinstance(d, dict) else d
+    print(f.split("/")[-1], " ".join(f"{r['convgemm_us']:.1f}/{r['cudnn_us']:.1f}" for r in rows))
+    if f.endswith("0-r1.json"):
+        for r in rows:
+            print("  ", r["name"], r["algorithm"], r["config"])
+json.dump(every, open(sys.argv[2], "w"))
+PY
+}
 for step in "$@"; do
     case "$step" in
     tests | tests[1-9] | tests_left)
@@ -720,18 +734,7 @@ PY
                 echo "PDL=$pdl round $round: rc=$?"
             done
         done
-        python3 - "$d" "$OUT/pdl-all.json" <<'PY' | tee "$OUT/pdl-summary.log"
-import glob, json, sys
-every = {}
-for f in sorted(glob.glob(sys.argv[1] + "/pdlw*.json")):
-    d = every[f.split("/")[-1]] = json.load(open(f))
-    rows = d["rows"] if isinstance(d, dict) else d
-    print(f.split("/")[-1], " ".join(f"{r['convgemm_us']:.1f}/{r['cudnn_us']:.1f}" for r in rows))
-    if f.endswith("0-r1.json"):
-        for r in rows:
-            print("  ", r["name"], r["algorithm"], r["config"])
-json.dump(every, open(sys.argv[2], "w"))
-PY
+        pdl_summary "$d"
         if [ "$1" = s48c ]; then
             timeout "${PDL_TESTS_TIMEOUT:-100}" python3 -m pytest -q -n 8 tests/test_ws_wgrad.py -k "wgrad_ws_2d" \
                 -p no:cacheprovider --tb=short -W ignore 2>&1 | tee "$OUT/s48c-tests.log" \
@@ -777,18 +780,7 @@ PY
                 echo "PDL=$pdl round $round fwd: rc=$?"
             done
         done
-        python3 - "$d" "$OUT/pdl-all.json" <<'PY' | tee "$OUT/pdl-summary.log"
-import glob, json, sys
-every = {}
-for f in sorted(glob.glob(sys.argv[1] + "/pdl[wf]*.json")):
-    d = every[f.split("/")[-1]] = json.load(open(f))
-    rows = d["rows"] if isinstance(d, dict) else d
-    print(f.split("/")[-1], " ".join(f"{r['convgemm_us']:.1f}/{r['cudnn_us']:.1f}" for r in rows))
-    if f.endswith("0-r1.json"):
-        for r in rows:
-            print("  ", r["name"], r["algorithm"], r["config"])
-json.dump(every, open(sys.argv[2], "w"))
-PY
+        pdl_summary "$d"
         ;;
     s44c)  # CONVGEMM_PDL A/B (session 44, H100: PDL=1 2.2-4.2% faster, now the default; the grouped fix-up as a programmatic dependent launch; ncu, s44b: the fix-up launch
         # 3.8 us beside a 26 us main kernel on 512 @14): ResNeXt's grouped_tma layers, one tuning cache, two rounds
