@@ -684,7 +684,7 @@ PY
         # wgrad_ws triggered at each program's last unit): the grouped and ResNet-50 wgrad suites, PDL 1 / 0 / 1 in
         # alternating processes on one tuning cache (no layer should now lose with PDL on), then the depthwise GPU
         # tests that the 90 s timeouts cut in session 48
-        for suite in grouped resnet50; do
+        for suite in ${PDL_SUITES:-grouped resnet50}; do
             d=$(mktemp -d); i=0
             for p in 1 0 1; do
                 i=$((i+1)); t=${PDL_BENCH_TIMEOUT:-60}; [ $i = 1 ] && t=${PDL_TUNE_TIMEOUT:-140}
@@ -694,7 +694,7 @@ PY
                 echo "$suite PDL=$p run $i: rc=$?"; grep -E "geom" "$OUT/$suite-wgrad-pdl$p-$i.log" | tail -1
             done
         done
-        timeout "${PDL_TESTS_TIMEOUT:-200}" python3 -m pytest -q -n 8 tests/test_depthwise_wgrad_window.py \
+        [ "${PDL_TESTS_TIMEOUT:-200}" = 0 ] || timeout "${PDL_TESTS_TIMEOUT:-200}" python3 -m pytest -q -n 8 tests/test_depthwise_wgrad_window.py \
             tests/test_backward.py tests/test_launch.py -k "gpu_window_both or depthwise_wgrad_gpu_configs or pdl or dependent" \
             -p no:cacheprovider --tb=short -W ignore 2>&1 | tee "$OUT/s49a-tests.log" \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
