@@ -343,6 +343,7 @@ def run_ws_conv3d(grid, args: tuple, kw: dict) -> None:
     bits = a["x_desc"].base.element_size() * 8
     programs = grid[0]
     _state["programs"] = programs
+    triggered = set()  # (program, consumer) pairs that signalled the dependent launch
     for pid in range(programs):
         _state["pid"] = pid
         fills = _produce(producer, rec, (x_d, w_d, _Bufs("ready"), _Bufs("empty"), _Bufs("x"), _Bufs("w"), geo, grp,
@@ -353,14 +354,19 @@ def run_ws_conv3d(grid, args: tuple, kw: dict) -> None:
             overrides = {"mbarrier": bar, "tma": _StoreTma(), "fence_async_shared": lambda: None,
                          "warpgroup_mma": lambda x, w, acc, is_async=False: acc + x @ w,
                          "warpgroup_mma_wait": lambda num_outstanding=0, deps=(): deps[0],
-                         "fix_list_append_if_nonfinite": list_if_nonfinite}  # fmt: skip
+                         "fix_list_append_if_nonfinite": list_if_nonfinite,
+                         "gdc_launch_dependents": lambda ci=ci: triggered.add((_state["pid"], ci))}  # fmt: skip
             consumer = _python(ws3d._consumer, overrides, {})
             x_ring = _Ring(fills, bar, lambda k: k % CONS, [a["STAGES"] * CONS, *x_d.block], bits)
             w_ring = _Ring(fills, bar, lambda k: CONS, [a["STAGES"], BN, BK], bits)
             consumer(y_d, bias, ws, a["lock_ptr"], _Bufs("ready"), _Bufs("empty"), x_ring, w_ring, _Staging(), geo,
                      a["K"], ys, grp, TD, TH, TW, a["HAS_BIAS"], a["ACT"], a["STAGES"], SPLIT, CONS, ci, 0, a["EPI"],
-                     a["GROUPED"])  # fmt: skip
+                     a["GROUPED"], a["PDL_TRIGGER"])  # fmt: skip
             assert bar.cursor == len(fills) - 1, "the consumer read every fill the producer made"
+    # a dependent launch starts only once every program has signalled it (or exited); every
+    # consumer partition signals, so none is left out whichever the hardware counts
+    every = {(p, ci) for p in range(programs) for ci in range(CONS)}
+    assert triggered == (every if a["PDL_TRIGGER"] else set()), "every program's consumers signal the dependent launch"
     if a["GROUPED"]:
         fix = a["lock_ptr"]
         for t in fixes:

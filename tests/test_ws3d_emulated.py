@@ -106,10 +106,14 @@ def test_consumers_side_by_side(parts, emulated):
     _check(WS, prob, x, wt, b, want, cfg)
 
 
-@pytest.mark.parametrize("split", [2, 3])
-def test_k_split_and_finish_kernel(split, emulated):
+@pytest.mark.parametrize("split,pdl", [(2, False), (3, False), (3, True)])
+def test_k_split_and_finish_kernel(split, pdl, emulated, monkeypatch):
     """Partials of each K range in the workspace, summed by ``ws_split_finish_kernel`` (run by
-    the interpreter)."""
+    the interpreter). With PDL, every program's consumer signals the finish kernel once its last
+    unit's main loop is done (``gluon_emu`` records the signals and asserts it)."""
+    from convgemm.conv import ws3d
+
+    monkeypatch.setattr(ws3d, "pdl_enabled", lambda: pdl)
     x, wt, b, prob, want = _case(2, 64, 8, 8, 64, 3, 3, 1, 1)
     cfg = Config(64, 64, 32, 4, 3, tile_n=1, tile_h=8, tile_w=8, persistent=1, split_k=split)
     _check(WS, prob, x, wt, b, want, cfg)
@@ -164,9 +168,13 @@ def test_grouped_channel_tiles_within_a_super_group(emulated):
 
 
 @pytest.mark.parametrize("parts", [2, 3])
-def test_grouped_consumers_side_by_side(parts, emulated):
+def test_grouped_consumers_side_by_side(parts, emulated, monkeypatch):
     """``grouped_ws`` forced onto tiles of 2-3 consumer blocks (not a candidate yet), with a NaN
-    in the last consumer's block: each consumer lists its own pixel block."""
+    in the last consumer's block: each consumer lists its own pixel block. The fix-up is a
+    dependent launch (PDL forced on): every consumer of every program signals it."""
+    from convgemm.conv import ws3d
+
+    monkeypatch.setattr(ws3d, "pdl_enabled", lambda: True)
     x, wt, b, prob, _ = _case(2, 128, 6, 40, 128, 3, 3, 1, 1, 32)
     prob = replace(prob, activation="")
     x[1, 3, 2, 39] = float("nan")

@@ -707,9 +707,36 @@ PY
             for mode in on off on off; do
                 echo "== $shape --dw-reduce-pdl $mode"
                 CONVGEMM_CACHE_DIR=$d timeout 60 python3 tools/profile_call.py --direction wgrad --shape $shape \
-                    --calls 50 --dw-reduce-pdl $mode 2>&1 | grep -E "us/call|depthwise|wgrad_reduce|Self CUDA"
+                    --calls 50 --dw-reduce-pdl $mode 2>&1 | grep -E "us/call|depthwise|wgrad_reduce|Self CUDA|span"
             done
         done 2>&1 | tee "$OUT/s49b-dw-pdl-profile.log" ;;
+    s49c)  # session 49: s49b's per-kernel times showed the dependent reduce's own time at 13.0 against 3.1 us
+        # on the 7x7 192 @28 (its wait counted) and equal on 3x3: the call's GPU span (tools/profile_call.py's
+        # span lines) tells whether the whole call is longer. Then ws_conv3d_kernel's trigger moved from the
+        # kernel's start to each program's last unit: the forward K split A/B (PDL 1/0 alternating, as s47pdl's
+        # pdlf rows: 0.7 us gained on 16,512,7,7 with the trigger first, none on 1,512,48,48) and its GPU tests
+        d=$(mktemp -d)
+        for shape in 64,192,28,28,192,7,7,1,3,1,192 64,576,14,14,576,3,3,1,1,1,576; do
+            for mode in on off on off; do
+                echo "== $shape --dw-reduce-pdl $mode"
+                CONVGEMM_CACHE_DIR=$d timeout 60 python3 tools/profile_call.py --direction wgrad --shape $shape \
+                    --calls 50 --dw-reduce-pdl $mode 2>&1 | grep -E "us/call|span"
+            done
+        done 2>&1 | tee "$OUT/s49c-dw-pdl-spans.log"
+        for round in 1 2; do
+            for pdl in 1 0; do
+                t=${PDL_BENCH_TIMEOUT:-90}
+                CONVGEMM_CACHE_DIR=$d CONVGEMM_PDL=$pdl timeout "$t" python3 -m convgemm bench \
+                    --dtype bf16 --check --shape 16,512,7,7,512,3,3,1,0,1,1 --shape 1,512,48,48,256,3,3,1,1,1,1 \
+                    --shape 64,512,7,7,512,3,3,1,1,1,1,nobias \
+                    --json "$d/pdlf$pdl-r$round.json" >> "$OUT/pdl-bench.log" 2>&1
+                echo "PDL=$pdl round $round fwd: rc=$?"
+            done
+        done
+        pdl_summary "$d"
+        timeout "${PDL_TESTS_TIMEOUT:-200}" python3 -m pytest -q -n 8 tests/test_launch.py tests/test_grouped_ws.py \
+            tests/test_gluon_launch.py tests/test_split_k.py -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | tee "$OUT/s49c-tests.log" | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 ;;
     s48a|s48c)  # session 48: s47pdl (H100) found PDL 5-6 us slower on the depthwise window wgrads with the
         # trigger first, and 1.5 us slower on one 3x3 wgrad_ws layer. s48a: the depthwise trigger after the main
         # loop; A/B on those and four 3x3 wgrad_ws layers, the all suite cold, tests. s48c: wgrad_ws's consumer

@@ -74,6 +74,34 @@ def main() -> None:
             fn()
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=60))
+    print_spans(prof, a.calls)
+
+
+def print_spans(prof: profile, calls: int) -> None:
+    """Each call's kernels on one time line (medians over the calls, us from the call's first
+    kernel's start): where each starts and ends, and the call's GPU span. A programmatic dependent
+    launch's kernel starts before the one it depends on ends, so its own CUDA time counts its wait;
+    the span is what the call costs the GPU either way."""
+    kernels = sorted(
+        (e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+        key=lambda e: e.time_range.start,
+    )
+    if not kernels or len(kernels) % calls:
+        print(f"spans: {len(kernels)} GPU events over {calls} calls, not a whole number a call; skipped")
+        return
+    per = len(kernels) // calls
+    rows = [kernels[i * per : (i + 1) * per] for i in range(calls)]
+
+    def med(v: list[float]) -> float:
+        return sorted(v)[len(v) // 2]
+
+    for j in range(per):
+        start = med([r[j].time_range.start - r[0].time_range.start for r in rows])
+        end = med([r[j].time_range.end - r[0].time_range.start for r in rows])
+        print(f"span kernel {j} {rows[0][j].name[:48]}: starts {start:.2f} ends {end:.2f} us")
+    span = med([max(e.time_range.end for e in r) - r[0].time_range.start for r in rows])
+    gap = med([rows[i + 1][0].time_range.start - max(e.time_range.end for e in rows[i]) for i in range(calls - 1)])
+    print(f"span per call {span:.2f} us (median; next call's first kernel {gap:.2f} us after)")
 
 
 if __name__ == "__main__":

@@ -301,9 +301,11 @@ def _list_nonfinite(acc, fix_ptr, pid_n, n, d0, h0, w0, OD, P, Q, grp, TD: gl.co
 def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys, grp,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
               STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr,
-              STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr):  # fmt: skip
+              STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr, PDL_TRIGGER: gl.constexpr):  # fmt: skip
     """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on).
-    ``GROUPED`` (unsplit, no stream-K): ``lock_ptr`` is the fix-up list (``_list_nonfinite``)."""
+    ``GROUPED`` (unsplit, no stream-K): ``lock_ptr`` is the fix-up list (``_list_nonfinite``).
+    ``PDL_TRIGGER`` (no stream-K): the dependent launch after this kernel may start once every
+    program's consumers have finished the main loop of its last unit."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BN: gl.constexpr = y_desc.block_type.shape[4]
     BP: gl.constexpr = TD * TH * TW
@@ -342,6 +344,12 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
             pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
             acc, it = _mma_steps(gl.zeros([BP, BN], gl.float32, acc_layout), ready, empty, x_bufs, w_bufs, it, k0,
                                  k1, BP, STAGES, CONS, CI)  # fmt: skip
+            if PDL_TRIGGER:
+                # the program's last unit: the finish kernel or fix-up may launch now and wait (gdc_wait)
+                # for this grid's stores, as ws_wgrad's consumer does (a trigger at the start cost
+                # ws_wgrad 1.3-1.4 us on two 3x3 layers on an H100, session 48)
+                if u + gl.num_programs(0) >= num_units:
+                    gdc_launch_dependents()
             if GROUPED:
                 _list_nonfinite(acc, lock_ptr, pid_n, n, d0, h0, w0 + CI * TW, OD, P, Q, grp, TD, TH, TW)
             if SPLIT > 1:
@@ -383,8 +391,9 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     cuBLAS's 192-pixel tiles that fill the H200's 132 SMs where 128- and 256-pixel ones leave a
     partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
     gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
-    if PDL_TRIGGER:  # the finish kernel or the grouped fix-up, a programmatic dependent launch, may start (it waits)
-        gdc_launch_dependents()
+    # the finish kernel or the grouped fix-up, a programmatic dependent launch, is triggered by the
+    # consumers (_consumer) as each program reaches its last unit
+    gl.static_assert(STREAM == 0 or not PDL_TRIGGER, "ws_conv3d_kernel: no dependent launch after stream-K")
     gl.static_assert(GROUPED == 0 or (SPLIT == 1 and STREAM == 0), "ws_conv3d_kernel: groups unsplit, no stream-K")
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CONS] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
@@ -406,7 +415,7 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
                              STRIDED, CONS, STREAM, GROUPED)),
             ],
@@ -417,9 +426,9 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED, PDL_TRIGGER)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
                              STRIDED, CONS, STREAM, GROUPED)),
             ],
@@ -431,11 +440,11 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED, PDL_TRIGGER)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM, EPI, GROUPED)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM, EPI, GROUPED, PDL_TRIGGER)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
                              STRIDED, CONS, STREAM, GROUPED)),
             ],
