@@ -1033,9 +1033,15 @@ def grouped_fixup(launch, prob, x, w, bias, yo, fix, grid: tuple, ks: int, tile:
             prob.r, prob.s, *tile)  # fmt: skip
 
     pdl = pdl_enabled()
+    # pixels x channels recomputed a step: 16 x 16 on the GPU (one compiled fix-up for every
+    # candidate of a shape); up to a whole tile under the interpreter, which runs each op of each
+    # step in Python (the same code and masks; 80-95% of the CPU tests' time there went to 16 x 16)
+    # (the largest power of two, up to 64, that divides the tile's pixels and channels)
+    px = tile[1] * tile[2] * tile[3]
+    pb, kb = (min(64, px & -px), min(64, tile[0] & -tile[0])) if interpreting() else (16, 16)
 
     def constexprs():
-        return dict(PB=16, KB=16, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False,
+        return dict(PB=pb, KB=kb, HAS_BIAS=bias is not None, ACT=prob.activation, ACC_F64=False,
                     **({"PDL": True} if pdl else {}))  # fmt: skip
 
     # one program per SM at most: with an empty list each reads one integer and a ticket
