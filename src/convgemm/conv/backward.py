@@ -639,7 +639,10 @@ class DepthwiseWgrad:
         96 @56 and 768 @7 but 5.7-6.0 us slower at 192 @28 and 384 @14 (49.8 -> 55.7, 31.5 ->
         37.1). After the rows kernel 2-6 us slower on three of MobileNetV2's four strided layers
         (144 @56 53.2 -> 58.6 us, 192 @28 28.5 -> 34.1, 576 @14 24.8 -> 26.9; 96 @112 98.6 ->
-        96.5). Why is not known (``tools/profile_call.py --dw-reduce-pdl`` forces either way)."""
+        96.5). Session 49's per-call time line (``tools/profile_call.py --dw-reduce-pdl on|off``)
+        on 192 @28 7x7: launched 6.5 us before the window kernel ended, the reduce then took 6.9
+        us after it against 3.0 us as a plain launch, as if its early programs had been placed on
+        the few SMs with room beside the window kernel's (not measured per SM)."""
         return window and prob.r * prob.s <= 9 and pdl_enabled()
 
     @staticmethod
