@@ -79,10 +79,9 @@ def main() -> None:
 
 def print_spans(prof: profile, calls: int) -> None:
     """Each call's kernels on one time line (medians over the calls, the upper one of an even
-    count; us from the call's first
-    kernel's start): where each starts and ends, and the call's GPU span. A programmatic dependent
-    launch's kernel starts before the one it depends on ends, so its own CUDA time counts its wait;
-    the span is what the call costs the GPU either way."""
+    count; us from the call's first kernel's start): where each starts and ends, and the call's
+    GPU span. A programmatic dependent launch's kernel starts before the one it depends on ends,
+    so its own CUDA time counts its wait; the span is what the call costs the GPU either way."""
     kernels = sorted(
         (e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
         key=lambda e: e.time_range.start,
