@@ -170,8 +170,9 @@ def test_grouped_channel_tiles_within_a_super_group(emulated):
 @pytest.mark.parametrize("parts", [2, 3])
 def test_grouped_consumers_side_by_side(parts, emulated, monkeypatch):
     """``grouped_ws`` forced onto tiles of 2-3 consumer blocks (not a candidate yet), with a NaN
-    in the last consumer's block: each consumer lists its own pixel block. The fix-up is a
-    dependent launch (PDL forced on): every consumer of every program signals it."""
+    in the last consumer's block: each consumer lists its own pixel block. With PDL forced on
+    for the main kernel (its trigger; the interpreted fix-up is an ordinary launch), every
+    consumer of every program signals the fix-up."""
     from convgemm.conv import ws3d
 
     monkeypatch.setattr(ws3d, "pdl_enabled", lambda: True)
