@@ -27,6 +27,16 @@ DEVICE = "cpu" if INTERPRET else "cuda"
 #: and every element of ``interpreter_subset`` (the GPU always does): ``CONVGEMM_TEST_ALL=1``.
 #: They keep CI's interpreter run near 15 minutes on two cores.
 SAMPLE = INTERPRET and os.environ.get("CONVGEMM_TEST_ALL", "0") in ("", "0")
+#: Triton's interpreter redoes every int32 add, subtract and multiply of a kernel in int64 and
+#: compares it with int32's range (``sanitize_overflow``, on by default), then drops the result:
+#: its assertions fire only with its ``debug`` option, which nothing turns on. That work took 40%
+#: of ResNet-50's training test (66 -> 40 s without it). So tests run without it, and tests marked
+#: ``overflow_checks`` (the fuzz tests: random problems through every algorithm and direction),
+#: or every test with ``CONVGEMM_TEST_OVERFLOW=1``, run with both on: an int32 overflow there
+#: fails the test. The tests' tensors are small; the GPU tests past 2**31 elements
+#: (``test_large.py``) are where index arithmetic meets int32's range, and compiled kernels
+#: never check.
+OVERFLOW_ALL = INTERPRET and os.environ.get("CONVGEMM_TEST_OVERFLOW", "0") not in ("", "0")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -71,6 +81,26 @@ def interpreter_subset(seq, k: int) -> list:
     if not SAMPLE or len(seq) <= 2:
         return seq
     return list(dict.fromkeys(seq[::k] + seq[-1:]))
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_overflow_checks(request):
+    """The interpreter's int32 overflow checks, reporting, for tests marked ``overflow_checks``
+    (or every test with ``CONVGEMM_TEST_OVERFLOW=1``); neither computed nor reported for the
+    others. The options are restored after each test."""
+    if not INTERPRET:
+        yield
+        return
+    import dataclasses
+
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    old = builder.options
+    on = OVERFLOW_ALL or request.node.get_closest_marker("overflow_checks") is not None
+    builder.options = dataclasses.replace(old, sanitize_overflow=on, debug=on)
+    yield
+    builder.options = old
 
 
 @pytest.fixture

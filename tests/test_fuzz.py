@@ -33,6 +33,9 @@ from reference import assert_close
 import convgemm
 from convgemm.problem import ConvProblem
 
+# the interpreter's int32 overflow checks (off in most other tests: tests/conftest.py)
+pytestmark = pytest.mark.overflow_checks
+
 EXAMPLES = int(os.environ.get("CONVGEMM_FUZZ_EXAMPLES", "40"))
 SHARDS = max(1, int(os.environ.get("CONVGEMM_FUZZ_SHARDS", "1")))
 SEED = int(os.environ.get("CONVGEMM_FUZZ_SEED", "0"))
