@@ -21,6 +21,11 @@ os.environ.setdefault("CONVGEMM_COMPILE_PROCS", "0")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and os.environ.get("CONVGEMM_TEST_FAST_CALLS", "1") != "0":
+    import interp_speed
+
+    interp_speed.install()
+
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 DEVICE = "cpu" if INTERPRET else "cuda"
 #: under the interpreter, run every parametrization of the tests marked ``interpreter_share``
