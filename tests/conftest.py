@@ -30,7 +30,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 DEVICE = "cpu" if INTERPRET else "cuda"
 #: under the interpreter, run every parametrization of the tests marked ``interpreter_share``
 #: and every element of ``interpreter_subset`` (the GPU always does): ``CONVGEMM_TEST_ALL=1``.
-#: They keep CI's interpreter run near 15 minutes on two cores.
+#: They keep CI's interpreter run under 15 minutes on two cores (about 8 on ours, session 50).
 SAMPLE = INTERPRET and os.environ.get("CONVGEMM_TEST_ALL", "0") in ("", "0")
 #: Triton's interpreter redoes every int32 add, subtract and multiply of a kernel in int64 and
 #: compares it with int32's range (``sanitize_overflow``, on by default), then drops the result:
