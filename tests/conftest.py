@@ -21,13 +21,12 @@ os.environ.setdefault("CONVGEMM_COMPILE_PROCS", "0")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and os.environ.get("CONVGEMM_TEST_FAST_CALLS", "1") != "0":
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+DEVICE = "cpu" if INTERPRET else "cuda"
+if INTERPRET and os.environ.get("CONVGEMM_TEST_FAST_CALLS", "1") != "0":
     import interp_speed
 
     interp_speed.install()
-
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-DEVICE = "cpu" if INTERPRET else "cuda"
 #: under the interpreter, run only a share of the parametrizations of the tests marked
 #: ``interpreter_share`` and of the elements of ``interpreter_subset``: ``CONVGEMM_TEST_ALL=0``,
 #: for quicker runs on slow machines. By default the interpreter runs them all, as the GPU does:
@@ -56,10 +55,10 @@ def pytest_collection_modifyitems(config, items):
         return
     # interpreter_share(k, vary): the parametrizations that differ only in the parameters named
     # in ``vary`` (a dtype, a layout) form a group, and under the interpreter with
-    # CONVGEMM_TEST_ALL=0 every k-th of each group runs, from an offset given by a checksum of the group's other parameters: each case
-    # still runs, in a dtype or layout that varies from case to case, and the same ones every
-    # run (and on every xdist worker). The GPU runs them all. GPU-only parametrizations are left
-    # alone (they are skipped here anyway).
+    # CONVGEMM_TEST_ALL=0 every k-th of each group runs, from an offset given by a checksum of
+    # the group's other parameters: each case still runs, in a dtype or layout that varies from
+    # case to case, and the same ones every run (and on every xdist worker). The GPU runs them
+    # all. GPU-only parametrizations are left alone (they are skipped here anyway).
     seen: dict = {}
     keep, drop = [], []
     for item in items:
