@@ -947,6 +947,10 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s51a)  # session 51: the NCHW <-> channels_last transposes against a copy of the same bytes (the NCHW rows'
+        # gap to their channels_last times, session 33), the library's tile and others -> transpose.log
+        timeout "${TRANSPOSE_TIMEOUT:-240}" python3 tools/transpose_probe.py > "$OUT/transpose.log" 2>&1
+        echo "transpose: rc=$?"; tail -4 "$OUT/transpose.log" ;;
     s38c)  # issue 4's first-call target on the whole all suite, from empty caches
         CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/all-tune.jsonl \
             timeout 330 python3 -m convgemm bench --dtype bf16 --check --suite all --json "$OUT/all.json" \

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""How fast the NCHW <-> channels_last transposes run against a copy of the same bytes (GPU).
+
+An NCHW input to a kernel that reads NHWC is transposed first (``layout.as_nhwc``), and its
+NCHW result after (``layout.to_format``); on issue 9's NCHW rows these two copies are what
+separates convgemm from its channels_last time (session 33: ResNet-50's l4 3x3 (first) 69.2 us
+NCHW against 39.5 channels_last, where a copy of both tensors' bytes would take about 8 us).
+
+For every distinct activation of the ``all`` suite (inputs and outputs, batch as the suite
+has it, C > 1) and both directions: a device copy of the tensor (``torch.Tensor.copy_`` into a
+preallocated tensor of the same layout: read and write the bytes once), the library's transpose
+as it is (``layout._transpose``), and ``_transpose_kernel`` with other tiles (``--tiles``,
+``BLOCK_C x BLOCK_HW / warps``). Times as ``convgemm bench`` takes them: medians of GPU time, L2
+flushed before each run, host off the clock (``_runtime.gpu_times``); rates in TB/s of the bytes
+moved (read + write).
+
+    PYTHONPATH=src python3 tools/transpose_probe.py [--dtype bf16] [--tiles 64x64/4,32x256/8] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DEFAULT_TILES = "64x64/4,32x128/4,64x128/8,16x256/4,32x256/8,64x256/8,128x64/8"
+
+
+def activations(limit: int | None) -> list[tuple[str, tuple[int, int, int, int]]]:
+    """(name, (N, C, H, W)) of the ``all`` suite's distinct inputs and outputs with C > 1."""
+    from convgemm.bench.suites import suite
+
+    seen, out = set(), []
+    for shp in suite("all"):
+        st = shp.stride if isinstance(shp.stride, tuple) else (shp.stride, shp.stride)
+        pad = shp.pad if isinstance(shp.pad, tuple) else (shp.pad, shp.pad)
+        dil = shp.dil if isinstance(shp.dil, tuple) else (shp.dil, shp.dil)
+        p = (shp.h + 2 * pad[0] - dil[0] * (shp.r - 1) - 1) // st[0] + 1
+        q = (shp.w + 2 * pad[1] - dil[1] * (shp.s - 1) - 1) // st[1] + 1
+        for what, dims in (("x", (shp.n, shp.c, shp.h, shp.w)), ("y", (shp.n, shp.k, p, q))):
+            if dims[1] > 1 and dims not in seen:
+                seen.add(dims)
+                out.append((f"{shp.name} {what}", dims))
+    return out[:limit] if limit else out
+
+
+def one(name, dims, dtype, to_nhwc: bool, tiles, us) -> tuple[float, float, list[float]]:
+    """(copy us, library transpose us, [us per tile]) for one activation and direction, each
+    transpose checked against PyTorch's."""
+    from convgemm._runtime import cdiv
+    from convgemm.conv.layout import _transpose, _transpose_kernel, _transpose_spec
+
+    n, c, h, w = dims
+    hw = h * w
+    src_fmt = torch.contiguous_format if to_nhwc else torch.channels_last
+    dst_fmt = torch.channels_last if to_nhwc else torch.contiguous_format
+    src = torch.randn(n, c, h, w, device="cuda" if torch.cuda.is_available() else "cpu").to(dtype).contiguous(memory_format=src_fmt)
+    same = torch.empty_like(src)
+    t_copy = us(lambda: same.copy_(src))
+    ref = src.contiguous(memory_format=dst_fmt)
+    assert torch.equal(_transpose(src, to_nhwc), ref), f"{name}: the library's transpose differs from PyTorch's"
+    t_lib = us(lambda: _transpose(src, to_nhwc))
+    _, consts = _transpose_spec(n, c, hw, to_nhwc)
+    dst = torch.empty_like(src, memory_format=dst_fmt)
+    row = []
+    for bc, bhw, warps in tiles:
+        grid = (cdiv(hw, bhw), cdiv(c, bc), n)
+        k = dict(consts, BLOCK_C=bc, BLOCK_HW=bhw)
+
+        def run(grid=grid, k=k, warps=warps):
+            _transpose_kernel[grid](src, dst, c, hw, **k, num_warps=warps)
+
+        dst.zero_()
+        run()
+        assert torch.equal(dst, ref), f"{name}: tile {bc}x{bhw}/{warps} differs"
+        row.append(us(run))
+    return t_copy, t_lib, row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    ap.add_argument("--tiles", default=DEFAULT_TILES, help="BLOCK_CxBLOCK_HW/warps, comma-separated")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N activations")
+    args = ap.parse_args()
+
+    from convgemm._runtime import gpu_times, l2_flush
+
+    dev = torch.device("cuda")
+    dtype = DTYPES[args.dtype]
+    flush = l2_flush(dev)
+    tiles = []
+    for t in args.tiles.split(","):
+        bc_bhw, warps = t.split("/")
+        bc, bhw = bc_bhw.split("x")
+        tiles.append((int(bc), int(bhw), int(warps)))
+
+    def us(fn) -> float:
+        return statistics.median(gpu_times(fn, 30.0, 10, 200, before=flush)) * 1e3
+
+    header = f"{'activation':52s} {'N,C,HxW':>18s} {'dir':>4s} {'MB':>6s} {'copy':>7s} {'lib':>7s}"
+    print(header + "".join(f" {f'{bc}x{bhw}/{w}':>10s}" for bc, bhw, w in tiles) + "  best/copy  lib/copy")
+    ratios_lib, ratios_best = [], []
+    for name, dims in activations(args.limit):
+        for to_nhwc in (True, False):
+            t_copy, t_lib, row = one(name, dims, dtype, to_nhwc, tiles, us)
+            best = min(row)
+            ratios_lib.append(t_lib / t_copy)
+            ratios_best.append(best / t_copy)
+            n, c, h, w = dims
+            mb = n * c * h * w * dtype.itemsize / 1e6
+            print(f"{name:52s} {f'{n},{c},{h}x{w}':>18s} {'in' if to_nhwc else 'out':>4s} {mb:6.1f} "
+                  f"{t_copy:7.1f} {t_lib:7.1f}" + "".join(f" {v:10.1f}" for v in row)
+                  + f"  {best / t_copy:9.2f} {t_lib / t_copy:9.2f}")  # fmt: skip
+    if ratios_lib:
+        gm = statistics.geometric_mean
+        print(f"geomean time against the copy: library {gm(ratios_lib):.2f}, best tile {gm(ratios_best):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
