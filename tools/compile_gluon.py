@@ -44,8 +44,11 @@ def compile_sm90(fn, args: tuple, kw: dict, out: str) -> dict:
     cubin = os.path.join(out, f"{name}.cubin")
     with open(cubin, "wb") as f:
         f.write(k.asm["cubin"])
-    with open(os.path.join(out, f"{name}.ptx"), "w") as f:
-        f.write(k.asm["ptx"])
+    # the PTX, and the TTGIR and LLVM IR before it (where a barrier the SASS shows was inserted)
+    for ext in ("ptx", "ttgir", "llir"):
+        if ext in k.asm:
+            with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
+                f.write(k.asm[ext])
     bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     res = subprocess.run([os.path.join(bindir, "cuobjdump"), "--dump-resource-usage", cubin],
                          capture_output=True, text=True).stdout  # fmt: skip
