@@ -347,7 +347,8 @@ def run_ws_conv3d(grid, args: tuple, kw: dict) -> None:
     for pid in range(programs):
         _state["pid"] = pid
         fills = _produce(producer, rec, (x_d, w_d, _Bufs("ready"), _Bufs("empty"), _Bufs("x"), _Bufs("w"), geo, grp,
-                                         TD, TH, TW, a["STAGES"], SPLIT, a["STRIDED"], CONS, 0, a["GROUPED"]),
+                                         TD, TH, TW, a["STAGES"], SPLIT, a["STRIDED"], CONS, 0, a["GROUPED"],
+                                         a["STACK"]),
                          ["x"] * CONS + ["w"])  # fmt: skip
         for ci in range(CONS):
             bar = _Barriers()
@@ -361,7 +362,7 @@ def run_ws_conv3d(grid, args: tuple, kw: dict) -> None:
             w_ring = _Ring(fills, bar, lambda k: CONS, [a["STAGES"], BN, BK], bits)
             consumer(y_d, bias, ws, a["lock_ptr"], _Bufs("ready"), _Bufs("empty"), x_ring, w_ring, _Staging(), geo,
                      a["K"], ys, grp, TD, TH, TW, a["HAS_BIAS"], a["ACT"], a["STAGES"], SPLIT, CONS, ci, 0, a["EPI"],
-                     a["GROUPED"], a["PDL_TRIGGER"])  # fmt: skip
+                     a["GROUPED"], a["PDL_TRIGGER"], a["STACK"])  # fmt: skip
             assert bar.cursor == len(fills) - 1, "the consumer read every fill the producer made"
     # a dependent launch starts only once every program has signalled it (or exited); every
     # consumer partition signals, so none is left out whichever the hardware counts

@@ -354,3 +354,39 @@ def test_3d_wgrad(emulated):
         dw = torch.full(want.shape, float("nan"))
         k3.WGRAD3D_WS.run(prob, x, dy, dw, cfg)
         torch.testing.assert_close(dw.double(), want, rtol=1e-5, atol=1e-4, msg=lambda m, c=cfg: f"{c.describe()}: {m}")
+
+
+# N, C, H, W, K, R, S, stride, pad; a tile's blocks (images, rows, columns), 64 pixels each
+STACKED = [
+    ((3, 64, 7, 7, 128, 3, 3, 1, 1), (1, 8, 8)),  # one block an image; the last unit's second past the end
+    ((3, 64, 7, 7, 128, 3, 3, 1, 1), (4, 4, 4)),  # blocks across images, partly past the last image
+    ((5, 64, 2, 2, 128, 1, 1, 1, 0), (16, 2, 2)),  # blocks of 16 images x 2 x 2; K split over two channel blocks
+    ((2, 32, 12, 12, 64, 3, 3, 2, 1), (1, 2, 32)),  # strided: the stride-phase view, rows of 6 pixels
+]
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("case,block", STACKED, ids=str)
+def test_consumers_stacked(case, block, parts, emulated):
+    """``Config.stack``: a tile's 2 or 3 consumer blocks are consecutive pixel blocks (whatever the
+    row length), the last unit's blocks past the end read again and never stored."""
+    x, wt, b, prob, want = _case(*case)
+    td, th, tw = block
+    cfg = Config(64, 64, 32, 4, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts, stack=1)
+    assert cfg.describe().endswith(f"x{parts}st")
+    _check(WS, prob, x, wt, b, want, cfg)
+    _check(WS, prob, x, wt, b, want, replace(cfg, direct=1))
+
+
+def test_stacked_refuses_what_it_cannot_stack():
+    """Stacked blocks need several consumers, every unit's K steps (one depth tap, no depth
+    padding), no groups, no split; a forced config outside that says what to change."""
+    x = torch.zeros(1, 64, 4, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    y = torch.zeros(1, 64, 4, 8, 8, dtype=torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    wp = torch.zeros(64, 64 * 3, dtype=torch.bfloat16)
+    for kw in (dict(consumers=1), dict(consumers=2, split=2), dict(consumers=2, taps=(3, 1, 1), pad=(1, 0, 0))):
+        taps, pad = kw.pop("taps", (1, 1, 1)), kw.pop("pad", (0, 0, 0))
+        w = wp if taps[0] == 3 else wp[:, :64]
+        with pytest.raises(ValueError, match="stack=0"):
+            ws3d.ws_conv3d(x, w, None, y, taps, pad, (1, 1, 1), (1, 8, 8), 64, block_k=64, warps=4, stack=1,
+                           compile_only=True, **kw)  # fmt: skip

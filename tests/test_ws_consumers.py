@@ -139,6 +139,51 @@ def test_consumers_match_reference(case, dtype, parts):
         _runs_and_replays(prob, x, wt, b, want, cfg, f"implicit_gemm_ws [{cfg.describe()}] {case}")
 
 
+def test_stacked_tiles_go_where_rows_are_short(monkeypatch):
+    """``Config.stack`` (consecutive pixel blocks, ws3d's STACK) is offered only with
+    ``STACKED_CANDIDATES`` on, and then where the blocks-side-by-side form is not (14x14 outputs:
+    rows shorter than 3 x 16 pixels) and the 192-pixel tiles fill the SMs at least as well as the
+    power-of-two ones: ResNet-50's l3 3x3 makes 66 x 2 tiles of 192 x 128 on 132 SMs. The layers
+    that had the side-by-side form keep it, and 7x7 outputs (68 tiles) get neither."""
+    from convgemm.conv.conv3d import Ws3d
+
+    def offered(prob):
+        p3 = WS.as_3d(prob)
+        return Ws3d.side_by_side(p3, 132, 64, Ws3d._deep(p3))
+
+    l3 = _prob(64, 256, 14, 14, 256, 3, 3, pad=1)
+    l3_first = _prob(64, 256, 28, 28, 256, 3, 3, stride=2, pad=1)
+    l4 = _prob(64, 512, 7, 7, 512, 3, 3, pad=1)
+    reduce = _prob(64, 1024, 14, 14, 256, 1, 1)
+    assert offered(l3) == [] and offered(l3_first) == []
+    monkeypatch.setattr(Ws3d, "STACKED_CANDIDATES", True)
+    for prob in (l3, l3_first):
+        (cfg,) = offered(prob)
+        assert (cfg.stack, cfg.parts, cfg.block_m, cfg.block_n, cfg.persistent) == (1, 3, 64, 128, 1), cfg
+        # 16 images x 2 x 2 covers 14 x 14 exactly: 196 blocks, 66 units of 3 a channel block
+        assert (cfg.tile_n, cfg.tile_h, cfg.tile_w) == (16, 2, 2)
+    assert offered(l4) == []
+    (cfg,) = offered(reduce)  # the flat row: side by side, as before
+    assert cfg.stack == 0 and cfg.parts == 3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("case,block", [((4, 64, 7, 7, 128, 3, 3, 1, 1), (4, 4, 4)),
+                                        ((3, 64, 14, 14, 256, 3, 3, 1, 1), (16, 2, 2)),
+                                        ((4, 64, 14, 14, 128, 3, 3, 2, 1), (1, 8, 8))], ids=str)  # fmt: skip
+def test_stacked_consumers_match_reference(case, block, parts, dtype):
+    """Consecutive pixel blocks as a tile's consumer blocks (``stack=1``; the last unit's blocks
+    past the end not stored), with a bias and the fused ReLU, staged and direct stores, run and
+    replayed, against float64."""
+    x, wt, b, want, prob, _ = _relu_case(case, dtype, 64)
+    td, th, tw = block
+    cfg = Config(64, 128, 64, 4, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts, stack=1)
+    for c in (cfg, replace(cfg, num_stages=4, direct=1)):
+        _runs_and_replays(prob, x, wt, b, want, c, f"implicit_gemm_ws [{c.describe()}] {case}")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("parts", [1, 3, "direct"])
 def test_stores_into_a_stride_phase(parts):

@@ -56,7 +56,11 @@ def one(name, dims, dtype, to_nhwc: bool, tiles, us) -> tuple[float, float, list
     hw = h * w
     src_fmt = torch.contiguous_format if to_nhwc else torch.channels_last
     dst_fmt = torch.channels_last if to_nhwc else torch.contiguous_format
-    src = torch.randn(n, c, h, w, device="cuda" if torch.cuda.is_available() else "cpu").to(dtype).contiguous(memory_format=src_fmt)
+    src = (
+        torch.randn(n, c, h, w, device="cuda" if torch.cuda.is_available() else "cpu")
+        .to(dtype)
+        .contiguous(memory_format=src_fmt)
+    )
     same = torch.empty_like(src)
     t_copy = us(lambda: same.copy_(src))
     ref = src.contiguous(memory_format=dst_fmt)

@@ -976,6 +976,14 @@ class Ws3d(Algorithm):
             units = cdiv(prob.k, bn) * prob.n * tiles[0] * tiles[1] * tiles[2] // (td * th * tw * parts)
             return used / (tiles[0] * tiles[1] * tiles[2]) * units / (cdiv(units, sms) * sms)
 
+        def stacked_score(td, th, tw, bn, parts):
+            # consecutive blocks: a unit is `parts` blocks wherever they lie, the last unit's
+            # blocks past the end are work for nothing
+            blocks = prob.n * cdiv(prob.od, td) * cdiv(prob.p, th) * cdiv(prob.q, tw)
+            units = cdiv(prob.k, bn) * cdiv(blocks, parts)
+            covered = prob.n * used / (cdiv(blocks, parts) * parts * td * th * tw)
+            return covered * units / (cdiv(units, sms) * sms)
+
         # the phase view's tiles are one output depth deep
         def tiles(block):
             return [t[1:] for t in spatial_tiles3(prob, block) if deep or t[1] == 1]
@@ -991,14 +999,30 @@ class Ws3d(Algorithm):
         # offered unless it covers clearly less: on session 33's probe it ran 5-22% faster than
         # every power-of-two tile where it filled about as well (CRAFT's 192-wide rows, the
         # 14x14 1x1 layers with 512 channels) and tied at 28x28
+        stack = 0
         if best is None or score(*best, bn, parts) < 0.95 * pow2:
+            best = None
+            if cls.STACKED_CANDIDATES and prob.t == 1 and prob.pad[0] == 0:
+                # rows too short for blocks side by side: consecutive blocks (ws3d's STACK),
+                # where they fill the SMs at least as well as the power-of-two tiles
+                st = max(tiles(64), key=lambda t: stacked_score(*t, bn, parts), default=None)
+                if st is not None and stacked_score(*st, bn, parts) >= pow2:
+                    best, stack = st, 1
+        if best is None:
             return []
         td, th, tw = best
         stages = 4
         while stages > 2 and stages * (parts * 64 + bn) * bk * e + parts * 64 * bn * e > 225_000:
             stages -= 1
-        cfg = Config(64, bn, bk, 4, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts)
+        cfg = Config(64, bn, bk, 4, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1, parts=parts, stack=stack)
         return [cls.direct_form(cfg, e, prob.t * prob.r * prob.s * (prob.c // bk))]
+
+    #: whether ``side_by_side`` offers the stacked form (``Config.stack``: consecutive pixel blocks,
+    #: ws3d's STACK) where output rows are too short for blocks side by side and it fills the SMs
+    #: at least as well as the power-of-two tiles (ResNet-50's 14x14 3x3 layers: 66 x 2 tiles of
+    #: 192 x 128 on 132 SMs where 128 x 256 makes 98). Off until a GPU has run and timed it
+    #: (``gpu_session.sh s51b``; written in session 51, emulated and compiled for sm_90 only)
+    STACKED_CANDIDATES = False
 
     def default_config(self, prob: ConvProblem3d) -> Config:
         cands = self.candidates(prob, max(sm_count(), 2))

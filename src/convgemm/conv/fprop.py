@@ -74,6 +74,9 @@ class Config:
     # implicit_gemm_ws / conv3d_ws (2 or 3): this many consumer partitions, each with its own
     # block of block_m pixels side by side along the columns (ws3d's CONS)
     parts: int = 0
+    # 1 (with parts): implicit_gemm_ws / conv3d_ws's consumer blocks are consecutive pixel blocks
+    # instead of neighbours along the columns (ws3d's STACK), for rows too short for side by side
+    stack: int = 0
     # 1: implicit_gemm_ws / conv3d_ws store tiles from registers, without a shared-memory staging
     # tile (ws3d's EPI), which leaves room for more ring stages
     direct: int = 0
@@ -107,7 +110,7 @@ class Config:
         if self.reduce and self.split_k > 1:
             s += " red"
         if self.parts > 1:
-            s += f" x{self.parts}"
+            s += f" x{self.parts}" + ("st" if self.stack else "")
         if self.direct:
             s += " ds"
         if self.ring:

@@ -61,13 +61,9 @@ from .ws_replay import counters, fast_ready, ws_conv3d_replay
 
 
 @gluon.jit
-def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr):
-    """Output tile index -> (channel block, image, first output depth, row, column); the channel
-    blocks of one pixel block are consecutive tiles (they share the input box in L2). The pixel
-    order is ``loaders3d._tile3``'s (``ws_split_finish_kernel`` calls that one), written again
-    here in Gluon."""
-    pid_n = tile % tiles_n
-    pix = tile // tiles_n
+def _pix_origin(pix, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr):
+    """Pixel block index -> (image, first output depth, row, column): ``loaders3d._tile3``'s
+    order (``ws_split_finish_kernel`` calls that one), written again here in Gluon."""
     tiles_w = gl.cdiv(Q, TW)
     tiles_hw = gl.cdiv(P, TH) * tiles_w
     per_image = gl.cdiv(OD, TD) * tiles_hw
@@ -76,7 +72,29 @@ def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW
     td = rem // tiles_hw
     rem = rem - td * tiles_hw
     th = rem // tiles_w
-    return pid_n, n, td * TD, th * TH, (rem - th * tiles_w) * TW
+    return n, td * TD, th * TH, (rem - th * tiles_w) * TW
+
+
+@gluon.jit
+def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr):
+    """Output tile index -> (channel block, image, first output depth, row, column); the channel
+    blocks of one pixel block are consecutive tiles (they share the input box in L2)."""
+    n, d0, h0, w0 = _pix_origin(tile // tiles_n, OD, P, Q, TD, TH, TW)
+    return tile % tiles_n, n, d0, h0, w0
+
+
+@gluon.jit
+def _stacked_block(u, ci, tiles_n, OD, P, Q, NPIX, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr,
+                   CONS: gl.constexpr):  # fmt: skip
+    """``STACK``: consumer ``ci``'s pixel block of unit ``u`` -> (whether it is a block of the
+    output, image, first output depth, row, column). A unit is ``CONS`` consecutive pixel blocks
+    (``_pix_origin``'s order) under one channel block, so the blocks need not lie side by side:
+    a 14x14 layer's 64-image x 1-pixel blocks make 192-pixel tiles as well as a wide row's. The
+    last unit's blocks past the end (``NPIX`` blocks in all) read the last block again and are
+    not stored."""
+    pix = (u // tiles_n) * CONS + ci
+    n, d0, h0, w0 = _pix_origin(gl.minimum(pix, NPIX - 1), OD, P, Q, TD, TH, TW)
+    return pix < NPIX, n, d0, h0, w0
 
 
 @gluon.jit
@@ -148,13 +166,16 @@ def _share(num_units, k_steps):
 
 
 @gluon.jit
-def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo, grp,
-                TW: gl.constexpr, STAGES: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr,
-                GROUPED: gl.constexpr):  # fmt: skip
+def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo, grp, u,
+                TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr,
+                STRIDED: gl.constexpr, CONS: gl.constexpr, GROUPED: gl.constexpr,
+                STACK: gl.constexpr):  # fmt: skip
     """The producer's K steps ``[k0, k1)`` of one tile into the ring (slot counter ``it``, returned
     advanced): per step, each consumer's input box shifted by the step's tap and the weight tile.
     ``GROUPED``: the tile's channel block ``pid_n`` lies in super-group ``pid_n // KB``, whose
-    ``GC`` input channels are the K steps' channels (``grp`` = (GC, KB, NPIX))."""
+    ``GC`` input channels are the K steps' channels (``grp`` = (GC, KB, NPIX)). ``STACK``: the
+    consumers' blocks are unit ``u``'s consecutive pixel blocks (``_stacked_block``), not the
+    columns ``w0 + ci * TW``."""
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     BK: gl.constexpr = w_desc.block_type.shape[1]
     BN: gl.constexpr = w_desc.block_type.shape[0]
@@ -165,6 +186,7 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
     # a slot holds one input box per consumer (their pixel blocks side by side along the columns)
     # and the weight tile they share
     nbytes: gl.constexpr = CONS * x_desc.block_type.nbytes + w_desc.block_type.nbytes
+    npix = grp[2]
     for kt in range(k0, k1):
         slot = it % STAGES
         # a slot's first fill waits on the barrier's initial (completed) phase
@@ -177,7 +199,11 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
         s = rs - r * S
         mbarrier.expect(ready.index(slot), nbytes)
         for ci in gl.static_range(CONS):
-            coord = _x_coord(n, d0, h0, w0 + ci * TW, t, r, s, c_base + cb * BK,
+            if STACK:
+                _, bn_, bd, bh, bw = _stacked_block(u, ci, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS)
+            else:
+                bn_, bd, bh, bw = n, d0, h0, w0 + ci * TW
+            coord = _x_coord(bn_, bd, bh, bw, t, r, s, c_base + cb * BK,
                              (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)  # fmt: skip
             tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot * CONS + ci))
         tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
@@ -188,7 +214,8 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
 @gluon.jit
 def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-              STRIDED: gl.constexpr, CONS: gl.constexpr, STREAM: gl.constexpr, GROUPED: gl.constexpr):  # fmt: skip
+              STRIDED: gl.constexpr, CONS: gl.constexpr, STREAM: gl.constexpr, GROUPED: gl.constexpr,
+              STACK: gl.constexpr):  # fmt: skip
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     it = 0
     if STREAM:
@@ -198,13 +225,17 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp,
             tile, k0, k1 = _segment(pos, end, k_steps)
             pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
             it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
-                             grp, TW, STAGES, STRIDED, CONS, GROUPED)  # fmt: skip
+                             grp, tile, TD, TH, TW, STAGES, STRIDED, CONS, GROUPED, 0)  # fmt: skip
             pos += k1 - k0
     else:
         for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-            pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
+            if STACK:
+                # a 2-D layer (one depth tap, no depth padding): every unit runs all its K steps
+                pid_n, n, d0, h0, w0, k0, k1 = u % tiles_n, 0, 0, 0, 0, 0, k_steps
+            else:
+                pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
             it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
-                             grp, TW, STAGES, STRIDED, CONS, GROUPED)  # fmt: skip
+                             grp, u, TD, TH, TW, STAGES, STRIDED, CONS, GROUPED, STACK)  # fmt: skip
 
 
 @gluon.jit
@@ -301,8 +332,10 @@ def _list_nonfinite(acc, fix_ptr, pid_n, n, d0, h0, w0, OD, P, Q, grp, TD: gl.co
 def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys, grp,
               TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
               STAGES: gl.constexpr, SPLIT: gl.constexpr, CONS: gl.constexpr, CI: gl.constexpr,
-              STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr, PDL_TRIGGER: gl.constexpr):  # fmt: skip
-    """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on).
+              STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr, PDL_TRIGGER: gl.constexpr,
+              STACK: gl.constexpr):  # fmt: skip
+    """Consumer ``CI`` of ``CONS``: the pixel block ``CI`` of each tile (columns ``CI * TW`` on;
+    ``STACK``: the tile's ``CI``-th consecutive pixel block, ``_stacked_block``).
     ``GROUPED`` (unsplit, no stream-K): ``lock_ptr`` is the fix-up list (``_list_nonfinite``).
     ``PDL_TRIGGER`` (no stream-K): the dependent launch after this kernel may start once every
     program's consumers have finished the main loop of its last unit."""
@@ -341,7 +374,14 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
             pos += k1 - k0
     else:
         for u in range(gl.program_id(0), num_units, gl.num_programs(0)):
-            pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
+            keep = True
+            if STACK:
+                # a 2-D layer: all K steps (the producer's units)
+                pid_n, k0, k1 = u % tiles_n, 0, k_steps
+                keep, n, d0, h0, wc = _stacked_block(u, CI, tiles_n, OD, P, Q, grp[2], TD, TH, TW, CONS)
+            else:
+                pid_n, n, d0, h0, w0, k0, k1 = _unit(u, geo, TD, TH, TW * CONS, SPLIT)
+                wc = w0 + CI * TW  # this consumer's block: columns CI * TW on
             acc, it = _mma_steps(gl.zeros([BP, BN], gl.float32, acc_layout), ready, empty, x_bufs, w_bufs, it, k0,
                                  k1, BP, STAGES, CONS, CI)  # fmt: skip
             if PDL_TRIGGER:
@@ -351,16 +391,18 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
                 if u + gl.num_programs(0) >= num_units:
                     gdc_launch_dependents()
             if GROUPED:
-                _list_nonfinite(acc, lock_ptr, pid_n, n, d0, h0, w0 + CI * TW, OD, P, Q, grp, TD, TH, TW)
+                _list_nonfinite(acc, lock_ptr, pid_n, n, d0, h0, wc, OD, P, Q, grp, TD, TH, TW)
             if SPLIT > 1:
                 # this unit's fp32 partial, for ws_split_finish_kernel (tile-major, then split)
                 gl.store(ws_ptr + u.to(gl.int64) * (BP * BN) + offs, acc)
+            elif not keep:
+                pass  # STACK: a block past the last one (read again, not stored)
             elif EPI == 1:
                 # unsplit, no stream-K: the workspace pointer is y itself (ws_conv3d)
-                _epilogue_direct(acc, ws_ptr, bias_ptr, ys, K, OD, P, Q, pid_n, n, d0, h0, w0 + CI * TW, acc_layout,
+                _epilogue_direct(acc, ws_ptr, bias_ptr, ys, K, OD, P, Q, pid_n, n, d0, h0, wc, acc_layout,
                                  TH, TW, HAS_BIAS, ACT)  # fmt: skip
             else:
-                _epilogue(acc, y_desc, bias_ptr, c_smem, CI, K, pid_n, n, d0, h0, w0 + CI * TW, acc_layout,
+                _epilogue(acc, y_desc, bias_ptr, c_smem, CI, K, pid_n, n, d0, h0, wc, acc_layout,
                           HAS_BIAS, ACT)  # fmt: skip
     tma.store_wait(0)
 
@@ -373,7 +415,7 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
                      TW: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, STAGES: gl.constexpr,
                      SPLIT: gl.constexpr, STRIDED: gl.constexpr, CONS: gl.constexpr, CWARPS: gl.constexpr,
                      CREGS: gl.constexpr, STREAM: gl.constexpr, EPI: gl.constexpr, GROUPED: gl.constexpr,
-                     PDL_TRIGGER: gl.constexpr = False):  # fmt: skip
+                     PDL_TRIGGER: gl.constexpr = False, STACK: gl.constexpr = 0):  # fmt: skip
     """Persistent warp-specialized 3-D implicit GEMM (module docstring); grid = (programs,).
 
     ``EPI`` = 1 (unsplit, no stream-K): tiles are stored from registers (``_epilogue_direct``)
@@ -389,8 +431,14 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
     first one the default partition, the others workers given ``CREGS`` registers a thread) under
     one shared weight tile: a tile of 3 x 64 pixels, which no power-of-two block is, as
     cuBLAS's 192-pixel tiles that fill the H200's 132 SMs where 128- and 256-pixel ones leave a
-    partial wave (benchmarks/NOTES.md, sessions 30 and 33)."""
+    partial wave (benchmarks/NOTES.md, sessions 30 and 33). ``STACK`` (``CONS`` > 1, a 2-D
+    layer: one depth tap, no depth padding; not grouped): the ``CONS`` blocks are consecutive
+    pixel blocks instead (``_stacked_block``), so that layers whose rows are too short for blocks
+    side by side (ResNet-50's 14x14 stage) get the 192-pixel tile too; ``NPIX`` (``grp``'s
+    third) is then the number of pixel blocks."""
     gl.static_assert(STREAM == 0 or (CONS == 1 and SPLIT == 1), "ws_conv3d_kernel: stream-K on one consumer, unsplit")
+    gl.static_assert(STACK == 0 or (CONS > 1 and GROUPED == 0), "ws_conv3d_kernel: stacked blocks: several consumers, "
+                     "not grouped")  # fmt: skip
     # the finish kernel or the grouped fix-up, a programmatic dependent launch, is triggered by the
     # consumers (_consumer) as each program reaches its last unit
     gl.static_assert(STREAM == 0 or not PDL_TRIGGER, "ws_conv3d_kernel: no dependent launch after stream-K")
@@ -415,9 +463,9 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER, STACK)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
-                             STRIDED, CONS, STREAM, GROUPED)),
+                             STRIDED, CONS, STREAM, GROUPED, STACK)),
             ],
             [1],
             [48],
@@ -426,11 +474,11 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER, STACK)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED, PDL_TRIGGER)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED, PDL_TRIGGER, STACK)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
-                             STRIDED, CONS, STREAM, GROUPED)),
+                             STRIDED, CONS, STREAM, GROUPED, STACK)),
             ],
             [CWARPS, 1],
             [CREGS, 48],
@@ -440,13 +488,13 @@ def ws_conv3d_kernel(x_desc, w_desc, y_desc, bias_ptr, ws_ptr, lock_ptr, K, num_
         gl.warp_specialize(
             [
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 0, STREAM, EPI, GROUPED, PDL_TRIGGER, STACK)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED, PDL_TRIGGER)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 1, STREAM, EPI, GROUPED, PDL_TRIGGER, STACK)),
                 (_consumer, (y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, c_smem, geo, K, ys,
-                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM, EPI, GROUPED, PDL_TRIGGER)),
+                             grp, TD, TH, TW, HAS_BIAS, ACT, STAGES, SPLIT, CONS, 2, STREAM, EPI, GROUPED, PDL_TRIGGER, STACK)),
                 (_producer, (x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp, TD, TH, TW, STAGES, SPLIT,
-                             STRIDED, CONS, STREAM, GROUPED)),
+                             STRIDED, CONS, STREAM, GROUPED, STACK)),
             ],
             [CWARPS, CWARPS, 1],
             [CREGS, CREGS, 48],
@@ -569,7 +617,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               block_k: int = 64, stages: int = 4, warps: int = 8, per_sm: int = 1, act: str = "", split: int = 1,
               stride: tuple[int, int, int] = (1, 1, 1), compile_only: bool = False, launch=None,
               consumers: int = 1, stream: int = 0, direct: int = 0, super_groups: tuple[int, int] | None = None,
-              fix: torch.Tensor | None = None):  # fmt: skip
+              fix: torch.Tensor | None = None, stack: int = 0):  # fmt: skip
     """``y = conv3d(x, w, bias, stride, padding=pad, dilation=dilation)`` (groups 1, or wide groups:
     ``super_groups``) with ``ws_conv3d_kernel``.
 
@@ -599,6 +647,10 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     ``block_n`` divides KS, so that every tile lies in one super-group. ``fix`` is the int32
     fix-up list (``fprop.Grouped.fix_list``) the kernel appends the pixel blocks whose sums are
     not finite to (``_list_nonfinite``); the caller launches the fix-up.
+    ``stack`` = 1 (``consumers`` > 1, a filter one tap deep with no depth padding, not grouped):
+    a tile's consumer blocks are consecutive pixel blocks of ``tile`` (``_stacked_block``) rather
+    than neighbours along the columns, for outputs whose rows are shorter than ``consumers *
+    tile[2]``.
     """
     b = y if bias is None else bias
     n, c, d, h, wd = x.shape
@@ -616,16 +668,23 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     w_desc = TensorDescriptor(wp, [k, wp.shape[1]], [wp.stride(0), 1], wb, _layout(wb, x.dtype))
     y_desc = ndhwc_desc(y, tile, block_n)
     tiles_n = cdiv(k, block_n)
-    num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw * consumers)
+    npix = n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw)
+    if stack:
+        if consumers < 2 or t > 1 or pad[0] or super_groups is not None or split > 1 or stream:
+            raise ValueError("ws_conv3d: stacked consumer blocks (stack=1) take 2 or 3 consumers, a filter one tap "
+                             "deep with no depth padding, no groups, no K split and no stream-K; use stack=0")  # fmt: skip
+        num_tiles = tiles_n * cdiv(npix, consumers)
+    else:
+        num_tiles = tiles_n * n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw * consumers)
     gc, ks = super_groups or (c, k)
     if super_groups is not None:
         if gc % block_k or ks % block_n or split > 1 or stream or fix is None:
             raise ValueError(f"ws_conv3d: super-groups of {gc} input and {ks} output channels need block_k ({block_k}) "
                              f"dividing the first and block_n ({block_n}) the second, no K split or stream-K, and a "
                              "fix-up list (fix)")  # fmt: skip
-        grp = (gc, ks // block_n, n * cdiv(od, td) * cdiv(p, th) * cdiv(q, tw))
+        grp = (gc, ks // block_n, npix)
     else:
-        grp = (0, 1, 0)
+        grp = (0, 1, npix if stack else 0)
     k_steps = t * r * s * (gc // block_k)
     assert split == 1 or (split - 1) * cdiv(k_steps, split) < k_steps, "ws_conv3d: a K split would be empty"
     assert consumers in (1, 2, 3) and (split == 1 or consumers == 1), "ws_conv3d: 1-3 consumers, unsplit if several"
@@ -667,6 +726,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps * consumers + 4) * 32)) // 8 * 8))  # fmt: skip
     # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
     kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0), EPI=int(direct > 0), GROUPED=int(bool(super_groups)),
+              STACK=int(bool(stack)),
               CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
     # the split's finish kernel (below) or a grouped layer's fix-up (fprop.grouped_fixup) follows
     # as a programmatic dependent launch
@@ -703,7 +763,7 @@ def ws_run(x, wp, bias, y, taps, pad, dilation, cfg, stride, act: str = "", laun
 
     call = dict(block_k=cfg.block_k, stages=cfg.num_stages, warps=cfg.num_warps, per_sm=cfg.persistent or 1, act=act,
                 split=cfg.split_k, stride=stride, consumers=max(1, cfg.parts), stream=cfg.stream_k,
-                direct=cfg.direct, super_groups=super_groups, fix=fix)  # fmt: skip
+                direct=cfg.direct, super_groups=super_groups, fix=fix, stack=cfg.stack)  # fmt: skip
     tile = (cfg.tile_n, cfg.tile_h, cfg.tile_w)
     if COMPILE_ONLY.get():
         # the split-K finish kernel too: left to the first launch, its compile (0.15-0.6 s on the
