@@ -950,11 +950,12 @@ PY
     s51b)  # session 51: stacked consumer blocks (Config.stack; emulated on the CPU and compiled for sm_90 only):
         # their GPU tests, then the 192 x 128 stacked tile forced on the four all-suite layers that
         # Ws3d.STACKED_CANDIDATES would offer it to, against cuDNN and the tuned choice -> stack-*.log
-        timeout 150 python3 -m pytest -q -n 12 tests/test_ws_consumers.py -k "stacked" -p no:cacheprovider \
+        timeout "${STACK_TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 12 tests/test_ws_consumers.py -k "stacked" -p no:cacheprovider \
             --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee "$OUT/stack-tests.log"
         t="implicit_gemm_ws:block_m=64,block_n=128,block_k=64,num_warps=4,num_stages=4,persistent=1,parts=3,stack=1,split_k=1,direct=0,stream_k=0"
-        for shape in 64,256,14,14,256,3,3,1,1,1,1,nobias 64,256,28,28,256,3,3,2,1,1,1,nobias \
-            64,512,28,28,1024,1,1,2,0,1,1,nobias 16,64,112,112,128,3,3,1,0,1,1; do
+        # (STACK_SHAPES: the first two alone for a short call)
+        for shape in ${STACK_SHAPES:-64,256,14,14,256,3,3,1,1,1,1,nobias 64,256,28,28,256,3,3,2,1,1,1,nobias \
+            64,512,28,28,1024,1,1,2,0,1,1,nobias 16,64,112,112,128,3,3,1,0,1,1}; do
             timeout 100 python3 tools/config_probe.py --shape $shape --try "$t,tile_n=16,tile_h=2,tile_w=2" \
                 --try "$t,tile_n=64,tile_h=1,tile_w=1" 2>&1 | grep -v Warning
         done | tee "$OUT/stack-probe.log" ;;
