@@ -959,6 +959,10 @@ PY
             timeout 100 python3 tools/config_probe.py --shape $shape --try "$t,tile_n=16,tile_h=2,tile_w=2" \
                 --try "$t,tile_n=64,tile_h=1,tile_w=1" 2>&1 | grep -v Warning
         done | tee "$OUT/stack-probe.log" ;;
+    s51c)  # session 51: the NCHW rows under 1.0x split into the input's transpose, the NHWC call and the
+        # result's transpose, each timed alone, beside the whole NCHW call and cuDNN's -> nchw-parts.log
+        timeout "${NCHW_PARTS_TIMEOUT:-150}" python3 tools/transpose_probe.py --layers > "$OUT/nchw-parts.log" 2>&1
+        echo "nchw parts: rc=$?"; cat "$OUT/nchw-parts.log" | tail -10 ;;
     s51a)  # session 51: the NCHW <-> channels_last transposes against a copy of the same bytes (the NCHW rows'
         # gap to their channels_last times, session 33), the library's tile and others -> transpose.log
         timeout "${TRANSPOSE_TIMEOUT:-240}" python3 tools/transpose_probe.py > "$OUT/transpose.log" 2>&1

@@ -15,6 +15,13 @@ flushed before each run, host off the clock (``_runtime.gpu_times``); rates in T
 moved (read + write).
 
     PYTHONPATH=src python3 tools/transpose_probe.py [--dtype bf16] [--tiles 64x64/4,32x256/8] [--limit N]
+
+``--layers`` instead splits the NCHW rows that were under 1.0x (session 33) into their parts, each
+timed alone the same way: ``convgemm.conv2d`` on the NCHW input and weight as ``convgemm bench
+--layout nchw`` runs it (tuned first), the input's transpose, the call on the NHWC copy with a
+channels_last weight (a channels_last result), the result's transpose to NCHW, and cuDNN given the
+NCHW tensors. Where the first is about the sum of the next three, the transposes' share of the
+gap is theirs.
 """
 
 from __future__ import annotations
@@ -83,11 +90,58 @@ def one(name, dims, dtype, to_nhwc: bool, tiles, us) -> tuple[float, float, list
     return t_copy, t_lib, row
 
 
+#: session 33's NCHW rows under 1.0x against cuDNN given NCHW (``h200-2026-12-04-s33-call6-nchw-all.json``):
+#: N, C, H, W, K, R, S, stride, pad
+NCHW_LAYERS = {
+    "resnet50 l3 1x1 reduce (first) 512->256 @28": (64, 512, 28, 28, 256, 1, 1, 1, 0),
+    "resnet50 l2 1x1 expand 128->512 @28": (64, 128, 28, 28, 512, 1, 1, 1, 0),
+    "resnet50 l2 1x1 reduce (first) 256->128 @56": (64, 256, 56, 56, 128, 1, 1, 1, 0),
+    "resnet50 l1 1x1 reduce 256->64 @56": (64, 256, 56, 56, 64, 1, 1, 1, 0),
+    "resnet50 l4 3x3 (first) 512->512 @14": (64, 512, 14, 14, 512, 3, 3, 2, 1),
+    "resnet50 l3 1x1 reduce 1024->256 @14": (64, 1024, 14, 14, 256, 1, 1, 1, 0),
+    "resnet50 l1 1x1 reduce (first) 64->64 @56": (64, 64, 56, 56, 64, 1, 1, 1, 0),
+    "resnet50 l1 1x1 expand 64->256 @56": (64, 64, 56, 56, 256, 1, 1, 1, 0),
+}
+
+
+def layers(dtype, us) -> None:
+    """``--layers``: each NCHW row split into its parts (module docstring)."""
+    import torch.nn.functional as F
+
+    import convgemm
+    from convgemm.conv.layout import as_nhwc, to_format
+
+    torch.backends.cudnn.benchmark = True
+    print(f"{'layer':46s} {'NCHW call':>9s} {'x->NHWC':>8s} {'NHWC call':>9s} {'y->NCHW':>8s} {'sum':>7s} "
+          f"{'cuDNN NCHW':>10s}")  # fmt: skip
+    for name, (n, c, h, w, k, r, s, st, pad) in NCHW_LAYERS.items():
+        x = torch.randn(n, c, h, w, device="cuda").to(dtype)
+        wt = (torch.randn(k, c, r, s, device="cuda") / (c * r * s) ** 0.5).to(dtype)
+        x_cl = x.contiguous(memory_format=torch.channels_last)
+        w_cl = wt.contiguous(memory_format=torch.channels_last)
+
+        def nchw_call(x=x, wt=wt, st=st, pad=pad):
+            return convgemm.conv2d(x, wt, stride=st, padding=pad)
+
+        def nhwc_call(x_cl=x_cl, w_cl=w_cl, st=st, pad=pad):
+            return convgemm.conv2d(x_cl, w_cl, stride=st, padding=pad)
+
+        y = nchw_call()  # tunes
+        y_cl = nhwc_call()
+        assert y.is_contiguous(), f"{name}: an NCHW call gives an NCHW result"
+        torch.testing.assert_close(y, y_cl, rtol=2e-2, atol=2e-2)
+        t = [us(nchw_call), us(lambda x=x: as_nhwc(x)), us(nhwc_call),
+             us(lambda y_cl=y_cl: to_format(y_cl, torch.contiguous_format)),
+             us(lambda x=x, wt=wt, st=st, pad=pad: F.conv2d(x, wt, stride=st, padding=pad))]  # fmt: skip
+        print(f"{name:46s} {t[0]:9.1f} {t[1]:8.1f} {t[2]:9.1f} {t[3]:8.1f} {t[1] + t[2] + t[3]:7.1f} {t[4]:10.1f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     ap.add_argument("--tiles", default=DEFAULT_TILES, help="BLOCK_CxBLOCK_HW/warps, comma-separated")
     ap.add_argument("--limit", type=int, default=None, help="only the first N activations")
+    ap.add_argument("--layers", action="store_true", help="split the NCHW rows under 1.0x into their parts")
     args = ap.parse_args()
 
     from convgemm._runtime import gpu_times, l2_flush
@@ -103,6 +157,10 @@ def main() -> int:
 
     def us(fn) -> float:
         return statistics.median(gpu_times(fn, 30.0, 10, 200, before=flush)) * 1e3
+
+    if args.layers:
+        layers(dtype, us)
+        return 0
 
     header = f"{'activation':52s} {'N,C,HxW':>18s} {'dir':>4s} {'MB':>6s} {'copy':>7s} {'lib':>7s}"
     print(header + "".join(f" {f'{bc}x{bhw}/{w}':>10s}" for bc, bhw, w in tiles) + "  best/copy  lib/copy")
