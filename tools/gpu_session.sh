@@ -965,7 +965,7 @@ PY
         echo "nchw parts: rc=$?"; cat "$OUT/nchw-parts.log" | tail -10 ;;
     s51a)  # session 51: the NCHW <-> channels_last transposes against a copy of the same bytes (the NCHW rows'
         # gap to their channels_last times, session 33), the library's tile and others -> transpose.log
-        timeout "${TRANSPOSE_TIMEOUT:-240}" python3 tools/transpose_probe.py > "$OUT/transpose.log" 2>&1
+        timeout "${TRANSPOSE_TIMEOUT:-240}" python3 tools/transpose_probe.py ${TRANSPOSE_ARGS:-} > "$OUT/transpose.log" 2>&1
         echo "transpose: rc=$?"; tail -4 "$OUT/transpose.log" ;;
     s38c)  # issue 4's first-call target on the whole all suite, from empty caches
         CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/all-tune.jsonl \

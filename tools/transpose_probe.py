@@ -142,6 +142,7 @@ def main() -> int:
     ap.add_argument("--tiles", default=DEFAULT_TILES, help="BLOCK_CxBLOCK_HW/warps, comma-separated")
     ap.add_argument("--limit", type=int, default=None, help="only the first N activations")
     ap.add_argument("--layers", action="store_true", help="split the NCHW rows under 1.0x into their parts")
+    ap.add_argument("--max-hw", type=int, default=None, help="only activations of at most this many pixels an image")
     args = ap.parse_args()
 
     from convgemm._runtime import gpu_times, l2_flush
@@ -166,6 +167,8 @@ def main() -> int:
     print(header + "".join(f" {f'{bc}x{bhw}/{w}':>10s}" for bc, bhw, w in tiles) + "  best/copy  lib/copy")
     ratios_lib, ratios_best = [], []
     for name, dims in activations(args.limit):
+        if args.max_hw and dims[2] * dims[3] > args.max_hw:
+            continue
         for to_nhwc in (True, False):
             t_copy, t_lib, row = one(name, dims, dtype, to_nhwc, tiles, us)
             best = min(row)
