@@ -89,7 +89,9 @@ def test_nchw_in_nchw_out(algorithm):
 
 
 # ---------------------------------------------------------------- pack_weight
-@pytest.mark.parametrize("k, cg, r, s, cp", [(4, 3, 3, 3, 16), (6, 16, 1, 1, 16), (5, 17, 2, 3, 32), (8, 1, 3, 3, 16)])
+@pytest.mark.parametrize(
+    "k, cg, r, s, cp", [(4, 3, 3, 3, 16), (6, 16, 1, 1, 16), (5, 17, 2, 3, 32), (8, 1, 3, 3, 16), (24, 32, 3, 3, 32)]
+)
 def test_pack_weight(k, cg, r, s, cp):
     w = torch.randn(k, cg, r, s, device=DEVICE)
     p = pack_weight(w, cp)
@@ -100,6 +102,16 @@ def test_pack_weight(k, cg, r, s, cp):
             for j in range(s):
                 assert torch.equal(p[kk, i * s + j, :cg], w[kk, :, i, j])
     assert (p[:, :, cg:] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_pack_weight_unpadded_nchw_weight(dtype):
+    """An NCHW-contiguous weight with no channel padding goes through the tiled transpose (one
+    launch); the values and the dense KRSC layout are those of the permuted copy."""
+    w = torch.randn(80, 64, 3, 3, device=DEVICE).to(dtype)
+    p = pack_weight(w, 64)
+    assert p.shape == (80, 9, 64) and p.dtype == dtype and p.is_contiguous()
+    assert torch.equal(p, w.permute(0, 2, 3, 1).reshape(80, 9, 64))
 
 
 def test_pack_weight_of_channels_last_and_sliced_weight():

@@ -141,7 +141,7 @@ def test_consumers_match_reference(case, dtype, parts):
 
 def test_stacked_tiles_go_where_rows_are_short(monkeypatch):
     """``Config.stack`` (consecutive pixel blocks, ws3d's STACK) is offered only with
-    ``STACKED_CANDIDATES`` on, and then where the blocks-side-by-side form is not (14x14 outputs:
+    ``STACKED_CANDIDATES`` on (the default), and then where the blocks-side-by-side form is not (14x14 outputs:
     rows shorter than 3 x 16 pixels) and the 192-pixel tiles fill the SMs at least as well as the
     power-of-two ones: ResNet-50's l3 3x3 makes 66 x 2 tiles of 192 x 128 on 132 SMs. The layers
     that had the side-by-side form keep it, and 7x7 outputs (68 tiles) get neither."""
@@ -155,6 +155,7 @@ def test_stacked_tiles_go_where_rows_are_short(monkeypatch):
     l3_first = _prob(64, 256, 28, 28, 256, 3, 3, stride=2, pad=1)
     l4 = _prob(64, 512, 7, 7, 512, 3, 3, pad=1)
     reduce = _prob(64, 1024, 14, 14, 256, 1, 1)
+    monkeypatch.setattr(Ws3d, "STACKED_CANDIDATES", False)
     assert offered(l3) == [] and offered(l3_first) == []
     monkeypatch.setattr(Ws3d, "STACKED_CANDIDATES", True)
     for prob in (l3, l3_first):

@@ -1020,9 +1020,10 @@ class Ws3d(Algorithm):
     #: whether ``side_by_side`` offers the stacked form (``Config.stack``: consecutive pixel blocks,
     #: ws3d's STACK) where output rows are too short for blocks side by side and it fills the SMs
     #: at least as well as the power-of-two tiles (ResNet-50's 14x14 3x3 layers: 66 x 2 tiles of
-    #: 192 x 128 on 132 SMs where 128 x 256 makes 98). Off until a GPU has run and timed it
-    #: (``gpu_session.sh s51b``; written in session 51, emulated and compiled for sm_90 only)
-    STACKED_CANDIDATES = False
+    #: 192 x 128 on 132 SMs where 128 x 256 makes 98). H100, session 51 (``gpu_session.sh s51b``,
+    #: one run, cuDNN / tuned 128 x 256 / stacked): l3 3x3 @14 37.0 / 39.0 / 36.4 us, l3 3x3
+    #: (first) 38.9 / 41.5 / 39.6; the tuner times it beside the others
+    STACKED_CANDIDATES = True
 
     def default_config(self, prob: ConvProblem3d) -> Config:
         cands = self.candidates(prob, max(sm_count(), 2))
