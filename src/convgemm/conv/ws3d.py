@@ -183,8 +183,8 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
     if GROUPED:
         GC, KB, NPIX = grp
         c_base = (pid_n // KB) * GC
-    # a slot holds one input box per consumer (their pixel blocks side by side along the columns)
-    # and the weight tile they share
+    # a slot holds one input box per consumer (their pixel blocks side by side along the columns,
+    # or consecutive blocks: STACK) and the weight tile they share
     nbytes: gl.constexpr = CONS * x_desc.block_type.nbytes + w_desc.block_type.nbytes
     npix = grp[2]
     for kt in range(k0, k1):
