@@ -1,6 +1,6 @@
 """The Gluon forward kernel's index arithmetic on the CPU, through ``gluon_emu``: the kernel's own
 producer code runs on integers and its recorded TMA boxes are multiplied in float64, so every
-mode of ``ws3d`` (flat and spatial views, several consumers, K splits with the finish kernel, the
+mode of ``ws3d`` (flat and spatial views, several consumers side by side or stacked, K splits with the finish kernel, the
 stride-phase and phase-grid views, grouped super-groups with the fix-up list) is checked against
 ``torch.nn.functional.conv2d`` / ``conv3d`` here, not only on the GPU. What the emulation cannot
 check (the Gluon lowering, synchronisation, layouts) stays with the GPU tests."""
