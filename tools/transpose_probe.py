@@ -41,12 +41,7 @@ def activations(limit: int | None) -> list[tuple[str, tuple[int, int, int, int]]
 
     seen, out = set(), []
     for shp in suite("all"):
-        st = shp.stride if isinstance(shp.stride, tuple) else (shp.stride, shp.stride)
-        pad = shp.pad if isinstance(shp.pad, tuple) else (shp.pad, shp.pad)
-        dil = shp.dil if isinstance(shp.dil, tuple) else (shp.dil, shp.dil)
-        p = (shp.h + 2 * pad[0] - dil[0] * (shp.r - 1) - 1) // st[0] + 1
-        q = (shp.w + 2 * pad[1] - dil[1] * (shp.s - 1) - 1) // st[1] + 1
-        for what, dims in (("x", (shp.n, shp.c, shp.h, shp.w)), ("y", (shp.n, shp.k, p, q))):
+        for what, dims in (("x", (shp.n, shp.c, shp.h, shp.w)), ("y", (shp.n, shp.k, shp.p, shp.q))):
             if dims[1] > 1 and dims not in seen:
                 seen.add(dims)
                 out.append((f"{shp.name} {what}", dims))
@@ -90,18 +85,18 @@ def one(name, dims, dtype, to_nhwc: bool, tiles, us) -> tuple[float, float, list
     return t_copy, t_lib, row
 
 
-#: session 33's NCHW rows under 1.0x against cuDNN given NCHW (``h200-2026-12-04-s33-call6-nchw-all.json``):
-#: N, C, H, W, K, R, S, stride, pad
-NCHW_LAYERS = {
-    "resnet50 l3 1x1 reduce (first) 512->256 @28": (64, 512, 28, 28, 256, 1, 1, 1, 0),
-    "resnet50 l2 1x1 expand 128->512 @28": (64, 128, 28, 28, 512, 1, 1, 1, 0),
-    "resnet50 l2 1x1 reduce (first) 256->128 @56": (64, 256, 56, 56, 128, 1, 1, 1, 0),
-    "resnet50 l1 1x1 reduce 256->64 @56": (64, 256, 56, 56, 64, 1, 1, 1, 0),
-    "resnet50 l4 3x3 (first) 512->512 @14": (64, 512, 14, 14, 512, 3, 3, 2, 1),
-    "resnet50 l3 1x1 reduce 1024->256 @14": (64, 1024, 14, 14, 256, 1, 1, 1, 0),
-    "resnet50 l1 1x1 reduce (first) 64->64 @56": (64, 64, 56, 56, 64, 1, 1, 1, 0),
-    "resnet50 l1 1x1 expand 64->256 @56": (64, 64, 56, 56, 256, 1, 1, 1, 0),
-}
+#: session 33's NCHW rows under 1.0x against cuDNN given NCHW (``h200-2026-12-04-s33-call6-nchw-all.json``),
+#: by their ``all``-suite names
+NCHW_LAYERS = (
+    "resnet50 l3 1x1 reduce (first) 512->256 @28",
+    "resnet50 l2 1x1 expand 128->512 @28",
+    "resnet50 l2 1x1 reduce (first) 256->128 @56",
+    "resnet50 l1 1x1 reduce 256->64 @56",
+    "resnet50 l4 3x3 (first) 512->512 @14",
+    "resnet50 l3 1x1 reduce 1024->256 @14",
+    "resnet50 l1 1x1 reduce (first) 64->64 @56",
+    "resnet50 l1 1x1 expand 64->256 @56",
+)
 
 
 def layers(dtype, us) -> None:
@@ -114,7 +109,12 @@ def layers(dtype, us) -> None:
     torch.backends.cudnn.benchmark = True
     print(f"{'layer':46s} {'NCHW call':>9s} {'x->NHWC':>8s} {'NHWC call':>9s} {'y->NCHW':>8s} {'sum':>7s} "
           f"{'cuDNN NCHW':>10s}")  # fmt: skip
-    for name, (n, c, h, w, k, r, s, st, pad) in NCHW_LAYERS.items():
+    from convgemm.bench.suites import suite
+
+    shapes = {shp.name: shp for shp in suite("all")}
+    for name in NCHW_LAYERS:
+        shp = shapes[name]
+        n, c, h, w, k, r, s, st, pad = shp.n, shp.c, shp.h, shp.w, shp.k, shp.r, shp.s, shp.stride, shp.pad
         x = torch.randn(n, c, h, w, device="cuda").to(dtype)
         wt = (torch.randn(k, c, r, s, device="cuda") / (c * r * s) ** 0.5).to(dtype)
         x_cl = x.contiguous(memory_format=torch.channels_last)

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._runtime import cdiv
+from .._runtime import cdiv, interpreting
 from ..matmul.launch import Launch
 
 
@@ -141,11 +141,13 @@ def pack_weight(w: torch.Tensor, c_pad: int) -> torch.Tensor:
     filter taps, and every row is 16-byte aligned for TMA.
     """
     k, cg, r, s = w.shape
-    if cg == c_pad and w.is_contiguous() and _transposable(w):
+    if cg == c_pad and w.is_contiguous() and _transposable(w) and (w.is_cuda or interpreting()):
         # an NCHW-contiguous weight without padding: its channels_last copy is the KRSC matrix,
         # made by the tiled transpose in one launch. Zeros and a permuted copy took two, the
         # copy's stores a channel apart (an H100 NCHW call of ResNet-50's l4 3x3 (first) ran 9.9
-        # us longer than its input transpose, NHWC call and output transpose together, session 51)
+        # us longer than its input transpose, NHWC call and output transpose together, session 51).
+        # Elsewhere (CPU tensors with no interpreter: tools/compile_call.py's stand-ins) no
+        # Triton kernel can run, and PyTorch packs as before
         return _transpose(w, to_nhwc=True).permute(0, 2, 3, 1).reshape(k, r * s, cg)
     out = w.new_zeros((k, r * s, c_pad))
     out[:, :, :cg] = w.permute(0, 2, 3, 1).reshape(k, r * s, cg)

@@ -186,7 +186,13 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
     # a slot holds one input box per consumer (their pixel blocks side by side along the columns,
     # or consecutive blocks: STACK) and the weight tile they share
     nbytes: gl.constexpr = CONS * x_desc.block_type.nbytes + w_desc.block_type.nbytes
-    npix = grp[2]
+    if STACK:
+        # each consumer's block, once per unit: the divisions stay out of the K loop (the third
+        # entry is the second again when there are two consumers)
+        npix = grp[2]
+        blocks = (_stacked_block(u, 0, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS),
+                  _stacked_block(u, 1, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS),
+                  _stacked_block(u, CONS - 1, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS))  # fmt: skip
     for kt in range(k0, k1):
         slot = it % STAGES
         # a slot's first fill waits on the barrier's initial (completed) phase
@@ -200,7 +206,7 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
         mbarrier.expect(ready.index(slot), nbytes)
         for ci in gl.static_range(CONS):
             if STACK:
-                _, bn_, bd, bh, bw = _stacked_block(u, ci, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS)
+                _, bn_, bd, bh, bw = blocks[ci]
             else:
                 bn_, bd, bh, bw = n, d0, h0, w0 + ci * TW
             coord = _x_coord(bn_, bd, bh, bw, t, r, s, c_base + cb * BK,
