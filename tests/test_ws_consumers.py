@@ -142,8 +142,8 @@ def test_consumers_match_reference(case, dtype, parts):
 def test_stacked_tiles_go_where_rows_are_short(monkeypatch):
     """``Config.stack`` (consecutive pixel blocks, ws3d's STACK) is offered only with
     ``STACKED_CANDIDATES`` on (the default), and then where the blocks-side-by-side form is not (14x14 outputs:
-    rows shorter than 3 x 16 pixels) and the 192-pixel tiles fill the SMs at least as well as the
-    power-of-two ones: ResNet-50's l3 3x3 makes 66 x 2 tiles of 192 x 128 on 132 SMs. The layers
+    rows shorter than 3 x 16 pixels) and the 192-pixel tiles fill the SMs about as well as the
+    power-of-two ones (``STACKED_FILL``): ResNet-50's l3 3x3 makes 66 x 2 tiles of 192 x 128 on 132 SMs. The layers
     that had the side-by-side form keep it, and 7x7 outputs (68 tiles) get neither."""
     from convgemm.conv.conv3d import Ws3d
 
@@ -164,6 +164,13 @@ def test_stacked_tiles_go_where_rows_are_short(monkeypatch):
         # 16 images x 2 x 2 covers 14 x 14 exactly: 196 blocks, 66 units of 3 a channel block
         assert (cfg.tile_n, cfg.tile_h, cfg.tile_w) == (16, 2, 2)
     assert offered(l4) == []
+    # 28x28 outputs: 262 units of 192 pixels tie 392 of 128 but for the last unit's two blocks
+    # past the end (STACKED_FILL); at a fill threshold of 1.0 they are not offered
+    l2 = _prob(64, 128, 28, 28, 128, 3, 3, pad=1)
+    (cfg,) = offered(l2)
+    assert (cfg.stack, cfg.tile_n, cfg.tile_h, cfg.tile_w) == (1, 4, 4, 4), cfg
+    monkeypatch.setattr(Ws3d, "STACKED_FILL", 1.0)
+    assert offered(l2) == []
     (cfg,) = offered(reduce)  # the flat row: side by side, as before
     assert cfg.stack == 0 and cfg.parts == 3
 

@@ -947,6 +947,13 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s52a)  # session 52: the stacked tile on 28x28 outputs (Ws3d.STACKED_FILL, offered there now): forced on
+        # ResNet-50's l2 3x3 layers against cuDNN and the tuned choice -> stack28.log
+        t="implicit_gemm_ws:block_m=64,block_n=128,block_k=64,num_warps=4,num_stages=4,persistent=1,parts=3,stack=1,split_k=1,direct=0,stream_k=0"
+        for shape in ${STACK_SHAPES:-64,128,56,56,128,3,3,2,1,1,1,nobias 64,128,28,28,128,3,3,1,1,1,1,nobias}; do
+            timeout 100 python3 tools/config_probe.py --shape $shape --try "$t,tile_n=4,tile_h=4,tile_w=4" \
+                --try "$t,tile_n=16,tile_h=2,tile_w=2" 2>&1 | grep -v Warning
+        done | tee "$OUT/stack28.log" ;;
     s51b)  # session 51: stacked consumer blocks (Config.stack; emulated on the CPU and compiled for sm_90 only):
         # their GPU tests, then the 192 x 128 stacked tile forced on the four all-suite layers that
         # Ws3d.STACKED_CANDIDATES would offer it to, against cuDNN and the tuned choice -> stack-*.log
