@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.testing
 
-from convgemm.conv.backward import DGRAD, DGRAD_TMA
+from convgemm.conv.backward import DGRAD, DGRAD_TMA, tuned_dgrad_tma
 from convgemm.conv.fprop import Config, spatial_tiles
 from convgemm.functional import _dgrad_by_phases
 from convgemm.problem import ConvProblem
@@ -99,6 +99,11 @@ def main() -> None:
             cfg = DGRAD_TMA.default_config(prob)
             for label in (f"tma default {cfg.describe()}", "tma default (again)"):
                 show(label, lambda cfg=cfg: DGRAD_TMA.run(prob, dy, w, dx, cfg), dx)  # noqa: B023
+            if os.environ["CONVGEMM_AUTOTUNE"] != "0":
+                # the route's own pick (what conv2d_input runs): the phases above are tuned too
+                cfg = tuned_dgrad_tma(prob, dy, w, dx)
+                for label in (f"tma tuned {cfg.describe()}", "tma tuned (again)"):
+                    show(label, lambda cfg=cfg: DGRAD_TMA.run(prob, dy, w, dx, cfg), dx)  # noqa: B023
             continue
         dims = (prob.n, prob.h // st, prob.w // st)
         for bm in (64, 128):

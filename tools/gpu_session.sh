@@ -954,6 +954,11 @@ PY
             timeout 100 python3 tools/config_probe.py --shape $shape --try "$t,tile_n=4,tile_h=4,tile_w=4" \
                 --try "$t,tile_n=16,tile_h=2,tile_w=2" 2>&1 | grep -v Warning
         done | tee "$OUT/stack28.log" ;;
+    s52b)  # session 52: ResNet-50's strided 3x3 dgrads (dgrad_tma, 0.79-0.84x cuDNN on the H100) against the
+        # per-phase forward convolutions, both tuned, now that 14x14 and 28x28 forwards get the stacked tile
+        # -> dgrad-routes.log
+        CONVGEMM_AUTOTUNE=1 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${ROUTES_TIMEOUT:-200}" python3 tools/dgrad_sweep.py \
+            --routes --only 0 1 2 2>&1 | grep -v Warning | tee "$OUT/dgrad-routes.log" ;;
     s51b)  # session 51: stacked consumer blocks (Config.stack; emulated on the CPU and compiled for sm_90 only):
         # their GPU tests, then the 192 x 128 stacked tile forced on the four all-suite layers that
         # Ws3d.STACKED_CANDIDATES would offer it to, against cuDNN and the tuned choice -> stack-*.log
