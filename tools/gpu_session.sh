@@ -1025,10 +1025,11 @@ PY
         t="implicit_gemm_ws:block_m=128,block_n=128,block_k=64,num_warps=8,num_stages=4,tile_n=8,tile_h=4,tile_w=4"
         NCU_ARGS="--shape 64,128,56,56,128,3,3,2,1,1,1,nobias --shape 64,128,28,28,128,3,3,1,1,1,1,nobias \
             --try $t,persistent=1" bash "$0" ncu ;;
-    s36b)  # where stream-K's 14-21 us go (session 35: every stream-K form lost): Nsight Compute on l4 3x3 (first),
-        # its 64 x 256 tile unsplit and as stream-K
+    s36b)  # where stream-K's 14-21 us go (session 35: every stream-K form lost): Nsight Compute on l4 3x3 @7,
+        # its 64 x 256 tile unsplit and as stream-K (session 44's run on l4 3x3 (first) was refused: a strided
+        # 2-D layer reads the phase-grid view, which stream-K does not take)
         t="implicit_gemm_ws:block_m=64,block_n=256,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
-        NCU_ARGS="--shape 64,512,14,14,512,3,3,2,1,1,1,nobias --try $t,persistent=1 --try $t,persistent=1,stream_k=1" \
+        NCU_ARGS="--shape 64,512,7,7,512,3,3,1,1,1,1,nobias --try $t,persistent=1 --try $t,persistent=1,stream_k=1" \
             bash "$0" ncu ;;
     s35e)  # issue 9's Inductor target against the Triton template alone (s35c's max-autotune run let
         # Inductor pick cuDNN, and fell back to eager from its 9th layer: dynamo's recompile limit)
