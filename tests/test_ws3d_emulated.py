@@ -362,6 +362,8 @@ STACKED = [
     ((3, 64, 7, 7, 128, 3, 3, 1, 1), (4, 4, 4)),  # blocks across images, partly past the last image
     ((5, 64, 2, 2, 128, 1, 1, 1, 0), (16, 2, 2)),  # blocks of 16 images x 2 x 2; K split over two channel blocks
     ((2, 32, 12, 12, 64, 3, 3, 2, 1), (1, 2, 32)),  # strided: the stride-phase view, rows of 6 pixels
+    # strided, blocks across images (ResNet-50's l2 3x3 (first) takes 4x4x4 blocks since STACKED_FILL)
+    ((5, 32, 16, 16, 64, 3, 3, 2, 1), (4, 4, 4)),
 ]
 
 
