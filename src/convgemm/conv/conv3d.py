@@ -1028,9 +1028,10 @@ class Ws3d(Algorithm):
     #: the stacked form is offered where its fill is at least this fraction of the power-of-two
     #: tiles' best: 1.0 left out layers where the two tie but for the last unit's past-the-end
     #: blocks (ResNet-50's 28x28 layers: 262 units of 192 pixels, 0.98989, against 392 of 128,
-    #: 0.98990). H100, session 52's all suite: the stacked tile ran 1.06x faster than the best
-    #: power-of-two tile on the seed's 64x112x112 layer, where both fill 0.955, and 1.21-1.24x on
-    #: ResNet-50's l3 3x3 layers (fill 0.99 against 0.74)
+    #: 0.98990). H100, session 52's all suite, the tuner's own timings: the stacked tile ran
+    #: 1.06x faster than the best other candidate on the seed's 64x112x112 layer, where both fill
+    #: 0.955 (54.0 against 57.3 us), and 1.22-1.25x on ResNet-50's l3 3x3 layers (fill 0.99
+    #: against 0.74)
     STACKED_FILL = 0.97
 
     def default_config(self, prob: ConvProblem3d) -> Config:
