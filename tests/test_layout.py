@@ -62,6 +62,25 @@ def test_transpose_both_ways(shape, dtype):
     assert z.is_contiguous() and torch.equal(z, x)
 
 
+def test_transpose_tile_for_small_planes():
+    """NHWC -> NCHW of 129-256-pixel planes with 256+ channels takes one 64 x 256 tile of a plane
+    on 8 warps (faster on the H100, session 52); other shapes and the other direction keep 64 x 64
+    on 4 warps. Both tiles give PyTorch's transpose."""
+    from convgemm.conv.layout import _transpose_spec
+
+    def tile(c, hw, to_nhwc):
+        grid, k, warps = _transpose_spec(2, c, hw, to_nhwc)
+        return k["BLOCK_C"], k["BLOCK_HW"], warps, grid
+
+    assert tile(1024, 196, False) == (64, 256, 8, (1, 16, 2))
+    assert tile(256, 196, False)[:3] == (64, 256, 8)
+    for c, hw, to_nhwc in ((1024, 196, True), (192, 196, False), (512, 49, False), (512, 784, False)):
+        assert tile(c, hw, to_nhwc)[:3] == (64, 64, 4), (c, hw, to_nhwc)
+    x = torch.randn(2, 256, 14, 14, device=DEVICE).to(torch.float16).contiguous(memory_format=torch.channels_last)
+    z = _transpose(x, to_nhwc=False)
+    assert z.is_contiguous() and torch.equal(z, x)
+
+
 def test_to_format():
     x = torch.randn(2, 5, 4, 3, device=DEVICE)
     assert to_format(x, torch.contiguous_format) is x

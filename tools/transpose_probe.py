@@ -68,7 +68,7 @@ def one(name, dims, dtype, to_nhwc: bool, tiles, us) -> tuple[float, float, list
     ref = src.contiguous(memory_format=dst_fmt)
     assert torch.equal(_transpose(src, to_nhwc), ref), f"{name}: the library's transpose differs from PyTorch's"
     t_lib = us(lambda: _transpose(src, to_nhwc))
-    _, consts = _transpose_spec(n, c, hw, to_nhwc)
+    _, consts, _ = _transpose_spec(n, c, hw, to_nhwc)
     dst = torch.empty_like(src, memory_format=dst_fmt)
     row = []
     for bc, bhw, warps in tiles:

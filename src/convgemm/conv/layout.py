@@ -49,9 +49,9 @@ def _transpose(src: torch.Tensor, to_nhwc: bool) -> torch.Tensor:
         launch.fast((src, dst))
         return dst
     hw = h * w
-    grid, consts = _transpose_spec(n, c, hw, to_nhwc)
+    grid, consts, warps = _transpose_spec(n, c, hw, to_nhwc)
     launch = Launch()
-    launch(_transpose_kernel, grid, (src, dst, c, hw), consts, {"num_warps": 4})
+    launch(_transpose_kernel, grid, (src, dst, c, hw), consts, {"num_warps": warps})
     if launch.fast_ready:
         if len(_transpose_launches) >= 256:
             _transpose_launches.clear()
@@ -62,11 +62,21 @@ def _transpose(src: torch.Tensor, to_nhwc: bool) -> torch.Tensor:
 _transpose_launches: dict = {}
 
 
-def _transpose_spec(n: int, c: int, hw: int, to_nhwc: bool) -> tuple[tuple[int, int, int], dict]:
+def _transpose_spec(n: int, c: int, hw: int, to_nhwc: bool) -> tuple[tuple[int, int, int], dict, int]:
+    """(grid, constexprs, num_warps) of ``_transpose_kernel`` for ``n`` images of ``c`` planes of
+    ``hw`` pixels: 64 x 64 tiles on 4 warps, except NHWC -> NCHW of 14x14-sized planes (129-256
+    pixels) with 256 channels or more, on one 64 x 256 tile of a plane's pixels on 8 warps. H100,
+    session 52 (``tools/transpose_probe.py --max-hw 784``, GPU time, against a copy of the same
+    bytes): on the four such activations timed, 64 x 64 took 1.33-1.51x the copy (33.6 us against
+    22.3 on 64 x 1024 x 14 x 14) and 64 x 256 on 8 warps 1.11-1.13x (25.3); the other direction,
+    7x7 planes and 28x28 planes were as fast or faster on 64 x 64."""
     block_c = min(64, triton.next_power_of_2(c))
-    block_hw = max(64, 4096 // block_c)
+    block_hw, warps = max(64, 4096 // block_c), 4
+    if not to_nhwc and 128 < hw <= 256 and c >= 256:
+        block_hw, warps = 256, 8
     grid = (cdiv(hw, block_hw), cdiv(c, block_c), n)
-    return grid, dict(TO_NHWC=to_nhwc, BLOCK_C=block_c, BLOCK_HW=block_hw, INT64=c * hw + block_c * block_hw >= 2**31)
+    consts = dict(TO_NHWC=to_nhwc, BLOCK_C=block_c, BLOCK_HW=block_hw, INT64=c * hw + block_c * block_hw >= 2**31)
+    return grid, consts, warps
 
 
 def warm_transpose(src: torch.Tensor, to_nhwc: bool) -> None:
@@ -77,10 +87,10 @@ def warm_transpose(src: torch.Tensor, to_nhwc: bool) -> None:
     if not _transposable(src):
         return
     n, c, h, w = src.shape
-    grid, consts = _transpose_spec(n, c, h * w, to_nhwc)
+    grid, consts, warps = _transpose_spec(n, c, h * w, to_nhwc)
     # src stands in for the destination: a fresh tensor from PyTorch's allocator is 16-byte
     # aligned as src is, which is all the specialization sees of a pointer
-    _transpose_kernel.warmup(src, src, c, h * w, grid=grid, **consts, num_warps=4)
+    _transpose_kernel.warmup(src, src, c, h * w, grid=grid, **consts, num_warps=warps)
 
 
 def _transposable(t: torch.Tensor) -> bool:
