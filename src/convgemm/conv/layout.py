@@ -67,9 +67,9 @@ def _transpose_spec(n: int, c: int, hw: int, to_nhwc: bool) -> tuple[tuple[int, 
     ``hw`` pixels: 64 x 64 tiles on 4 warps, except NHWC -> NCHW of 14x14-sized planes (129-256
     pixels) with 256 channels or more, on one 64 x 256 tile of a plane's pixels on 8 warps. H100,
     session 52 (``tools/transpose_probe.py --max-hw 784``, GPU time, against a copy of the same
-    bytes): on the four such activations timed, 64 x 64 took 1.33-1.51x the copy (33.6 us against
-    22.3 on 64 x 1024 x 14 x 14) and 64 x 256 on 8 warps 1.11-1.13x (25.3); the other direction,
-    7x7 planes and 28x28 planes were as fast or faster on 64 x 64."""
+    bytes): on the six such activations timed, 64 x 64 took 1.13-1.51x the copy's time (33.6 us
+    against 22.3 on 64 x 1024 x 14 x 14) and 64 x 256 on 8 warps 1.06-1.13x (25.3); the other
+    direction, 7x7 planes and 28x28 planes were as fast or faster on 64 x 64."""
     block_c = min(64, triton.next_power_of_2(c))
     block_hw, warps = max(64, 4096 // block_c), 4
     if not to_nhwc and 128 < hw <= 256 and c >= 256:
