@@ -33,6 +33,7 @@ CASES = {
     "narrow_fold": (2, 16, 6, 7, 3, 3, 3, 1, 1, 1),
     "flat_rows": (2, 8, 7, 9, 8, 3, 3, 1, 1, 1),
     "grouped_direct": (2, 16, 6, 6, 16, 3, 3, 1, 1, 4),
+    "grouped_mma": (2, 32, 6, 6, 32, 3, 3, 1, 1, 2),
 }
 #: the dtype each algorithm is tested in here: float32, but the width unfold runs on the TMA
 #: kernel in fp16 and bf16 only
@@ -89,7 +90,7 @@ def test_fusing_flags():
     assert {a for a, v in ALGORITHMS.items() if v.fuses_activation} == {
         "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold", "head_1x1", "grouped_tma",
         "implicit_gemm_tma_nchw", "narrow_tma", "implicit_gemm_ws", "narrow_fold", "flat_rows", "head_1x1_nchw",
-        "depthwise_nchw", "grouped_ws", "grouped_direct",
+        "depthwise_nchw", "grouped_ws", "grouped_direct", "grouped_mma",
     }  # fmt: skip
 
 

@@ -52,6 +52,7 @@ def test_the_guard_catches_kernel_launches():
                 "grouped_tma",
                 "grouped_ws",
                 "grouped_direct",
+                "grouped_mma",
                 "width_unfold",
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",

@@ -947,6 +947,15 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s53a)  # session 53: grouped_mma (batched per-group dot, compiled for sm_90 only): its GPU tests, then every
+        # candidate on ResNeXt-50's seven 3x3 layers against cuDNN and the tuned choice -> gmma-*.log
+        timeout "${GMMA_TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 12 tests/test_grouped_mma.py -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/gmma-tests.log"
+        for shape in ${GMMA_SHAPES:-64,128,56,56,128,3,3,1,1,1,32,nobias 64,256,56,56,256,3,3,2,1,1,32,nobias \
+                64,256,28,28,256,3,3,1,1,1,32,nobias 64,512,28,28,512,3,3,2,1,1,32,nobias 64,512,14,14,512,3,3,1,1,1,32,nobias \
+                64,1024,14,14,1024,3,3,2,1,1,32,nobias 64,1024,7,7,1024,3,3,1,1,1,32,nobias}; do
+            timeout 100 python3 tools/config_probe.py --shape $shape --configs grouped_mma 2>&1 | grep -v Warning
+        done | tee "$OUT/gmma-probe.log" ;;
     s52a)  # session 52: the stacked tile on 28x28 outputs (Ws3d.STACKED_FILL, offered there now): forced on
         # ResNet-50's l2 3x3 layers against cuDNN and the tuned choice -> stack28.log
         t="implicit_gemm_ws:block_m=64,block_n=128,block_k=64,num_warps=4,num_stages=4,persistent=1,parts=3,stack=1,split_k=1,direct=0,stream_k=0"

@@ -1371,6 +1371,107 @@ class GroupedDirect(Algorithm):
                     {"num_warps": cfg.num_warps, "num_stages": 1})  # fmt: skip
 
 
+class GroupedMma(Algorithm):
+    """Grouped convolutions with 2-64 channels per group as a batched matrix product on the tensor
+    cores (``conv/grouped_mma.py``): a program holds GB groups' ``BLOCK_M x K/g`` tiles and one 3-D
+    ``tl.dot`` a step, the reduction over (filter tap, the group's own channels), so no product
+    crosses groups (no block-diagonal zeros, no NaN fix-up) and only output columns under 16 are
+    padded. Pointer loads: any stride, padding, dilation and strides. fp16 / bf16 / fp32 (the
+    problem's dot precision).
+
+    Config fields in this algorithm's view: block_m = output pixels a program (BLOCK_M), block_n =
+    groups a program (GB), block_k = the reduction chunk (KC, fixed by C/g: informational)."""
+
+    name = "grouped_mma"
+    fuses_activation = True
+    writes_nchw = True
+    #: the widest groups: a program's accumulators are GB x BLOCK_M x K/g
+    MAX_CG = 64
+    MAX_KG = 64
+    #: fp32 accumulators and reduction values a thread at most (``_fits``); at 64 + 64 the sm_90
+    #: compile keeps them in registers
+    ACC_PER_THREAD = 64
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if prob.groups == 1:
+            return "not a grouped convolution (groups = 1)"
+        if prob.cg == 1:
+            return "one channel per group: that is the depthwise algorithms' problem"
+        if prob.cg > self.MAX_CG or prob.kg > self.MAX_KG:
+            return (f"C/groups = {prob.cg}, K/groups = {prob.kg}: grouped_mma takes at most {self.MAX_CG} input and "
+                    f"{self.MAX_KG} output channels a group (wider groups fill implicit_gemm_tma's tiles alone)")  # fmt: skip
+        if prob.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"dtype {prob.dtype}: grouped_mma runs on the tensor cores (fp16, bf16, fp32); use grouped_direct"
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False  # tuned only until the GPU has timed it
+
+    def _fits(self, prob: ConvProblem, bm: int, gb: int, warps: int) -> bool:
+        from .grouped_mma import geometry
+
+        _, kgp, kc, _ = geometry(prob.cg, prob.kg, prob.r * prob.s)
+        threads = 32 * warps
+        return gb * bm * kgp <= self.ACC_PER_THREAD * threads and gb * bm * kc <= self.ACC_PER_THREAD * threads
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        from .grouped_mma import geometry
+
+        if interpreting():
+            return [self.default_config(prob)]
+        kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
+        most_g = _small(prob.groups, 1)
+        out = []
+        for bm, warps in ((128, 4), (64, 4), (128, 8)):
+            # the most groups a program whose tiles fit the register budget
+            gb = most_g
+            while gb > 1 and not self._fits(prob, bm, gb, warps):
+                gb //= 2
+            if self._fits(prob, bm, gb, warps):
+                for stages in (3, 1):
+                    c = Config(bm, gb, kc, warps, stages)
+                    if c not in out:
+                        out.append(c)
+        return out
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        from .grouped_mma import geometry
+
+        kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
+        if interpreting():
+            return Config(16, min(4, _small(prob.groups, 1)), kc, 1, 1)
+        gb = _small(prob.groups, 1)
+        while gb > 1 and not self._fits(prob, 128, gb, 4):
+            gb //= 2
+        return Config(128, gb, kc, 4, 3)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        from ..functional import _derived_weight
+        from . import grouped_mma as gm
+
+        cgp, kgp, kc, chunks = gm.geometry(prob.cg, prob.kg, prob.r * prob.s)
+        wp = _derived_weight(w, ("grouped_mma", prob.groups), lambda t: gm.packed_weight(t.to(x.dtype), prob.groups))
+        bt = bias if bias is not None else y
+        if launch is not None and launch.fast_ready:
+            launch.fast((x, wp, bt, y))
+            return
+        bm, gb = cfg.block_m, cfg.block_n
+        if bm < 16 or bm & (bm - 1) or gb < 1 or gb & (gb - 1):
+            raise ValueError(f"grouped_mma config {cfg.describe()}: block_m (output pixels a program) must be a power "
+                             "of two of at least 16 and block_n (groups a program) a power of two")  # fmt: skip
+        m = prob.n * prob.p * prob.q
+        span = Depthwise.batch_span(x, y)
+        args = (x, wp, bt, y, m, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2), x.stride(3), x.stride(1),
+                y.stride(0), y.stride(2), y.stride(3), y.stride(1))  # fmt: skip
+        constexprs = lambda: dict(G=prob.groups, CG=prob.cg, KG=prob.kg, R=prob.r, S=prob.s, SH=prob.stride[0],  # noqa: E731
+                                  SW=prob.stride[1], PH=prob.pad_h[0], PW=prob.pad_w[0], DH=prob.dilation[0],
+                                  DW=prob.dilation[1], CGP=cgp, KGP=kgp, KC=kc, CHUNKS=chunks, BLOCK_M=bm, GB=gb,
+                                  HAS_BIAS=bias is not None, ACT=prob.activation, PRECISION=_precision(prob),
+                                  UPCAST=interpreting() and prob.dtype == torch.bfloat16, INT64=span >= 2**31)  # fmt: skip
+        _run_kernel(launch, gm.grouped_mma_kernel, (cdiv(m, bm), cdiv(prob.groups, gb)), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
+
+
 class Depthwise(Algorithm):
     """One input channel per group (depthwise, any channel multiplier): the direct kernel of
     ``conv/depthwise.py``, not a GEMM."""
@@ -2659,6 +2760,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         GroupedTma(),
         _GROUPED_WS,
         GroupedDirect(),
+        GroupedMma(),
         SmallK(),
         WidthUnfold(),
         ImplicitGemm(),

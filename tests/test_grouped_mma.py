@@ -1,0 +1,214 @@
+"""``grouped_mma`` (``conv/grouped_mma.py``): grouped convolutions of 2-64 channels a group as one
+batched matrix product, forced on every shape kind it claims, against the float64 reference."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import DEVICE
+from reference import assert_close, conv2d_ref
+
+import convgemm
+from convgemm.conv import grouped_mma as gm
+from convgemm.conv.fprop import ALGORITHMS, Config
+from convgemm.problem import ConvProblem
+
+pytestmark = pytest.mark.usefixtures("no_tf32")
+
+ALGO = ALGORITHMS["grouped_mma"]
+
+# N, C, H, W, K, R, S, groups, stride, padding, dilation
+CASES = [
+    (2, 64, 7, 6, 64, 3, 3, 4, 1, 1, 1),  # 16 channels a group: one tap a reduction chunk
+    (1, 32, 9, 7, 32, 3, 3, 8, 2, 1, 1),  # ResNeXt's 4 channels a group at stride 2: 4 taps a chunk
+    (2, 24, 6, 6, 48, 3, 3, 3, 1, 2, 2),  # 8 -> 16 channels a group, 3 groups, dilation 2
+    (1, 20, 5, 6, 10, 3, 3, 2, 1, 1, 1),  # 10 -> 5: padded channels and output columns
+    (1, 64, 5, 5, 64, 1, 1, 2, 1, 0, 1),  # 32 channels a group, 1x1
+    (1, 12, 6, 7, 12, 5, 3, 6, 1, 1, 1),  # 2 channels a group, a 5x3 filter (8 taps a chunk)
+    (2, 128, 4, 4, 128, 3, 3, 2, 2, 1, 1),  # 64 channels a group (the widest) at stride 2
+]
+
+
+def _tensors(case, dtype, seed=0):
+    n, c, h, w, k, r, s, g, st, pad, dil = case
+    torch.manual_seed(seed)
+    x = torch.randn(n, c, h, w).to(dtype).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(k, c // g, r, s) / (c // g * r * s) ** 0.5).to(dtype).to(DEVICE)
+    b = torch.randn(k).to(dtype).to(DEVICE)
+    return x, wt, b, dict(stride=st, padding=pad, dilation=dil, groups=g)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forced_matches_float64(case, dtype):
+    """Every config ``configs`` offers, with a bias, and through ``conv2d``; bf16 runs under the
+    interpreter too (its dot is computed in fp32 there, ``UPCAST``)."""
+    x, wt, b, kw = _tensors(case, dtype)
+    prob = ConvProblem.from_tensors(x, wt, b, **kw)
+    assert ALGO.supports(prob) is None
+    ref = conv2d_ref(x, wt, b, kw["stride"], kw["padding"], kw["dilation"], kw["groups"])
+    for cfg in ALGO.configs(prob):
+        y = torch.full((x.shape[0], wt.shape[0], prob.p, prob.q), float("nan"), dtype=dtype, device=DEVICE)
+        y = y.contiguous(memory_format=torch.channels_last)
+        ALGO.run(prob, x, wt, b, y, cfg)
+        assert_close(y, ref, dtype, f"{case} {cfg.describe()}")
+    y = convgemm.conv2d(x, wt, b, **kw, algorithm="grouped_mma")
+    assert_close(y, ref, dtype, f"{case} conv2d")
+
+
+def test_several_programs_each_way():
+    """Pixel tiles and group blocks that do not divide the problem (a ragged last tile each way)."""
+    x, wt, b, kw = _tensors((1, 48, 5, 7, 48, 3, 3, 3, 1, 1, 1), torch.float32, seed=4)
+    prob = ConvProblem.from_tensors(x, wt, b, **kw)
+    ref = conv2d_ref(x, wt, b, 1, 1, 1, 3)
+    y = torch.full((1, 48, 5, 7), float("nan"), device=DEVICE).contiguous(memory_format=torch.channels_last)
+    ALGO.run(prob, x, wt, b, y, Config(16, 2, 16, 1, 1))  # 35 pixels over 3 tiles, 3 groups over 2 blocks
+    assert_close(y, ref, torch.float32, "ragged")
+
+
+@pytest.mark.parametrize("layout", ["nchw", "sliced_out"])
+def test_any_strides_and_relu(layout):
+    """An NCHW input and output, and an output that is a channel slice of a wider tensor, with
+    the fused ReLU."""
+    n, c, h, w, k, g = 2, 32, 7, 8, 32, 2
+    torch.manual_seed(1)
+    x = torch.randn(n, c, h, w, device=DEVICE)
+    if layout != "nchw":
+        x = x.contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(k, c // g, 3, 3, device=DEVICE)
+    ref = torch.relu(conv2d_ref(x, wt, None, 1, 1, 1, g))
+    if layout == "nchw":
+        y = convgemm.conv2d(x, wt, None, padding=1, groups=g, algorithm="grouped_mma", activation="relu")
+        assert_close(y, ref, torch.float32, layout)
+        return
+    prob = replace(ConvProblem.from_tensors(x, wt, None, padding=1, groups=g), activation="relu")
+    big = torch.full((n, k + 5, h, w), float("nan"), device=DEVICE).contiguous(memory_format=torch.channels_last)
+    y = big[:, 3 : 3 + k]
+    ALGO.run(prob, x, wt, None, y, ALGO.default_config(prob))
+    assert_close(y, ref, torch.float32, layout)
+    assert torch.isnan(big[:, :3]).all() and torch.isnan(big[:, 3 + k :]).all()
+
+
+@pytest.mark.parametrize("cg", [4, 16])
+def test_nonfinite_stays_in_its_group(cg):
+    """A NaN in one group's input reaches that group's outputs only: the reduction never runs over
+    another group's channels (``grouped_tma``'s block-diagonal tiles need a fix-up pass for this)."""
+    g = 4
+    x = torch.randn(1, g * cg, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    x[0, cg + 1, 2, 2] = float("nan")  # group 1
+    wt = torch.randn(g * 16, cg, 3, 3, device=DEVICE)
+    y = convgemm.conv2d(x, wt, padding=1, groups=g, algorithm="grouped_mma")
+    assert torch.isnan(y[0, 16:32]).any()
+    assert torch.isfinite(y[0, :16]).all() and torch.isfinite(y[0, 32:]).all()
+
+
+def test_packed_weight_layout():
+    """``[chunks, groups, KC, KGP]``: ``[ch, g, t * CGP + c, k]`` is tap ``ch * KC // CGP + t``'s
+    weight of the group's channel c for its output k; zeros in every padded place."""
+    w = torch.randn(2 * 5, 3, 3, 3)  # 2 groups, 3 -> 5 channels: CGP 4, KGP 16, KC 16 (4 taps a chunk)
+    cgp, kgp, kc, chunks = gm.geometry(3, 5, 9)
+    assert (cgp, kgp, kc, chunks) == (4, 16, 16, 3)
+    p = gm.packed_weight(w, 2)
+    assert p.shape == (3, 2, 16, 16) and p.is_contiguous()
+    for tap in range(9):
+        ch, t = divmod(tap, kc // cgp)
+        r, s = divmod(tap, 3)
+        for g in range(2):
+            assert torch.equal(p[ch, g, t * cgp : t * cgp + 3, :5], w[g * 5 : g * 5 + 5, :, r, s].T)
+    mask = torch.zeros_like(p, dtype=torch.bool)
+    for tap in range(9):
+        ch, t = divmod(tap, kc // cgp)
+        mask[ch, :, t * cgp : t * cgp + 3, :5] = True
+    assert (p[~mask] == 0).all()
+    assert gm.geometry(16, 16, 9) == (16, 16, 16, 9) and gm.geometry(64, 64, 9) == (64, 64, 64, 9)
+
+
+@pytest.mark.parametrize(
+    "wshape,groups,dtype,why",
+    [
+        ((16, 16, 3, 3), 1, torch.float32, "groups = 1"),
+        ((16, 1, 3, 3), 16, torch.float32, "depthwise"),
+        ((256, 128, 3, 3), 2, torch.float32, "at most 64"),
+        ((256, 16, 3, 3), 2, torch.float32, "at most 64"),  # 128 output channels a group
+        ((16, 4, 3, 3), 4, torch.float64, "tensor cores"),
+    ],
+    ids=str,
+)
+def test_supports_gives_a_reason(wshape, groups, dtype, why):
+    x = torch.randn(1, wshape[1] * groups, 6, 6, device=DEVICE, dtype=dtype)
+    w = torch.randn(wshape, device=DEVICE, dtype=dtype)
+    prob = ConvProblem.from_tensors(x, w, None, groups=groups)
+    reason = ALGO.supports(prob)
+    assert reason is not None and why in reason, reason
+    with pytest.raises(ValueError, match=why.split()[0]):
+        convgemm.conv2d(x, w, groups=groups, algorithm="grouped_mma")
+
+
+def test_bad_tile_is_refused():
+    x, wt, b, kw = _tensors(CASES[0], torch.float32)
+    prob = ConvProblem.from_tensors(x, wt, b, **kw)
+    y = torch.empty(2, 64, 7, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    for cfg in (Config(24, 2, 16, 1, 1), Config(16, 3, 16, 1, 1), Config(8, 2, 16, 1, 1)):
+        with pytest.raises(ValueError, match="power"):
+            ALGO.run(prob, x, wt, b, y, cfg)
+
+
+def test_gpu_candidates_fit_the_register_budget(monkeypatch):
+    """The GPU candidates (pretending not to interpret): the most groups a program whose
+    accumulators and reduction values stay within ``ACC_PER_THREAD`` a thread."""
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    for c, cg, kg in ((512, 16, 16), (128, 4, 4), (256, 8, 8), (1024, 32, 32), (128, 64, 64)):
+        x = torch.empty(64, c, 14, 14)
+        prob = ConvProblem.from_tensors(x, torch.empty(c // cg * kg, cg, 3, 3), None, padding=1, groups=c // cg)
+        cfgs = ALGO.configs(prob)
+        assert cfgs and len(set(cfgs)) == len(cfgs)
+        _, kgp, kc, _ = gm.geometry(cg, kg, 9)
+        for cfg in cfgs:
+            threads = 32 * cfg.num_warps
+            assert cfg.block_n * cfg.block_m * max(kgp, kc) <= ALGO.ACC_PER_THREAD * threads, cfg
+            assert cfg.block_n <= prob.groups and cfg.block_k == kc
+        assert ALGO.default_config(prob) in cfgs
+    # ResNeXt's 16-channel groups: four groups of 128 pixels on four warps
+    x = torch.empty(64, 512, 14, 14)
+    prob = ConvProblem.from_tensors(x, torch.empty(512, 16, 3, 3), None, padding=1, groups=32)
+    assert ALGO.default_config(prob) == Config(128, 4, 16, 4, 3)
+
+
+def test_tuner_offers_it():
+    """On a ResNeXt-like layer the tuner's pairs include this algorithm's configs, and the untuned
+    heuristic never picks it."""
+    from convgemm.tune import autotune as at
+
+    x = torch.randn(1, 64, 6, 6).contiguous(memory_format=torch.channels_last)
+    prob = ConvProblem.from_tensors(x, torch.randn(64, 16, 3, 3), None, padding=1, groups=4)
+    cands = [ALGORITHMS[n] for n in at._HEURISTIC_ORDER if at._supports(ALGORITHMS[n], prob) is None]
+    assert ALGO in cands
+    assert [c for a, c in at.tuning_pairs(prob, cands) if a is ALGO] == ALGO.configs(prob)
+    assert next(a for a in cands if a.heuristic_ok(prob)) is not ALGO
+
+
+# ResNeXt-50's 3x3 layers (C, H, stride, C/g) at batch 2, and a 64-channel-group layer
+GPU_LAYERS = [(128, 56, 1, 4), (256, 56, 2, 8), (256, 28, 1, 8), (512, 28, 2, 16), (512, 14, 1, 16), (1024, 14, 2, 32),
+              (1024, 7, 1, 32), (256, 14, 1, 64)]  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
+def test_gpu_resnext_layers(layer, dtype):
+    """Every GPU candidate, with a bias, against the float64 reference."""
+    c, hw, st, cg = layer
+    torch.manual_seed(c)
+    x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
+    wt = (torch.randn(c, cg, 3, 3, device="cuda") / (3 * cg**0.5)).to(dtype)
+    b = torch.randn(c, device="cuda").to(dtype)
+    prob = ConvProblem.from_tensors(x, wt, b, stride=st, padding=1, groups=c // cg)
+    ref = conv2d_ref(x, wt, b, st, 1, 1, c // cg)
+    assert ALGO.configs(prob)
+    for cfg in ALGO.configs(prob):
+        y = torch.full((2, c, prob.p, prob.q), float("nan"), dtype=dtype, device="cuda")
+        y = y.contiguous(memory_format=torch.channels_last)
+        ALGO.run(prob, x, wt, b, y, cfg)
+        assert_close(y, ref, dtype, f"{layer} {cfg.describe()}")
