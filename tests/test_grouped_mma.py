@@ -159,6 +159,10 @@ def test_gpu_candidates_fit_the_register_budget(monkeypatch):
     from convgemm.conv import fprop
 
     monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    x = torch.empty(64, 512, 14, 14)
+    prob = ConvProblem.from_tensors(x, torch.empty(512, 16, 3, 3), None, padding=1, groups=32)
+    assert ALGO.configs(prob) == []  # not offered until the GPU has timed it (CANDIDATES off)
+    monkeypatch.setattr(type(ALGO), "CANDIDATES", True)
     for c, cg, kg in ((512, 16, 16), (128, 4, 4), (256, 8, 8), (1024, 32, 32), (128, 64, 64)):
         x = torch.empty(64, c, 14, 14)
         prob = ConvProblem.from_tensors(x, torch.empty(c // cg * kg, cg, 3, 3), None, padding=1, groups=c // cg)
@@ -197,8 +201,10 @@ GPU_LAYERS = [(128, 56, 1, 4), (256, 56, 2, 8), (256, 28, 1, 8), (512, 28, 2, 16
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
-def test_gpu_resnext_layers(layer, dtype):
-    """Every GPU candidate, with a bias, against the float64 reference."""
+def test_gpu_resnext_layers(layer, dtype, monkeypatch):
+    """Every GPU candidate (offered or not: ``CANDIDATES``), with a bias, against the float64
+    reference."""
+    monkeypatch.setattr(type(ALGO), "CANDIDATES", True)
     c, hw, st, cg = layer
     torch.manual_seed(c)
     x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)

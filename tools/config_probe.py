@@ -128,6 +128,11 @@ def main() -> int:
                     tries.append(text)
         finally:
             conv3d.Ws3d.DIRECT_CANDIDATES = True
+    if "grouped_mma" in a.configs:
+        # after the tuned call, so that its pick is the tuner's without grouped_mma
+        from convgemm.conv.fprop import GroupedMma
+
+        GroupedMma.CANDIDATES = True
     for name in a.configs:
         for cfg in ALGORITHMS[name].configs(prob) if name in ALGORITHMS else [None]:
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if cfg else {}

@@ -1391,6 +1391,10 @@ class GroupedMma(Algorithm):
     #: fp32 accumulators and reduction values a thread at most (``_fits``); at 64 + 64 the sm_90
     #: compile keeps them in registers
     ACC_PER_THREAD = 64
+    #: whether the tuner is offered it on a GPU: off until its GPU tests have run and it has been
+    #: timed there (session 53 wrote it on a machine without one: interpreter and sm_90 compiles
+    #: only); forcing ``algorithm="grouped_mma"`` runs it either way
+    CANDIDATES = False
 
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
@@ -1419,6 +1423,8 @@ class GroupedMma(Algorithm):
 
         if interpreting():
             return [self.default_config(prob)]
+        if not self.CANDIDATES:
+            return []
         kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
         most_g = _small(prob.groups, 1)
         out = []

@@ -68,7 +68,7 @@ _HEURISTIC_ORDER = (
     "depthwise_rows",
     "grouped",
     "grouped_direct",  # tuned only (heuristic_ok is False)
-    "grouped_mma",  # tuned only (heuristic_ok is False)
+    "grouped_mma",  # tuned only, once GroupedMma.CANDIDATES is on (untimed so far)
     "width_unfold",
     "small_k",
     "implicit_gemm",
