@@ -1,6 +1,7 @@
 """``grouped_mma`` (``conv/grouped_mma.py``): grouped convolutions of 2-64 channels a group as one
 batched matrix product, forced on every shape kind it claims, against the float64 reference."""
 
+import itertools
 from dataclasses import replace
 
 import pytest
@@ -163,21 +164,41 @@ def test_gpu_candidates_fit_the_register_budget(monkeypatch):
     prob = ConvProblem.from_tensors(x, torch.empty(512, 16, 3, 3), None, padding=1, groups=32)
     assert ALGO.configs(prob) == []  # not offered until the GPU has timed it (CANDIDATES off)
     monkeypatch.setattr(type(ALGO), "CANDIDATES", True)
-    for c, cg, kg in ((512, 16, 16), (128, 4, 4), (256, 8, 8), (1024, 32, 32), (128, 64, 64)):
-        x = torch.empty(64, c, 14, 14)
-        prob = ConvProblem.from_tensors(x, torch.empty(c // cg * kg, cg, 3, 3), None, padding=1, groups=c // cg)
+    for (c, cg, kg), dtype, prec in itertools.product(
+        ((512, 16, 16), (128, 4, 4), (256, 8, 8), (1024, 32, 32), (128, 64, 64)),
+        (torch.bfloat16, torch.float32),
+        ("tf32", "tf32x3"),
+    ):
+        x = torch.empty(64, c, 14, 14, dtype=dtype)
+        w = torch.empty(c // cg * kg, cg, 3, 3, dtype=dtype)
+        prob = replace(ConvProblem.from_tensors(x, w, None, padding=1, groups=c // cg), precision=prec)
         cfgs = ALGO.configs(prob)
         assert cfgs and len(set(cfgs)) == len(cfgs)
         _, kgp, kc, _ = gm.geometry(cg, kg, 9)
+        # 32-bit registers a reduction value: half for 16-bit types, two for strict fp32's split
+        per = dtype.itemsize / 4 * (2 if dtype == torch.float32 and prec == "tf32x3" else 1)
         for cfg in cfgs:
             threads = 32 * cfg.num_warps
-            assert cfg.block_n * cfg.block_m * max(kgp, kc) <= ALGO.ACC_PER_THREAD * threads, cfg
+            assert cfg.block_n * cfg.block_m * kgp <= ALGO.ACC_PER_THREAD * threads, cfg
+            assert cfg.block_n * cfg.block_m * kc * per <= ALGO.A_REGS_PER_THREAD * threads, cfg
             assert cfg.block_n <= prob.groups and cfg.block_k == kc
         assert ALGO.default_config(prob) in cfgs
     # ResNeXt's 16-channel groups: four groups of 128 pixels on four warps
-    x = torch.empty(64, 512, 14, 14)
-    prob = ConvProblem.from_tensors(x, torch.empty(512, 16, 3, 3), None, padding=1, groups=32)
+    x = torch.empty(64, 512, 14, 14, dtype=torch.bfloat16)
+    prob = ConvProblem.from_tensors(x, torch.empty(512, 16, 3, 3, dtype=torch.bfloat16), None, padding=1, groups=32)
     assert ALGO.default_config(prob) == Config(128, 4, 16, 4, 3)
+    # one 64-channel group in strict fp32 fits no 64- or 128-pixel tile: 32 pixels
+    x = torch.empty(2, 128, 6, 6)
+    prob = replace(
+        ConvProblem.from_tensors(x, torch.empty(128, 64, 3, 3), None, padding=1, groups=2), precision="tf32x3"
+    )
+    assert ALGO.default_config(prob) == Config(32, 1, 64, 4, 3)
+    # fp32 values take a register each (half the groups), 3xTF32's two (a quarter)
+    x32 = torch.empty(64, 512, 14, 14, dtype=torch.float32)
+    w32 = torch.empty(512, 16, 3, 3, dtype=torch.float32)
+    tf32 = replace(ConvProblem.from_tensors(x32, w32, None, padding=1, groups=32), precision="tf32")
+    assert ALGO.default_config(tf32) == Config(128, 2, 16, 4, 3)
+    assert ALGO.default_config(replace(tf32, precision="tf32x3")) == Config(128, 1, 16, 4, 3)
 
 
 def test_tuner_offers_it():

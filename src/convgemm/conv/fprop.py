@@ -1388,9 +1388,11 @@ class GroupedMma(Algorithm):
     #: the widest groups: a program's accumulators are GB x BLOCK_M x K/g
     MAX_CG = 64
     MAX_KG = 64
-    #: fp32 accumulators and reduction values a thread at most (``_fits``); at 64 + 64 the sm_90
-    #: compile keeps them in registers
+    #: fp32 accumulators a thread at most, and 32-bit registers of reduction values (``_fits``):
+    #: at 64 + 32 (64 16-bit values) the sm_90 compiles keep them in registers; strict fp32's
+    #: 3xTF32 dot splits each value in two (128 pixels x 4 groups spilled 42 there, 0 in TF32)
     ACC_PER_THREAD = 64
+    A_REGS_PER_THREAD = 32
     #: whether the tuner is offered it on a GPU: off until its GPU tests have run and it has been
     #: timed there (session 53 wrote it on a machine without one: interpreter and sm_90 compiles
     #: only); forcing ``algorithm="grouped_mma"`` runs it either way
@@ -1416,7 +1418,24 @@ class GroupedMma(Algorithm):
 
         _, kgp, kc, _ = geometry(prob.cg, prob.kg, prob.r * prob.s)
         threads = 32 * warps
-        return gb * bm * kgp <= self.ACC_PER_THREAD * threads and gb * bm * kc <= self.ACC_PER_THREAD * threads
+        a_regs = gb * bm * kc * prob.dtype.itemsize // 4 * (2 if _precision(prob) == "tf32x3" else 1)
+        return gb * bm * kgp <= self.ACC_PER_THREAD * threads and a_regs <= self.A_REGS_PER_THREAD * threads
+
+    def _tiles(self, prob: ConvProblem) -> list[tuple[int, int, int]]:
+        """``(BLOCK_M, GB, warps)``: for 128 pixels on 4 warps, 64 on 4 and 128 on 8, the most
+        groups a program whose tiles fit the register budget (none where one group does not);
+        where none of them fits (64-channel groups in fp32), the widest narrower tile that does."""
+        return self._fitting(prob, ((128, 4), (64, 4), (128, 8))) or self._fitting(prob, ((32, 4), (16, 4)))[:1]
+
+    def _fitting(self, prob: ConvProblem, shapes) -> list[tuple[int, int, int]]:
+        out = []
+        for bm, warps in shapes:
+            gb = _small(prob.groups, 1)
+            while gb > 1 and not self._fits(prob, bm, gb, warps):
+                gb //= 2
+            if self._fits(prob, bm, gb, warps):
+                out.append((bm, gb, warps))
+        return out
 
     def configs(self, prob: ConvProblem) -> list[Config]:
         from .grouped_mma import geometry
@@ -1426,18 +1445,12 @@ class GroupedMma(Algorithm):
         if not self.CANDIDATES:
             return []
         kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
-        most_g = _small(prob.groups, 1)
         out = []
-        for bm, warps in ((128, 4), (64, 4), (128, 8)):
-            # the most groups a program whose tiles fit the register budget
-            gb = most_g
-            while gb > 1 and not self._fits(prob, bm, gb, warps):
-                gb //= 2
-            if self._fits(prob, bm, gb, warps):
-                for stages in (3, 1):
-                    c = Config(bm, gb, kc, warps, stages)
-                    if c not in out:
-                        out.append(c)
+        for bm, gb, warps in self._tiles(prob):
+            for stages in (3, 1):
+                c = Config(bm, gb, kc, warps, stages)
+                if c not in out:
+                    out.append(c)
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:
@@ -1446,10 +1459,8 @@ class GroupedMma(Algorithm):
         kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
         if interpreting():
             return Config(16, min(4, _small(prob.groups, 1)), kc, 1, 1)
-        gb = _small(prob.groups, 1)
-        while gb > 1 and not self._fits(prob, 128, gb, 4):
-            gb //= 2
-        return Config(128, gb, kc, 4, 3)
+        bm, gb, warps = self._tiles(prob)[0]  # the first GPU candidate
+        return Config(bm, gb, kc, warps, 3)
 
     def run(self, prob, x, w, bias, y, cfg, launch=None):
         from ..functional import _derived_weight
