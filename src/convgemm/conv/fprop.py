@@ -1445,13 +1445,8 @@ class GroupedMma(Algorithm):
         if not self.CANDIDATES:
             return []
         kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
-        out = []
-        for bm, gb, warps in self._tiles(prob):
-            for stages in (3, 1):
-                c = Config(bm, gb, kc, warps, stages)
-                if c not in out:
-                    out.append(c)
-        return out
+        # (each tile shape differs in pixels or warps, so no two configs are the same)
+        return [Config(bm, gb, kc, warps, stages) for bm, gb, warps in self._tiles(prob) for stages in (3, 1)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         from .grouped_mma import geometry

@@ -161,11 +161,6 @@ def grouped_mma_kernel(
     if HAS_BIAS:
         acc += tl.load(b_ptr + col, mask=cmask, other=0.0).to(tl.float32)
     acc = activation_epilogue(acc, ACT)
-    q2 = offs_m % Q
-    p2 = (offs_m // Q) % P
-    n2 = offs_m // (P * Q)
-    if INT64:
-        n2 = n2.to(tl.int64)
-    y_pix = n2 * s_yn + p2 * s_yp + q2 * s_yq
+    y_pix = n * s_yn + p * s_yp + q * s_yq
     y_off = y_pix[None, :, None] + col * s_yk
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=cmask & m_ok[None, :, None])
