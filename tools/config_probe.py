@@ -141,6 +141,23 @@ def main() -> int:
         for cfg in ALGORITHMS["implicit_gemm_tma"].parts_configs(prob):
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
             tries.append("implicit_gemm_tma:" + ",".join(f"{k}={v}" for k, v in fields.items()))
+    # every form's kernel compiled at once, as the tuner does (worker processes or threads):
+    # one at a time, seven ResNeXt layers' grouped_mma configs took most of a device call
+    pairs = []
+    for text in tries:
+        name, fields = parse_try(text)
+        algo = ALGORITHMS.get(name)
+        if algo is not None and not algo.supports(prob):
+            try:
+                pairs.append((algo, dataclasses.replace(algo.default_config(prob), **fields)))
+            except Exception:  # noqa: BLE001, S112 - reported by the timing loop below
+                continue
+    try:
+        from convgemm.tune.autotune import _compile_all
+
+        _compile_all(prob, pairs, xn, w, b, lambda algo: torch.empty_like(y))
+    except Exception as e:  # noqa: BLE001 - each form then compiles on its first launch
+        print(f"(compiling the forms together failed: {type(e).__name__}: {str(e)[:120]})")
     for text in tries:
         name, fields = parse_try(text)
         algo = ALGORITHMS.get(name)
