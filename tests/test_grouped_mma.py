@@ -162,8 +162,11 @@ def test_gpu_candidates_fit_the_register_budget(monkeypatch):
     monkeypatch.setattr(fprop, "interpreting", lambda: False)
     x = torch.empty(64, 512, 14, 14)
     prob = ConvProblem.from_tensors(x, torch.empty(512, 16, 3, 3), None, padding=1, groups=32)
-    assert ALGO.configs(prob) == []  # not offered until the GPU has timed it (CANDIDATES off)
-    monkeypatch.setattr(type(ALGO), "CANDIDATES", True)
+    assert ALGO.configs(prob) == []  # offered from 32 channels a group on only (MIN_TUNED_CG)
+    x32g = torch.empty(64, 1024, 7, 7)
+    cfgs = ALGO.configs(ConvProblem.from_tensors(x32g, torch.empty(1024, 32, 3, 3), None, padding=1, groups=32))
+    assert cfgs and all(c.num_stages == 3 for c in cfgs)
+    monkeypatch.setattr(type(ALGO), "MIN_TUNED_CG", 1)
     for (c, cg, kg), dtype, prec in itertools.product(
         ((512, 16, 16), (128, 4, 4), (256, 8, 8), (1024, 32, 32), (128, 64, 64)),
         (torch.bfloat16, torch.float32),
@@ -223,9 +226,9 @@ GPU_LAYERS = [(128, 56, 1, 4), (256, 56, 2, 8), (256, 28, 1, 8), (512, 28, 2, 16
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
 def test_gpu_resnext_layers(layer, dtype, monkeypatch):
-    """Every GPU candidate (offered or not: ``CANDIDATES``), with a bias, against the float64
-    reference."""
-    monkeypatch.setattr(type(ALGO), "CANDIDATES", True)
+    """Every GPU config (offered to the tuner or not: ``MIN_TUNED_CG``), with a bias, against
+    the float64 reference."""
+    monkeypatch.setattr(type(ALGO), "MIN_TUNED_CG", 1)
     c, hw, st, cg = layer
     torch.manual_seed(c)
     x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)

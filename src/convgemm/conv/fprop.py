@@ -1393,10 +1393,14 @@ class GroupedMma(Algorithm):
     #: 3xTF32 dot splits each value in two (128 pixels x 4 groups spilled 42 there, 0 in TF32)
     ACC_PER_THREAD = 64
     A_REGS_PER_THREAD = 32
-    #: whether the tuner is offered it on a GPU: off until its GPU tests have run and it has been
-    #: timed there (session 53 wrote it on a machine without one: interpreter and sm_90 compiles
-    #: only); forcing ``algorithm="grouped_mma"`` runs it either way
-    CANDIDATES = False
+    #: whether the tuner is offered it on a GPU at all (forcing ``algorithm="grouped_mma"`` runs
+    #: it either way), and from how many channels a group on: session 54's H100 probe (bf16,
+    #: ResNeXt-50's seven g32 3x3 layers, its GPU tests passed) had it win only the two
+    #: 32-channel-group layers (1024 @14 s2: 24.6 us against the tuned grouped_tma's 27.7 and
+    #: cuDNN's 27.5; 1024 @7: 17.4 against 22.4 and 23.8) and lose the rest (16 channels a group
+    #: 0.80-0.82x cuDNN where grouped_tma ran 0.90-1.0x; 8 and 4 channels 0.39-0.71x)
+    CANDIDATES = True
+    MIN_TUNED_CG = 32
 
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
@@ -1442,11 +1446,14 @@ class GroupedMma(Algorithm):
 
         if interpreting():
             return [self.default_config(prob)]
-        if not self.CANDIDATES:
+        if not self.CANDIDATES or prob.cg < self.MIN_TUNED_CG:
             return []
         kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
+        # three stages won every tile on the 32-channel-group layers (session 54); one stage won
+        # some at 16 channels, where it is not offered by default
+        stages = (3,) if prob.cg >= 32 else (3, 1)
         # (each tile shape differs in pixels or warps, so no two configs are the same)
-        return [Config(bm, gb, kc, warps, stages) for bm, gb, warps in self._tiles(prob) for stages in (3, 1)]
+        return [Config(bm, gb, kc, warps, st) for bm, gb, warps in self._tiles(prob) for st in stages]
 
     def default_config(self, prob: ConvProblem) -> Config:
         from .grouped_mma import geometry
