@@ -226,19 +226,83 @@ GPU_LAYERS = [(128, 56, 1, 4), (256, 56, 2, 8), (256, 28, 1, 8), (512, 28, 2, 16
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layer", GPU_LAYERS, ids=str)
 def test_gpu_resnext_layers(layer, dtype, monkeypatch):
-    """Every GPU config (offered to the tuner or not: ``MIN_TUNED_CG``), with a bias, against
-    the float64 reference."""
+    """Every GPU config (offered to the tuner or not: ``MIN_TUNED_CG``, ``TMA_CANDIDATES``),
+    with a bias, against the float64 reference."""
+    from convgemm.functional import _prepare
+
     monkeypatch.setattr(type(ALGO), "MIN_TUNED_CG", 1)
+    monkeypatch.setattr(type(ALGO), "TMA_CANDIDATES", True)
     c, hw, st, cg = layer
     torch.manual_seed(c)
     x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
     wt = (torch.randn(c, cg, 3, 3, device="cuda") / (3 * cg**0.5)).to(dtype)
     b = torch.randn(c, device="cuda").to(dtype)
-    prob = ConvProblem.from_tensors(x, wt, b, stride=st, padding=1, groups=c // cg)
+    prob, x, _ = _prepare(x, wt, b, (st, st), (1, 1), (1, 1), c // cg)
     ref = conv2d_ref(x, wt, b, st, 1, 1, c // cg)
     assert ALGO.configs(prob)
+    assert any(cfg.tile_h for cfg in ALGO.configs(prob))  # the TMA form's configs are there too
     for cfg in ALGO.configs(prob):
         y = torch.full((2, c, prob.p, prob.q), float("nan"), dtype=dtype, device="cuda")
         y = y.contiguous(memory_format=torch.channels_last)
         ALGO.run(prob, x, wt, b, y, cfg)
         assert_close(y, ref, dtype, f"{layer} {cfg.describe()}")
+
+
+# the TMA-box form: N, C, H, W, K, R, S, groups, stride, padding, dilation, (GB, TN, TH, TW)
+TMA_CASES = [
+    ((2, 64, 7, 6, 64, 3, 3, 4, 1, 1, 1), (2, 2, 4, 4)),  # 16 channels a group, ragged 4x4 tiles
+    ((2, 32, 6, 7, 32, 3, 3, 4, 1, 1, 1), (2, 1, 4, 4)),  # 8 channels: two taps a chunk (a padded tap)
+    ((1, 32, 9, 7, 32, 3, 3, 8, 1, 1, 1), (4, 1, 2, 8)),  # 4 channels: four taps a chunk, 3 padded
+    ((2, 32, 8, 6, 32, 3, 3, 4, 2, 1, 1), (2, 2, 2, 4)),  # stride 2 through the phase view
+    ((1, 48, 6, 6, 48, 3, 3, 3, 1, 2, 2), (2, 1, 4, 4)),  # dilation 2, 3 groups over 2 blocks
+    ((1, 64, 8, 8, 32, 3, 3, 2, 2, 1, 1), (1, 1, 2, 8)),  # 32 -> 16 channels a group at stride 2
+]
+
+
+def _prepared(case, dtype, seed=0):
+    from convgemm.functional import _prepare
+
+    x, wt, b, kw = _tensors(case, dtype, seed)
+    two = lambda v: (v, v)  # noqa: E731
+    prob, xn, y = _prepare(x, wt, b, two(kw["stride"]), two(kw["padding"]), two(kw["dilation"]), kw["groups"])
+    return prob, xn, x, wt, b, kw, y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case,tile", TMA_CASES, ids=str)
+def test_tma_form_matches_float64(case, tile, dtype):
+    """The TMA-box form (tile fields set) against the float64 reference: every chunk width
+    (1, 2, 4 taps), the stride-phase view, dilation, ragged tiles and group blocks."""
+    prob, xn, x, wt, b, kw, y = _prepared(case, dtype)
+    gb, tn, th, tw = tile
+    assert ALGO.tma_reason(prob, gb) is None
+    kc = gm.geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
+    cfg = Config(tn * th * tw, gb, kc, 1, 1, tile_n=tn, tile_h=th, tile_w=tw)
+    ref = conv2d_ref(x, wt, b, kw["stride"], kw["padding"], kw["dilation"], kw["groups"])
+    y.fill_(float("nan"))
+    ALGO.run(prob, xn, wt, b, y, cfg)
+    assert_close(y, ref, dtype, f"{case} {cfg.describe()}")
+
+
+def test_tma_form_nan_stays_in_its_group():
+    """A NaN input value reaches only its own group's outputs (the box carries its neighbours)."""
+    case = (1, 64, 6, 6, 64, 3, 3, 4, 1, 1, 1)
+    prob, xn, x, wt, b, kw, y = _prepared(case, torch.float32)
+    xn[0, 5, 2, 3] = float("nan")  # group 0 (channels 0-15)
+    ALGO.run(prob, xn, wt, b, y, Config(16, 4, 16, 1, 1, tile_n=1, tile_h=4, tile_w=4))
+    bad = torch.isnan(y).flatten(2).any(-1)[0]
+    assert bad[:16].any() and not bad[16:].any()
+
+
+def test_tma_form_refusals():
+    """Configs and problems the TMA form cannot take say why and what to do."""
+    prob, xn, x, wt, b, kw, y = _prepared((1, 24, 6, 6, 24, 3, 3, 2, 1, 1, 1), torch.float32)
+    assert "power of two" in ALGO.tma_reason(prob, 1) or "4, 8, 16" in ALGO.tma_reason(prob, 1)
+    with pytest.raises(ValueError, match="without tile_"):
+        ALGO.run(prob, xn, wt, b, y, Config(16, 1, 16, 1, 1, tile_n=1, tile_h=4, tile_w=4))
+    prob, xn, x, wt, b, kw, y = _prepared((1, 16, 6, 6, 16, 3, 3, 4, 1, 1, 1), torch.float16)
+    assert "16 bytes" in ALGO.tma_reason(prob, 1)  # one 4-channel group: an 8-byte box row
+    with pytest.raises(ValueError, match="multiply to block_m"):
+        ALGO.run(prob, xn, wt, b, y, Config(32, 4, 16, 1, 1, tile_n=1, tile_h=4, tile_w=4))
+    prob, xn, x, wt, b, kw, y = _prepared((1, 16, 7, 6, 16, 3, 3, 2, 2, 1, 1), torch.float32)
+    assert "stride-phase view" in ALGO.tma_reason(prob, 2)  # 7 rows: not a multiple of the stride

@@ -1401,6 +1401,10 @@ class GroupedMma(Algorithm):
     #: 0.80-0.82x cuDNN where grouped_tma ran 0.90-1.0x; 8 and 4 channels 0.39-0.71x)
     CANDIDATES = True
     MIN_TUNED_CG = 32
+    #: the TMA-box form (``cfg.tile_h > 0``: ``grouped_mma.grouped_mma_tma_kernel``, session 54):
+    #: not offered to the tuner until a GPU has run its tests and timed it; forcing a config
+    #: with tile fields runs it
+    TMA_CANDIDATES = False
 
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
@@ -1416,6 +1420,38 @@ class GroupedMma(Algorithm):
 
     def heuristic_ok(self, prob: ConvProblem) -> bool:
         return False  # tuned only until the GPU has timed it
+
+    def tma_reason(self, prob: ConvProblem, gb: int) -> str | None:
+        """Why the TMA-box form cannot run ``prob`` with ``gb`` groups a program, or None."""
+        cg, e = prob.cg, prob.dtype.itemsize
+        if cg < 4 or cg & (cg - 1):
+            return (
+                f"C/groups = {cg}: the TMA form takes 4, 8, 16, 32 or 64 channels a group; use a config without tile_*"
+            )
+        if not (prob.tma_ok and prob.input_tma_rows_ok):
+            return ("the input cannot be read through a TMA descriptor (no TMA on this device, or its base or strides "
+                    "are not 16-byte multiples); use a config without tile_*")  # fmt: skip
+        if gb * cg * e % 16:
+            return (f"{gb} groups of {cg} channels are {gb * cg * e} bytes, and a TMA box row must be a multiple of "
+                    "16 bytes: take more groups a program (block_n)")  # fmt: skip
+        sh, sw = prob.stride
+        if prob.stride != (1, 1) and not (
+            strided_taps(prob) and prob.input_phases_ok and prob.h % sh == prob.w % sw == 0
+        ):
+            return (f"stride {prob.stride} on a {prob.h}x{prob.w} input with a {prob.r}x{prob.s} filter: the TMA form "
+                    "reads strided layers through the stride-phase view (an R x S filter, H and W multiples of the "
+                    "stride, dense rows); use a config without tile_*")  # fmt: skip
+        return None
+
+    def _tma_configs(self, prob: ConvProblem, kc: int) -> list[Config]:
+        """The TMA form's configs: each pointer tile shape whose box rows are 16-byte multiples,
+        on its two best-covering spatial blocks, three stages."""
+        out = []
+        for bm, gb, warps in self._tiles(prob):
+            if self.tma_reason(prob, gb) is None:
+                for _, tn, th, tw in spatial_tiles(prob, bm)[:2]:
+                    out.append(Config(bm, gb, kc, warps, 3, tile_n=tn, tile_h=th, tile_w=tw))
+        return out
 
     def _fits(self, prob: ConvProblem, bm: int, gb: int, warps: int) -> bool:
         from .grouped_mma import geometry
@@ -1453,7 +1489,8 @@ class GroupedMma(Algorithm):
         # some at 16 channels, where it is not offered by default
         stages = (3,) if prob.cg >= 32 else (3, 1)
         # (each tile shape differs in pixels or warps, so no two configs are the same)
-        return [Config(bm, gb, kc, warps, st) for bm, gb, warps in self._tiles(prob) for st in stages]
+        out = [Config(bm, gb, kc, warps, st) for bm, gb, warps in self._tiles(prob) for st in stages]
+        return out + (self._tma_configs(prob, kc) if self.TMA_CANDIDATES else [])
 
     def default_config(self, prob: ConvProblem) -> Config:
         from .grouped_mma import geometry
@@ -1478,6 +1515,9 @@ class GroupedMma(Algorithm):
         if bm < 16 or bm & (bm - 1) or gb < 1 or gb & (gb - 1):
             raise ValueError(f"grouped_mma config {cfg.describe()}: block_m (output pixels a program) must be a power "
                              "of two of at least 16 and block_n (groups a program) a power of two")  # fmt: skip
+        if cfg.tile_h or cfg.tile_w or cfg.tile_n:
+            self._run_tma(prob, x, wp, bias, bt, y, cfg, launch, (kgp, kc, chunks))
+            return
         m = prob.n * prob.p * prob.q
         span = Depthwise.batch_span(x, y)
         args = (x, wp, bt, y, m, prob.h, prob.w, prob.p, prob.q, x.stride(0), x.stride(2), x.stride(3), x.stride(1),
@@ -1488,6 +1528,39 @@ class GroupedMma(Algorithm):
                                   HAS_BIAS=bias is not None, ACT=prob.activation, PRECISION=_precision(prob),
                                   UPCAST=interpreting() and prob.dtype == torch.bfloat16, INT64=span >= 2**31)  # fmt: skip
         _run_kernel(launch, gm.grouped_mma_kernel, (cdiv(m, bm), cdiv(prob.groups, gb)), args, constexprs,
+                    {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
+
+    def _run_tma(self, prob, x, wp, bias, bt, y, cfg, launch, geom) -> None:
+        """The TMA-box form: ``grouped_mma_tma_kernel`` over ``tile_n x tile_h x tile_w`` pixel blocks."""
+        from . import grouped_mma as gm
+
+        kgp, kc, chunks = geom
+        bm, gb, tn, th, tw = cfg.block_m, cfg.block_n, cfg.tile_n, cfg.tile_h, cfg.tile_w
+        reason = self.tma_reason(prob, gb)
+        if reason is None and (min(tn, th, tw) < 1 or tn * th * tw != bm or max(tn, th, tw) > 256):
+            reason = (f"tile_n x tile_h x tile_w = {tn}x{th}x{tw} must multiply to block_m = {bm} (powers of two, "
+                      "each at most 256)")  # fmt: skip
+        if reason is not None:
+            raise ValueError(f"grouped_mma config {cfg.describe()}: {reason}")
+        phased = prob.stride != (1, 1)
+        box_c = gb * prob.cg
+        if phased:
+            x_desc = phase_descriptor(prob, x, [tn, th, tw, 1, box_c])
+            rows = prob.h // prob.stride[0]
+        else:
+            x_desc = descriptor(x, [prob.n, prob.h, prob.w, prob.c], [x.stride(0), x.stride(2), x.stride(3), 1],
+                                [tn, th, tw, box_c])  # fmt: skip
+            rows = prob.h
+        args = (x_desc, wp, bt, y, prob.n, prob.p, prob.q, rows, prob.c, y.stride(0), y.stride(2), y.stride(3),
+                y.stride(1))  # fmt: skip
+        constexprs = lambda: dict(G=prob.groups, CG=prob.cg, KG=prob.kg, R=prob.r, S=prob.s, SH=prob.stride[0],  # noqa: E731
+                                  SW=prob.stride[1], PH=prob.pad_h[0], PW=prob.pad_w[0], DH=prob.dilation[0],
+                                  DW=prob.dilation[1], KGP=kgp, KC=kc, CHUNKS=chunks, TN=tn, TH=th, TW=tw, GB=gb,
+                                  PHASED=phased, HAS_BIAS=bias is not None, ACT=prob.activation,
+                                  PRECISION=_precision(prob), UPCAST=interpreting() and prob.dtype == torch.bfloat16,
+                                  INT64=Depthwise.batch_span(y) >= 2**31)  # fmt: skip
+        grid = (cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw), cdiv(prob.groups, gb))
+        _run_kernel(launch, gm.grouped_mma_tma_kernel, grid, args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
 
 

@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from ..matmul.blocks import activation_epilogue
+from .loaders import _spatial_tile
 
 
 def geometry(cg: int, kg: int, taps: int) -> tuple[int, int, int, int]:
@@ -163,4 +164,124 @@ def grouped_mma_kernel(
     acc = activation_epilogue(acc, ACT)
     y_pix = n * s_yn + p * s_yp + q * s_yq
     y_off = y_pix[None, :, None] + col * s_yk
+    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=cmask & m_ok[None, :, None])
+
+
+# ================================================================ the input through TMA boxes
+# Session 54's Nsight Compute profile of 512 @14 (H100, 16 channels a group, 128 pixels x 4
+# groups): the gathered pointer loads kept the kernel on its memory pipes, 74% of L2 throughput
+# at 3 stages (16-byte `cp.async`, two requests a 32-byte sector) and 84% of L1 at 1 stage,
+# 36-37 us where grouped_tma's GEMM, reading the same 9 boxes a tile through the copy engine,
+# took 26.7 us at 44% of L2. Here each tap of a tile of TN x TH x TW output pixels is one TMA box
+# of GB groups' channels (padding and image edges zero-filled by the copy engine), reshaped to
+# ``[GB, pixels, C/g]`` for the same batched product.
+@triton.jit
+def _tap_operand(x_desc, n, oh0, ow0, c0, tap, ROWS, C, RS: tl.constexpr, S: tl.constexpr, PH: tl.constexpr,
+                 PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+                 PHASED: tl.constexpr, GB: tl.constexpr, CG: tl.constexpr, BLOCK_M: tl.constexpr):  # fmt: skip
+    """Filter tap ``tap``'s input values for the tile as ``[GB, BLOCK_M, CG]``; zeros for a tap
+    past the filter (a chunk's padding: its box starts at row ROWS, wholly out of bounds)."""
+    r = tap // S
+    s = tap - r * S
+    if PHASED:
+        # tap offset o = r*dil - pad = a*SH + phase with 0 <= phase < SH (loaders.tma_im2col_phase_load)
+        oh = r * DH - PH
+        ah = (oh + SH * PH) // SH - PH
+        ow = s * DW - PW
+        aw = (ow + SW * PW) // SW - PW
+        row = tl.where(tap < RS, oh0 + ah, ROWS)
+        box = x_desc.load([n, row, oh - ah * SH, ow0 + aw, (ow - aw * SW) * C + c0])
+    else:
+        row = tl.where(tap < RS, oh0 + r * DH - PH, ROWS)
+        box = x_desc.load([n, row, ow0 + s * DW - PW, c0])
+    return box.reshape(BLOCK_M, GB, CG).permute(1, 0, 2)
+
+
+@triton.jit
+def grouped_mma_tma_kernel(
+    x_desc,  # stride 1: [N, H, W, C], box [TN, TH, TW, GB*CG]; strided: the phase view
+    # [N, H/sh, sh, W/sw, sw*C] (fprop.phase_descriptor), box [TN, TH, 1, TW, GB*CG]
+    w_ptr,  # packed_weight: [CHUNKS, G, KC, KGP] contiguous
+    b_ptr,  # [K] (or y when HAS_BIAS is off)
+    y_ptr,  # [N, P, Q, K] indexed by strides
+    N,
+    P,
+    Q,
+    ROWS,  # the view's rows: a box from there on is all padding
+    C,
+    s_yn,
+    s_yp,
+    s_yq,
+    s_yk,
+    G: tl.constexpr,
+    CG: tl.constexpr,
+    KG: tl.constexpr,
+    R: tl.constexpr,
+    S: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    KGP: tl.constexpr,
+    KC: tl.constexpr,
+    CHUNKS: tl.constexpr,
+    TN: tl.constexpr,
+    TH: tl.constexpr,
+    TW: tl.constexpr,
+    GB: tl.constexpr,
+    PHASED: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    INT64: tl.constexpr,
+):
+    BLOCK_M: tl.constexpr = TN * TH * TW
+    TPC: tl.constexpr = KC // CG  # filter taps a chunk (C/g is a power of two here)
+    RS: tl.constexpr = R * S
+    n, oh0, ow0 = _spatial_tile(tl.program_id(0), P, Q, TN, TH, TW)
+    g = tl.program_id(1) * GB + tl.arange(0, GB)
+    c0 = tl.program_id(1) * GB * CG
+    gmask = (g < G)[:, None, None]
+    kk = tl.arange(0, KC)
+    kn = tl.arange(0, KGP)
+    w_off = (g[:, None, None] * KC + kk[None, :, None]) * KGP + kn[None, None, :]  # [GB, KC, KGP]
+    acc = tl.zeros((GB, BLOCK_M, KGP), dtype=tl.float32)
+    for ch in range(CHUNKS):
+        t0 = ch * TPC
+        a = _tap_operand(x_desc, n, oh0, ow0, c0, t0, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB, CG, BLOCK_M)
+        if TPC == 2:
+            a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            # [GB, M, CG, tap] -> [GB, M, tap, CG]: the chunk's values are tap-major (packed_weight)
+            a = tl.join(a, a1).permute(0, 1, 3, 2).reshape(GB, BLOCK_M, KC)
+        elif TPC == 4:
+            a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            a2 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 2, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            a3 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 3, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            # [GB, M, CG, j, k] holds tap 2k + j: -> [GB, M, k, j, CG]
+            a = tl.join(tl.join(a, a1), tl.join(a2, a3)).permute(0, 1, 4, 3, 2).reshape(GB, BLOCK_M, KC)
+        wv = tl.load(w_ptr + ch * (G * KC * KGP) + w_off, mask=gmask, other=0.0)
+        if UPCAST:
+            acc = tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, wv, acc, input_precision=PRECISION)
+    col = g[:, None, None] * KG + kn[None, None, :]  # [GB, 1, KGP] output channel
+    cmask = gmask & (kn < KG)[None, None, :]
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + col, mask=cmask, other=0.0).to(tl.float32)
+    acc = activation_epilogue(acc, ACT)
+    m = tl.arange(0, BLOCK_M)
+    nn = n + m // (TH * TW)
+    p = oh0 + (m // TW) % TH
+    q = ow0 + m % TW
+    m_ok = (nn < N) & (p < P) & (q < Q)
+    if INT64:
+        nn = nn.to(tl.int64)
+    y_off = (nn * s_yn + p * s_yp + q * s_yq)[None, :, None] + col * s_yk
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=cmask & m_ok[None, :, None])
