@@ -947,6 +947,15 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s54a)  # session 54: grouped_mma's TMA-box form (tile_* configs; interpreter and sm_90 compiles only): every
+        # config, pointer and TMA forms, on the 16- and 8-channel-group ResNeXt layers against cuDNN and the
+        # tuned pick (rel err against cuDNN's), then its GPU tests -> gmma-tma-*.log
+        for shape in ${GMMA_SHAPES:-64,512,14,14,512,3,3,1,1,1,32,nobias 64,256,28,28,256,3,3,1,1,1,32,nobias \
+                64,512,28,28,512,3,3,2,1,1,32,nobias 64,256,56,56,256,3,3,2,1,1,32,nobias}; do
+            timeout 80 python3 tools/config_probe.py --shape $shape --configs grouped_mma 2>&1 | grep -v Warning
+        done | tee "$OUT/gmma-tma-probe.log"
+        timeout "${GMMA_TESTS_TIMEOUT:-120}" python3 -m pytest -q -n 12 tests/test_grouped_mma.py -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/gmma-tma-tests.log" ;;
     s53a)  # session 53: grouped_mma (batched per-group dot, compiled for sm_90 only): its GPU tests, then every
         # candidate on ResNeXt-50's seven 3x3 layers against cuDNN and the tuned choice -> gmma-*.log
         timeout "${GMMA_TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 12 tests/test_grouped_mma.py -p no:cacheprovider \
