@@ -231,7 +231,7 @@ def test_gpu_resnext_layers(layer, dtype, monkeypatch):
     from convgemm.functional import _prepare
 
     monkeypatch.setattr(type(ALGO), "MIN_TUNED_CG", 1)
-    monkeypatch.setattr(type(ALGO), "TMA_CANDIDATES", True)
+    monkeypatch.setattr(type(ALGO), "MIN_TMA_CG", 1)
     c, hw, st, cg = layer
     torch.manual_seed(c)
     x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
@@ -306,3 +306,26 @@ def test_tma_form_refusals():
         ALGO.run(prob, xn, wt, b, y, Config(32, 4, 16, 1, 1, tile_n=1, tile_h=4, tile_w=4))
     prob, xn, x, wt, b, kw, y = _prepared((1, 16, 7, 6, 16, 3, 3, 2, 2, 1, 1), torch.float32)
     assert "stride-phase view" in ALGO.tma_reason(prob, 2)  # 7 rows: not a multiple of the stride
+
+
+def test_tuner_offers_the_tma_form_from_16_channels(monkeypatch):
+    """On a GPU (pretended), the tuner gets the TMA form's configs from 16 channels a group on
+    (where session 54's H100 timed it fastest), the pointer form's from 32, neither at 8."""
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+
+    def offered(c, h, st, cg):
+        x = torch.empty(64, c, h, h, dtype=torch.bfloat16)
+        prob = ConvProblem.from_tensors(x, torch.empty(c, cg, 3, 3, dtype=torch.bfloat16), None, stride=st,
+                                        padding=1, groups=32)  # fmt: skip
+        prob = replace(prob, tma_ok=True, input_tma_rows_ok=True, input_phases_ok=st > 1)
+        return ALGO.configs(prob)
+
+    for layer in ((512, 14, 1, 16), (512, 28, 2, 16)):
+        cfgs = offered(*layer)
+        assert cfgs and all(c.tile_n * c.tile_h * c.tile_w == c.block_m for c in cfgs), layer
+        assert Config(128, 4, 16, 4, 3, tile_n=32, tile_h=2, tile_w=2) in cfgs  # the probe's winner
+    both = offered(1024, 7, 1, 32)
+    assert any(c.tile_h for c in both) and any(not c.tile_h for c in both)
+    assert offered(256, 28, 1, 8) == []

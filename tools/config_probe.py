@@ -135,6 +135,7 @@ def main() -> int:
         GroupedMma.CANDIDATES = True
         GroupedMma.MIN_TUNED_CG = 1
         GroupedMma.TMA_CANDIDATES = True
+        GroupedMma.MIN_TMA_CG = 1
     for name in a.configs:
         for cfg in ALGORITHMS[name].configs(prob) if name in ALGORITHMS else [None]:
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if cfg else {}

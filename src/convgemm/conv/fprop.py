@@ -1401,10 +1401,14 @@ class GroupedMma(Algorithm):
     #: 0.80-0.82x cuDNN where grouped_tma ran 0.90-1.0x; 8 and 4 channels 0.39-0.71x)
     CANDIDATES = True
     MIN_TUNED_CG = 32
-    #: the TMA-box form (``cfg.tile_h > 0``: ``grouped_mma.grouped_mma_tma_kernel``, session 54):
-    #: not offered to the tuner until a GPU has run its tests and timed it; forcing a config
-    #: with tile fields runs it
-    TMA_CANDIDATES = False
+    #: the TMA-box form (``cfg.tile_h > 0``: ``grouped_mma.grouped_mma_tma_kernel``, session 54),
+    #: offered from 16 channels a group on: its GPU tests passed (every config of eight layers,
+    #: bf16 / fp16 / fp32) and session 54's H100 probe had it win both 16-channel-group ResNeXt
+    #: layers (512 @14: 25.8 us against the tuned grouped_tma's 31.6 and cuDNN's 30.8; 512 @28
+    #: s2: 37.2 against 43.2 and 38.9) and lose 8 channels a group by 2.3x (256 @28: 120 us
+    #: against 52.9; two taps a chunk joined in registers)
+    TMA_CANDIDATES = True
+    MIN_TMA_CG = 16
 
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
@@ -1445,11 +1449,12 @@ class GroupedMma(Algorithm):
 
     def _tma_configs(self, prob: ConvProblem, kc: int) -> list[Config]:
         """The TMA form's configs: each pointer tile shape whose box rows are 16-byte multiples,
-        on its two best-covering spatial blocks, three stages."""
+        on its best-covering spatial block (the second best lost on every tile shape of session
+        54's three layers, by 1-4%), three stages."""
         out = []
         for bm, gb, warps in self._tiles(prob):
             if self.tma_reason(prob, gb) is None:
-                for _, tn, th, tw in spatial_tiles(prob, bm)[:2]:
+                for _, tn, th, tw in spatial_tiles(prob, bm)[:1]:
                     out.append(Config(bm, gb, kc, warps, 3, tile_n=tn, tile_h=th, tile_w=tw))
         return out
 
@@ -1482,15 +1487,19 @@ class GroupedMma(Algorithm):
 
         if interpreting():
             return [self.default_config(prob)]
-        if not self.CANDIDATES or prob.cg < self.MIN_TUNED_CG:
+        if not self.CANDIDATES:
             return []
         kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
-        # three stages won every tile on the 32-channel-group layers (session 54); one stage won
-        # some at 16 channels, where it is not offered by default
-        stages = (3,) if prob.cg >= 32 else (3, 1)
-        # (each tile shape differs in pixels or warps, so no two configs are the same)
-        out = [Config(bm, gb, kc, warps, st) for bm, gb, warps in self._tiles(prob) for st in stages]
-        return out + (self._tma_configs(prob, kc) if self.TMA_CANDIDATES else [])
+        out = []
+        if prob.cg >= self.MIN_TUNED_CG:
+            # three stages won every tile on the 32-channel-group layers (session 54); one stage
+            # won some at 16 channels, where the pointer form is not offered by default
+            stages = (3,) if prob.cg >= 32 else (3, 1)
+            # (each tile shape differs in pixels or warps, so no two configs are the same)
+            out = [Config(bm, gb, kc, warps, st) for bm, gb, warps in self._tiles(prob) for st in stages]
+        if self.TMA_CANDIDATES and prob.cg >= self.MIN_TMA_CG:
+            out += self._tma_configs(prob, kc)
+        return out
 
     def default_config(self, prob: ConvProblem) -> Config:
         from .grouped_mma import geometry
