@@ -122,6 +122,12 @@ def test_packed_weight_layout():
         mask[ch, :, t * cgp : t * cgp + 3, :5] = True
     assert (p[~mask] == 0).all()
     assert gm.geometry(16, 16, 9) == (16, 16, 16, 9) and gm.geometry(64, 64, 9) == (64, 64, 64, 9)
+    # tap_minor (the TMA form): row c * TPC + t of the chunk
+    tpc = kc // cgp
+    q = gm.packed_weight(w, 2, tap_minor=True)
+    assert q.shape == p.shape and q.is_contiguous()
+    for ch, g, t, c in itertools.product(range(chunks), range(2), range(tpc), range(cgp)):
+        assert torch.equal(q[ch, g, c * tpc + t], p[ch, g, t * cgp + c])
 
 
 @pytest.mark.parametrize(

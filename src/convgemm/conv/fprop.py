@@ -1517,7 +1517,11 @@ class GroupedMma(Algorithm):
         from . import grouped_mma as gm
 
         cgp, kgp, kc, chunks = gm.geometry(prob.cg, prob.kg, prob.r * prob.s)
-        wp = _derived_weight(w, ("grouped_mma", prob.groups), lambda t: gm.packed_weight(t.to(x.dtype), prob.groups))
+        tma = bool(cfg.tile_h or cfg.tile_w or cfg.tile_n)
+        # several taps a chunk: the TMA form's chunk rows are tap-minor (packed_weight)
+        minor = tma and kc > cgp
+        wp = _derived_weight(w, ("grouped_mma", prob.groups, minor),
+                             lambda t: gm.packed_weight(t.to(x.dtype), prob.groups, tap_minor=minor))  # fmt: skip
         bt = bias if bias is not None else y
         if launch is not None and launch.fast_ready:
             launch.fast((x, wp, bt, y))
@@ -1526,7 +1530,7 @@ class GroupedMma(Algorithm):
         if bm < 16 or bm & (bm - 1) or gb < 1 or gb & (gb - 1):
             raise ValueError(f"grouped_mma config {cfg.describe()}: block_m (output pixels a program) must be a power "
                              "of two of at least 16 and block_n (groups a program) a power of two")  # fmt: skip
-        if cfg.tile_h or cfg.tile_w or cfg.tile_n:
+        if tma:
             self._run_tma(prob, x, wp, bias, bt, y, cfg, launch, (kgp, kc, chunks))
             return
         m = prob.n * prob.p * prob.q

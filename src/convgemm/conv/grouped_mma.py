@@ -42,11 +42,13 @@ def geometry(cg: int, kg: int, taps: int) -> tuple[int, int, int, int]:
     return cgp, kgp, kc, -(-taps // tpc)
 
 
-def packed_weight(w: torch.Tensor, groups: int) -> torch.Tensor:
+def packed_weight(w: torch.Tensor, groups: int, tap_minor: bool = False) -> torch.Tensor:
     """``w [K, C/g, R, S]`` -> ``[chunks, groups, KC, KGP]`` contiguous in ``w``'s dtype:
     ``[ch, g, t * CGP + c, k]`` is group g's weight of output channel k for channel c at filter
     tap ``ch * (KC // CGP) + t`` (row-major over R, S); zero where the tap, channel or output
-    column is padding."""
+    column is padding. ``tap_minor``: the chunk's rows ordered ``c * (KC // CGP) + t`` instead
+    (the TMA form's order, where a chunk's taps arrive as separate boxes joined along a new
+    last axis; the same when a chunk holds one tap)."""
     k, cg, r, s = w.shape
     kg = k // groups
     cgp, kgp, kc, chunks = geometry(cg, kg, r * s)
@@ -54,9 +56,8 @@ def packed_weight(w: torch.Tensor, groups: int) -> torch.Tensor:
     wg = w.reshape(groups, kg, cg, r * s).permute(3, 0, 2, 1)  # [RS, G, C/g, K/g]
     out = w.new_zeros((chunks * tpc, groups, cgp, kgp))
     out[: r * s, :, :cg, :kg] = wg
-    return (
-        out.reshape(chunks, tpc, groups, cgp, kgp).permute(0, 2, 1, 3, 4).reshape(chunks, groups, kc, kgp).contiguous()
-    )
+    order = (0, 2, 3, 1, 4) if tap_minor else (0, 2, 1, 3, 4)
+    return out.reshape(chunks, tpc, groups, cgp, kgp).permute(order).reshape(chunks, groups, kc, kgp).contiguous()
 
 
 @triton.jit
@@ -252,11 +253,12 @@ def grouped_mma_tma_kernel(
     for ch in range(CHUNKS):
         t0 = ch * TPC
         a = _tap_operand(x_desc, n, oh0, ow0, c0, t0, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB, CG, BLOCK_M)
+        # the chunk's taps joined along a new last axis, then merged with the channels: row
+        # c * TPC + t of the chunk (packed_weight's tap_minor order), a reshape that moves no data
         if TPC == 2:
             a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
                               CG, BLOCK_M)  # fmt: skip
-            # [GB, M, CG, tap] -> [GB, M, tap, CG]: the chunk's values are tap-major (packed_weight)
-            a = tl.join(a, a1).permute(0, 1, 3, 2).reshape(GB, BLOCK_M, KC)
+            a = tl.join(a, a1).reshape(GB, BLOCK_M, KC)
         elif TPC == 4:
             a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
                               CG, BLOCK_M)  # fmt: skip
@@ -264,8 +266,8 @@ def grouped_mma_tma_kernel(
                               CG, BLOCK_M)  # fmt: skip
             a3 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 3, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
                               CG, BLOCK_M)  # fmt: skip
-            # [GB, M, CG, j, k] holds tap 2k + j: -> [GB, M, k, j, CG]
-            a = tl.join(tl.join(a, a1), tl.join(a2, a3)).permute(0, 1, 4, 3, 2).reshape(GB, BLOCK_M, KC)
+            # [GB, M, CG, j, k] holds tap 2j + k
+            a = tl.join(tl.join(a, a2), tl.join(a1, a3)).reshape(GB, BLOCK_M, KC)
         wv = tl.load(w_ptr + ch * (G * KC * KGP) + w_off, mask=gmask, other=0.0)
         if UPCAST:
             acc = tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
