@@ -947,6 +947,12 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s55a)  # session 54's plan for one call: the all suite from empty caches (s38c: the TMA form through the
+        # tuner on ResNeXt's 16-channel layers, first calls), then the TMA form's tap-minor joins probed on the
+        # 8- and 4-channel layers (s54a) -> all.json, all.log, all-tune.jsonl, gmma-tma-probe.log, gmma-tma-tests.log
+        bash "$0" s38c
+        GMMA_SHAPES="${GMMA_SHAPES:-64,256,28,28,256,3,3,1,1,1,32,nobias 64,256,56,56,256,3,3,2,1,1,32,nobias \
+            64,128,56,56,128,3,3,1,1,1,32,nobias}" GMMA_TESTS_TIMEOUT="${GMMA_TESTS_TIMEOUT:-90}" bash "$0" s54a ;;
     s54a)  # session 54: grouped_mma's TMA-box form (tile_* configs; interpreter and sm_90 compiles only): every
         # config, pointer and TMA forms, on the 16- and 8-channel-group ResNeXt layers against cuDNN and the
         # tuned pick (rel err against cuDNN's), then its GPU tests -> gmma-tma-*.log
