@@ -1449,12 +1449,12 @@ class GroupedMma(Algorithm):
                     "stride, dense rows); use a config without tile_*")  # fmt: skip
         return None
 
-    def _tma_configs(self, prob: ConvProblem, kc: int) -> list[Config]:
+    def _tma_configs(self, prob: ConvProblem, kc: int, tiles: list[tuple[int, int, int]]) -> list[Config]:
         """The TMA form's configs: each pointer tile shape whose box rows are 16-byte multiples,
         on its best-covering spatial block (the second best lost on every tile shape of session
         54's three layers, by 1-4%), three stages."""
         out = []
-        for bm, gb, warps in self._tiles(prob):
+        for bm, gb, warps in tiles:
             if self.tma_reason(prob, gb) is None:
                 for _, tn, th, tw in spatial_tiles(prob, bm)[:1]:
                     out.append(Config(bm, gb, kc, warps, 3, tile_n=tn, tile_h=th, tile_w=tw))
@@ -1492,15 +1492,15 @@ class GroupedMma(Algorithm):
         if not self.CANDIDATES:
             return []
         kc = geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
-        out = []
+        out, tiles = [], self._tiles(prob)
         if prob.cg >= self.MIN_TUNED_CG:
             # three stages won every tile on the 32-channel-group layers (session 54); one stage
             # won some at 16 channels, where the pointer form is not offered by default
             stages = (3,) if prob.cg >= 32 else (3, 1)
             # (each tile shape differs in pixels or warps, so no two configs are the same)
-            out = [Config(bm, gb, kc, warps, st) for bm, gb, warps in self._tiles(prob) for st in stages]
+            out = [Config(bm, gb, kc, warps, st) for bm, gb, warps in tiles for st in stages]
         if self.TMA_CANDIDATES and prob.cg >= self.MIN_TMA_CG:
-            out += self._tma_configs(prob, kc)
+            out += self._tma_configs(prob, kc, tiles)
         return out
 
     def default_config(self, prob: ConvProblem) -> Config:

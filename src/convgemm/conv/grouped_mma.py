@@ -61,6 +61,31 @@ def packed_weight(w: torch.Tensor, groups: int, tap_minor: bool = False) -> torc
 
 
 @triton.jit
+def _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G: tl.constexpr, KC: tl.constexpr, KGP: tl.constexpr,
+                   PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    """``acc [GB, M, KGP] += a [GB, M, KC] @ chunk ch of the packed weight`` (``w_off``: the
+    program's groups' ``[GB, KC, KGP]`` offsets within a chunk)."""
+    wv = tl.load(w_ptr + ch * (G * KC * KGP) + w_off, mask=gmask, other=0.0)
+    if UPCAST:  # the interpreter multiplies raw bf16 bits otherwise
+        return tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(a, wv, acc, input_precision=PRECISION)
+
+
+@triton.jit
+def _store_groups(acc, b_ptr, y_ptr, g, gmask, kn, y_pix, m_ok, s_yk, KG: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  ACT: tl.constexpr):  # fmt: skip
+    """Bias, activation and the store of ``acc [GB, M, KGP]``: output channel ``g * KG + k`` of
+    pixel offset ``y_pix [M]``; padded columns, groups past G and masked pixels are dropped."""
+    col = g[:, None, None] * KG + kn[None, None, :]  # [GB, 1, KGP] output channel
+    cmask = gmask & (kn < KG)[None, None, :]
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + col, mask=cmask, other=0.0).to(tl.float32)
+    acc = activation_epilogue(acc, ACT)
+    y_off = y_pix[None, :, None] + col * s_yk
+    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=cmask & m_ok[None, :, None])
+
+
+@triton.jit
 def grouped_mma_kernel(
     x_ptr,  # [N, H, W, C] indexed by strides (channel stride 1 in the fast case)
     w_ptr,  # packed_weight: [CHUNKS, G, KC, KGP] contiguous
@@ -153,19 +178,8 @@ def grouped_mma_kernel(
                 ok = ok & (c < CG)[None, :]
             off = pix[:, None] + (r * DH * s_xh + s * DW * s_xw + c * s_xc)[None, :]
             a = tl.load(x_ptr + (off[None, :, :] + gch), mask=ok[None, :, :] & gmask, other=0.0)
-        wv = tl.load(w_ptr + ch * (G * KC * KGP) + w_off, mask=gmask, other=0.0)
-        if UPCAST:
-            acc = tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, wv, acc, input_precision=PRECISION)
-    col = g[:, None, None] * KG + kn[None, None, :]  # [GB, 1, KGP] output channel
-    cmask = gmask & (kn < KG)[None, None, :]
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + col, mask=cmask, other=0.0).to(tl.float32)
-    acc = activation_epilogue(acc, ACT)
-    y_pix = n * s_yn + p * s_yp + q * s_yq
-    y_off = y_pix[None, :, None] + col * s_yk
-    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=cmask & m_ok[None, :, None])
+        acc = _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G, KC, KGP, PRECISION, UPCAST)
+    _store_groups(acc, b_ptr, y_ptr, g, gmask, kn, n * s_yn + p * s_yp + q * s_yq, m_ok, s_yk, KG, HAS_BIAS, ACT)
 
 
 # ================================================================ the input through TMA boxes
@@ -268,16 +282,7 @@ def grouped_mma_tma_kernel(
                               CG, BLOCK_M)  # fmt: skip
             # [GB, M, CG, j, k] holds tap 2j + k
             a = tl.join(tl.join(a, a2), tl.join(a1, a3)).reshape(GB, BLOCK_M, KC)
-        wv = tl.load(w_ptr + ch * (G * KC * KGP) + w_off, mask=gmask, other=0.0)
-        if UPCAST:
-            acc = tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, wv, acc, input_precision=PRECISION)
-    col = g[:, None, None] * KG + kn[None, None, :]  # [GB, 1, KGP] output channel
-    cmask = gmask & (kn < KG)[None, None, :]
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + col, mask=cmask, other=0.0).to(tl.float32)
-    acc = activation_epilogue(acc, ACT)
+        acc = _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G, KC, KGP, PRECISION, UPCAST)
     m = tl.arange(0, BLOCK_M)
     nn = n + m // (TH * TW)
     p = oh0 + (m // TW) % TH
@@ -285,5 +290,4 @@ def grouped_mma_tma_kernel(
     m_ok = (nn < N) & (p < P) & (q < Q)
     if INT64:
         nn = nn.to(tl.int64)
-    y_off = (nn * s_yn + p * s_yp + q * s_yq)[None, :, None] + col * s_yk
-    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=cmask & m_ok[None, :, None])
+    _store_groups(acc, b_ptr, y_ptr, g, gmask, kn, nn * s_yn + p * s_yp + q * s_yq, m_ok, s_yk, KG, HAS_BIAS, ACT)
