@@ -314,9 +314,10 @@ def test_tma_form_refusals():
     assert "stride-phase view" in ALGO.tma_reason(prob, 2)  # 7 rows: not a multiple of the stride
 
 
-def test_tuner_offers_the_tma_form_from_16_channels(monkeypatch):
-    """On a GPU (pretended), the tuner gets the TMA form's configs from 16 channels a group on
-    (where session 54's H100 timed it fastest), the pointer form's from 32, neither at 8."""
+def test_tuner_offers_the_tma_form_from_8_channels(monkeypatch):
+    """On a GPU (pretended), the tuner gets the TMA form's configs from 8 channels a group on
+    (where sessions 54 and 55's H100 probes timed it fastest), the pointer form's from 32,
+    neither at 4."""
     from convgemm.conv import fprop
 
     monkeypatch.setattr(fprop, "interpreting", lambda: False)
@@ -334,4 +335,6 @@ def test_tuner_offers_the_tma_form_from_16_channels(monkeypatch):
         assert Config(128, 4, 16, 4, 3, tile_n=32, tile_h=2, tile_w=2) in cfgs  # the probe's winner
     both = offered(1024, 7, 1, 32)
     assert any(c.tile_h for c in both) and any(not c.tile_h for c in both)
-    assert offered(256, 28, 1, 8) == []
+    narrow = offered(256, 28, 1, 8)
+    assert narrow and all(c.tile_h for c in narrow)
+    assert offered(128, 56, 1, 4) == []

@@ -947,6 +947,24 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s55b)  # session 55: the grouped suite from empty caches with the TMA form offered from 8 channels a group
+        # (MIN_TMA_CG 16 -> 8, after s55a's probe), then Nsight Compute (with source counters) on that form on
+        # the 8-channel 256 @28 and the strided 16-channel 512 @28 s2 against cuDNN -> grouped.json,
+        # ncu-gmma-8.log, ncu-gmma-s2.log
+        CONVGEMM_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) bench grouped "${GROUPED_TIMEOUT:-200}" --suite grouped
+        t="grouped_mma:block_m=128,block_n=4,block_k=16,num_warps=4,num_stages=3"
+        ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        for which in "8 64,256,28,28,256,3,3,1,1,1,32,nobias tile_n=8,tile_h=4,tile_w=4" \
+                "s2 64,512,28,28,512,3,3,2,1,1,32,nobias tile_n=32,tile_h=2,tile_w=2"; do
+            set -- $which
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none \
+                --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+                --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
+                --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
+                python3 tools/ncu_probe.py --shape "$2" --try "$t,$3" > "$OUT/ncu-gmma-$1.log" 2>&1
+            echo "ncu $1: rc=$?"; grep -E "^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|L2 Cache Throughput|Memory Throughput" \
+                "$OUT/ncu-gmma-$1.log" | head -24
+        done ;;
     s55a)  # session 54's plan for one call: the all suite from empty caches (s38c: the TMA form through the
         # tuner on ResNeXt's 16-channel layers, first calls), then the TMA form's tap-minor joins probed on the
         # 8- and 4-channel layers (s54a) -> all.json, all.log, all-tune.jsonl, gmma-tma-probe.log, gmma-tma-tests.log

@@ -88,6 +88,9 @@ def shape_workloads(shapes: list[str], tries: list[str]) -> dict:
         w = (torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device=DEV) / (shp.c * shp.r * shp.s) ** 0.5).to(
             torch.bfloat16
         )
+        # channels_last like the bench's weights: an NCHW weight is repacked on every call
+        # (``krsc_weight``), a transpose launch that session 54's profile caught in the window
+        w = w.contiguous(memory_format=torch.channels_last)
         b = torch.randn(shp.k, device=DEV, dtype=torch.bfloat16) if shp.bias else None
         kw = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
         entries = [
@@ -117,6 +120,7 @@ def main() -> int:
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="ALGORITHM:FIELD=VALUE,...",
                     help="with --shape: also this forced form (tools/config_probe.py's syntax)")  # fmt: skip
     args = ap.parse_args()
+    torch.backends.cudnn.benchmark = True  # cuDNN's best algorithm, as the bench times it
     all_work = shape_workloads(args.shape, args.tries) if args.shape else workloads()
     names = [n for n in all_work if not args.only or n in args.only.split(",")]
     for name in names:

@@ -1402,13 +1402,15 @@ class GroupedMma(Algorithm):
     CANDIDATES = True
     MIN_TUNED_CG = 32
     #: the TMA-box form (``cfg.tile_h > 0``: ``grouped_mma.grouped_mma_tma_kernel``, session 54),
-    #: offered from 16 channels a group on: its GPU tests passed (every config of eight layers,
+    #: offered from 8 channels a group on: its GPU tests passed (every config of eight layers,
     #: bf16 / fp16 / fp32) and session 54's H100 probe had it win both 16-channel-group ResNeXt
     #: layers (512 @14: 25.8 us against the tuned grouped_tma's 31.6 and cuDNN's 30.8; 512 @28
-    #: s2: 37.2 against 43.2 and 38.9) and lose 8 channels a group by 2.3x (256 @28: 120 us
-    #: against 52.9; two taps a chunk joined in registers)
+    #: s2: 37.2 against 43.2 and 38.9); with the taps joined in tap-minor order session 55's
+    #: probe had it win both 8-channel layers too (256 @28: 49.2 us against 52.6 and 66.3; 256
+    #: @56 s2: 64.7 against 72.0 and 72.7) and lose 4 channels a group (128 @56: 151 us against
+    #: grouped_direct's 92.9)
     TMA_CANDIDATES = True
-    MIN_TMA_CG = 16
+    MIN_TMA_CG = 8
 
     def supports(self, prob: ConvProblem) -> str | None:
         if prob.groups == 1:
