@@ -947,6 +947,20 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s55c)  # session 55: the L2 state before a timed run (bench: dirty after its memset; ncu: clean) on ResNeXt's
+        # layers and two dense ones, then the strided 16-channel TMA form's per-instruction stalls (a saved ncu
+        # report's source page) -> flush.log, gmma-s2-sass.csv
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${FLUSH_TIMEOUT:-200}" python3 tools/flush_probe.py 2>&1 | grep -v Warning \
+            | tee "$OUT/flush.log"
+        ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        t="grouped_mma:block_m=128,block_n=4,block_k=16,num_warps=4,num_stages=3,tile_n=32,tile_h=2,tile_w=2"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 150 "$ncu_bin" --clock-control none --profile-from-start off \
+            --kernel-name grouped_mma_tma_kernel --launch-count 1 --section SourceCounters --section WarpStateStats \
+            -o "$OUT/gmma-s2" python3 tools/ncu_probe.py --shape 64,512,28,28,512,3,3,2,1,1,32,nobias --try "$t" \
+            > "$OUT/ncu-src.log" 2>&1
+        echo "ncu: rc=$?"; tail -3 "$OUT/ncu-src.log"
+        "$ncu_bin" --import "$OUT/gmma-s2.ncu-rep" --page source --print-source sass --csv > "$OUT/gmma-s2-sass.csv" 2>&1
+        echo "source page: rc=$? $(wc -l < "$OUT/gmma-s2-sass.csv") lines" ;;
     s55b)  # session 55: the grouped suite from empty caches with the TMA form offered from 8 channels a group
         # (MIN_TMA_CG 16 -> 8, after s55a's probe), then Nsight Compute (with source counters) on that form on
         # the 8-channel 256 @28 and the strided 16-channel 512 @28 s2 against cuDNN -> grouped.json,
