@@ -62,7 +62,10 @@ def main() -> int:
         w = torch.randn(shp.k, shp.c // shp.groups, shp.r, shp.s, device="cuda") / (shp.c * shp.r * shp.s) ** 0.5
         w = w.to(torch.bfloat16).contiguous(memory_format=cl)
         kw = dict(stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
-        fns = {"convgemm": lambda: convgemm.conv2d(x, w, None, **kw), "cuDNN": lambda: F.conv2d(x, w, None, **kw)}
+        fns = {
+            "convgemm": lambda x=x, w=w, kw=kw: convgemm.conv2d(x, w, None, **kw),
+            "cuDNN": lambda x=x, w=w, kw=kw: F.conv2d(x, w, None, **kw),
+        }
         best = {}
         for _ in range(3):
             for state, before in states.items():
