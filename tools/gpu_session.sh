@@ -955,8 +955,7 @@ PY
         ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
         t="grouped_mma:block_m=128,block_n=4,block_k=16,num_warps=4,num_stages=3,tile_n=32,tile_h=2,tile_w=2"
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 150 "$ncu_bin" --clock-control none --profile-from-start off \
-            --kernel-name grouped_mma_tma_kernel --launch-count 1 --section SourceCounters --section WarpStateStats \
-            -o "$OUT/gmma-s2" python3 tools/ncu_probe.py --shape 64,512,28,28,512,3,3,2,1,1,32,nobias --try "$t" \
+            --section SourceCounters --section WarpStateStats -o "$OUT/gmma-s2" python3 tools/ncu_probe.py --shape 64,512,28,28,512,3,3,2,1,1,32,nobias --try "$t" \
             > "$OUT/ncu-src.log" 2>&1
         echo "ncu: rc=$?"; tail -3 "$OUT/ncu-src.log"
         "$ncu_bin" --import "$OUT/gmma-s2.ncu-rep" --page source --print-source sass --csv > "$OUT/gmma-s2-sass.csv" 2>&1
