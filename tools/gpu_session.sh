@@ -947,6 +947,20 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s55d)  # session 55: deeper TMA pipelines for grouped_mma's TMA form (ncu, s55c: 64% of its stall samples wait on a
+        # TMA barrier, DRAM at 61%; only 3 stages offered) on the strided and 16-channel layers -> gmma-stages.log
+        g="grouped_mma:block_k=16,num_warps=4"
+        for which in "64,512,28,28,512,3,3,2,1,1,32,nobias block_m=128,block_n=4,tile_n=32,tile_h=2,tile_w=2" \
+                "64,256,56,56,256,3,3,2,1,1,32,nobias block_m=64,block_n=8,tile_n=4,tile_h=4,tile_w=4" \
+                "64,512,14,14,512,3,3,1,1,1,32,nobias block_m=128,block_n=4,tile_n=32,tile_h=2,tile_w=2" \
+                "64,256,28,28,256,3,3,1,1,1,32,nobias block_m=128,block_n=4,tile_n=8,tile_h=4,tile_w=4" \
+                "64,1024,14,14,1024,3,3,2,1,1,32,nobias block_m=64,block_n=4,block_k=32,tile_n=64,tile_h=1,tile_w=1"; do
+            set -- $which
+            tries=()
+            for st in 2 3 4 5 6; do tries+=(--try "$g,$2,num_stages=$st"); done
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape "$1" "${tries[@]}" 2>&1 \
+                | grep -v Warning
+        done | tee "$OUT/gmma-stages.log" ;;
     s55c)  # session 55: the L2 state before a timed run (bench: dirty after its memset; ncu: clean) on ResNeXt's
         # layers and two dense ones, then the strided 16-channel TMA form's per-instruction stalls (a saved ncu
         # report's source page) -> flush.log, gmma-s2-sass.csv
