@@ -81,6 +81,25 @@ def test_transpose_tile_for_small_planes():
     assert z.is_contiguous() and torch.equal(z, x)
 
 
+def test_transpose_tile_for_filter_planes():
+    """Planes of at most 32 pixels (3x3 and 5x5 filters packed to KRSC) take a tile of the
+    plane's size rounded up to a power of two, at least 16, and 4096 elements, so a 9-tap plane
+    fills 9 of 16 lanes instead of 9 of 64; the weight packed through it is PyTorch's KRSC."""
+    from convgemm.conv.layout import _transpose_spec, pack_weight
+
+    def tile(c, hw):
+        grid, k, warps = _transpose_spec(512, c, hw, True)
+        return k["BLOCK_C"], k["BLOCK_HW"], warps, grid
+
+    assert tile(512, 9) == (256, 16, 4, (1, 2, 512))
+    assert tile(128, 25) == (128, 32, 4, (1, 1, 512))
+    assert tile(3, 9)[:2] == (16, 16)  # a first layer's 3 channels: the smallest channel tile
+    assert tile(512, 49)[:3] == (64, 64, 4)  # 7x7 planes keep the 64 x 64 tile
+    w = torch.randn(40, 300, 3, 3, device=DEVICE).to(torch.float16)
+    got = pack_weight(w, 300)
+    assert torch.equal(got, w.permute(0, 2, 3, 1).reshape(40, 9, 300))
+
+
 def test_to_format():
     x = torch.randn(2, 5, 4, 3, device=DEVICE)
     assert to_format(x, torch.contiguous_format) is x

@@ -947,6 +947,16 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s55e)  # session 55's last call: the all suite from empty caches (grouped_mma's TMA form from 8 channels a group,
+        # 3 and 4 stages), the filter transpose's new tile against the old (--weights), grouped_mma's GPU tests,
+        # then ResNet-50 with NCHW input and weights (its 3x3 rows pack the weight every call)
+        bash "$0" s38c
+        timeout 90 python3 tools/transpose_probe.py --weights --tiles 64x64/4,256x16/4,128x16/4,512x16/8,128x32/4 \
+            2>&1 | grep -v Warning | tee "$OUT/transpose-weights.log" | tail -4
+        timeout "${GMMA_TESTS_TIMEOUT:-90}" python3 -m pytest -q -n 12 tests/test_grouped_mma.py tests/test_layout.py \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 \
+            | tee "$OUT/tests.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50-nchw "${NCHW_TIMEOUT:-150}" --suite resnet50 --layout nchw ;;
     s55d)  # session 55: deeper TMA pipelines for grouped_mma's TMA form (ncu, s55c: 64% of its stall samples wait on a
         # TMA barrier, DRAM at 61%; only 3 stages offered) on the strided and 16-channel layers -> gmma-stages.log
         g="grouped_mma:block_k=16,num_warps=4"

@@ -48,6 +48,21 @@ def activations(limit: int | None) -> list[tuple[str, tuple[int, int, int, int]]
     return out[:limit] if limit else out
 
 
+def weights() -> list[tuple[str, tuple[int, int, int, int]]]:
+    """(name, (K, C/g, R, S)) of the ``all`` suite's distinct filters of more than one tap and
+    channel a group: the NCHW-contiguous weights that ``layout.pack_weight`` transposes to KRSC
+    on every call (nn.Conv2d's default layout; ``convgemm bench --layout nchw``'s weights)."""
+    from convgemm.bench.suites import suite
+
+    seen, out = set(), []
+    for shp in suite("all"):
+        dims = (shp.k, shp.c // shp.groups, shp.r, shp.s)
+        if dims[1] > 1 and shp.r * shp.s > 1 and dims not in seen:
+            seen.add(dims)
+            out.append((f"{shp.name} w", dims))
+    return out
+
+
 def one(name, dims, dtype, to_nhwc: bool, tiles, us) -> tuple[float, float, list[float]]:
     """(copy us, library transpose us, [us per tile]) for one activation and direction, each
     transpose checked against PyTorch's."""
@@ -143,6 +158,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N activations")
     ap.add_argument("--layers", action="store_true", help="split the NCHW rows under 1.0x into their parts")
     ap.add_argument("--max-hw", type=int, default=None, help="only activations of at most this many pixels an image")
+    ap.add_argument("--weights", action="store_true",
+                    help="the suite's filters (NCHW -> KRSC) instead of its activations")  # fmt: skip
     args = ap.parse_args()
 
     from convgemm._runtime import gpu_times, l2_flush
@@ -166,10 +183,10 @@ def main() -> int:
     header = f"{'activation':52s} {'N,C,HxW':>18s} {'dir':>4s} {'MB':>6s} {'copy':>7s} {'lib':>7s}"
     print(header + "".join(f" {f'{bc}x{bhw}/{w}':>10s}" for bc, bhw, w in tiles) + "  best/copy  lib/copy")
     ratios_lib, ratios_best = [], []
-    for name, dims in activations(args.limit):
+    for name, dims in weights() if args.weights else activations(args.limit):
         if args.max_hw and dims[2] * dims[3] > args.max_hw:
             continue
-        for to_nhwc in (True, False):
+        for to_nhwc in (True,) if args.weights else (True, False):
             t_copy, t_lib, row = one(name, dims, dtype, to_nhwc, tiles, us)
             best = min(row)
             ratios_lib.append(t_lib / t_copy)

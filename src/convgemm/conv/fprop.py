@@ -1454,12 +1454,15 @@ class GroupedMma(Algorithm):
     def _tma_configs(self, prob: ConvProblem, kc: int, tiles: list[tuple[int, int, int]]) -> list[Config]:
         """The TMA form's configs: each pointer tile shape whose box rows are 16-byte multiples,
         on its best-covering spatial block (the second best lost on every tile shape of session
-        54's three layers, by 1-4%), three stages."""
+        54's three layers, by 1-4%), at three and four stages: the form waits on its TMA barriers
+        (64% of its stall samples on 512 @28 s2, session 55's ncu) and session 55's H100 probe
+        (2-6 stages, five ResNeXt layers) had four stages from 6% faster to 4% slower than three,
+        two stages 7-14% slower on every layer, five or six up to 26% slower on three of them."""
         out = []
         for bm, gb, warps in tiles:
             if self.tma_reason(prob, gb) is None:
                 for _, tn, th, tw in spatial_tiles(prob, bm)[:1]:
-                    out.append(Config(bm, gb, kc, warps, 3, tile_n=tn, tile_h=th, tile_w=tw))
+                    out += [Config(bm, gb, kc, warps, st, tile_n=tn, tile_h=th, tile_w=tw) for st in (3, 4)]
         return out
 
     def _fits(self, prob: ConvProblem, bm: int, gb: int, warps: int) -> bool:

@@ -69,11 +69,19 @@ def _transpose_spec(n: int, c: int, hw: int, to_nhwc: bool) -> tuple[tuple[int, 
     session 52 (``tools/transpose_probe.py --max-hw 784``, GPU time, against a copy of the same
     bytes): on the six such activations timed, 64 x 64 took 1.13-1.51x the copy's time (33.6 us
     against 22.3 on 64 x 1024 x 14 x 14) and 64 x 256 on 8 warps 1.06-1.13x (25.3); the other
-    direction, 7x7 planes and 28x28 planes were as fast or faster on 64 x 64."""
+    direction, 7x7 planes and 28x28 planes were as fast or faster on 64 x 64.
+
+    Planes of at most 32 pixels (NCHW weights of 3x3 and 5x5 filters, packed to KRSC on every
+    call by ``pack_weight``) take a tile of the plane's size rounded up, at least 16, and 4096
+    elements: on 9-tap planes a 64-pixel tile left 55 of its 64 lanes idle (session 54: 9 us for
+    a [512, 512, 3, 3] bf16 weight on the H100, about 1 TB/s)."""
     block_c = min(64, triton.next_power_of_2(c))
     block_hw, warps = max(64, 4096 // block_c), 4
     if not to_nhwc and 128 < hw <= 256 and c >= 256:
         block_hw, warps = 256, 8
+    elif hw <= 32:
+        block_hw = max(16, triton.next_power_of_2(hw))
+        block_c = min(4096 // block_hw, max(16, triton.next_power_of_2(c)))
     grid = (cdiv(hw, block_hw), cdiv(c, block_c), n)
     consts = dict(TO_NHWC=to_nhwc, BLOCK_C=block_c, BLOCK_HW=block_hw, INT64=c * hw + block_c * block_hw >= 2**31)
     return grid, consts, warps
