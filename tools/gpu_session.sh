@@ -947,6 +947,17 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s55f)  # session 55: where stream-K's extra SM cycles go (session 54: about 3x the cycles a K step of the unsplit
+        # 64 x 256 tile on l4 3x3 @7): both under ncu with source counters, the source page exported -> streamk-sass.csv
+        t="implicit_gemm_ws:block_m=64,block_n=256,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
+        ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 "$ncu_bin" --clock-control none --profile-from-start off \
+            --section SpeedOfLight --section SourceCounters --section WarpStateStats -o "$OUT/streamk" \
+            python3 tools/ncu_probe.py --shape 64,512,7,7,512,3,3,1,1,1,1,nobias --try "$t,persistent=1" \
+            --try "$t,persistent=1,stream_k=1" > "$OUT/ncu-streamk.log" 2>&1
+        echo "ncu: rc=$?"; grep -E "^  [a-z_0-9]+.*\(|Duration" "$OUT/ncu-streamk.log" | head -12
+        "$ncu_bin" --import "$OUT/streamk.ncu-rep" --page source --print-source sass --csv > "$OUT/streamk-sass.csv" 2>&1
+        echo "source page: rc=$? $(wc -l < "$OUT/streamk-sass.csv") lines" ;;
     s55e)  # session 55's last call: the all suite from empty caches (grouped_mma's TMA form from 8 channels a group,
         # 3 and 4 stages), the filter transpose's new tile against the old (--weights), grouped_mma's GPU tests,
         # then ResNet-50 with NCHW input and weights (its 3x3 rows pack the weight every call)
