@@ -954,7 +954,7 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 "$ncu_bin" --clock-control none --profile-from-start off \
             --section SpeedOfLight --section SourceCounters --section WarpStateStats -o "$OUT/streamk" \
             python3 tools/ncu_probe.py --shape 64,512,7,7,512,3,3,1,1,1,1,nobias --try "$t,persistent=1" \
-            --try "$t,persistent=1,stream_k=1" > "$OUT/ncu-streamk.log" 2>&1
+            --try "$t,persistent=1,stream_k=1" --try "$t,persistent=1,split_k=2" > "$OUT/ncu-streamk.log" 2>&1
         echo "ncu: rc=$?"; grep -E "^  [a-z_0-9]+.*\(|Duration" "$OUT/ncu-streamk.log" | head -12
         "$ncu_bin" --import "$OUT/streamk.ncu-rep" --page source --print-source sass --csv > "$OUT/streamk-sass.csv" 2>&1
         echo "source page: rc=$? $(wc -l < "$OUT/streamk-sass.csv") lines" ;;
