@@ -949,7 +949,9 @@ PY
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
     s55f)  # session 55: where stream-K's extra SM cycles go (session 54: about 3x the cycles a K step of the unsplit
         # 64 x 256 tile on l4 3x3 @7): both under ncu with source counters, the source page exported -> streamk-sass.csv
+        # (one consumer, no stacking, the staged epilogue: what stream-K takes; the layer's default is three)
         t="implicit_gemm_ws:block_m=64,block_n=256,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
+        t="$t,parts=1,stack=0,direct=0"
         ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 "$ncu_bin" --clock-control none --profile-from-start off \
             --section SpeedOfLight --section SourceCounters --section WarpStateStats -o "$OUT/streamk" \
