@@ -948,15 +948,16 @@ PY
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
     s55f)  # session 55: where stream-K's extra SM cycles go (session 54: about 3x the cycles a K step of the unsplit
-        # 64 x 256 tile on l4 3x3 @7): both under ncu with source counters, the source page exported -> streamk-sass.csv
+        # 64 x 256 tile on l4 3x3 @7): it (STREAM_TRY=1), the unsplit tile and split-K 2 under ncu with source counters,
+        # the source page exported -> streamk-sass.csv
         # (one consumer, no stacking, the staged epilogue: what stream-K takes; the layer's default is three)
         t="implicit_gemm_ws:block_m=64,block_n=256,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
-        t="$t,parts=1,stack=0,direct=0"
+        t="$t,parts=1,stack=0,direct=0,split_k=1"
         ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 "$ncu_bin" --clock-control none --profile-from-start off \
             --section SpeedOfLight --section SourceCounters --section WarpStateStats -o "$OUT/streamk" \
             python3 tools/ncu_probe.py --shape 64,512,7,7,512,3,3,1,1,1,1,nobias --try "$t,persistent=1" \
-            --try "$t,persistent=1,stream_k=1" --try "$t,persistent=1,split_k=2" > "$OUT/ncu-streamk.log" 2>&1
+            --try "$t,persistent=1,split_k=2" ${STREAM_TRY:+--try "$t,persistent=1,stream_k=1"} > "$OUT/ncu-streamk.log" 2>&1
         echo "ncu: rc=$?"; grep -E "^  [a-z_0-9]+.*\(|Duration" "$OUT/ncu-streamk.log" | head -12
         "$ncu_bin" --import "$OUT/streamk.ncu-rep" --page source --print-source sass --csv > "$OUT/streamk-sass.csv" 2>&1
         echo "source page: rc=$? $(wc -l < "$OUT/streamk-sass.csv") lines" ;;
