@@ -947,6 +947,10 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s55g)  # session 55: the fp16 all suite from empty caches (last run: H200, session 29) -> fp16-all.json, fp16-tune.jsonl
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/fp16-tune.jsonl timeout "${FP16_TIMEOUT:-330}" \
+            python3 -m convgemm bench --dtype fp16 --check --suite all --json "$OUT/fp16-all.json" > "$OUT/fp16-all.log" 2>&1
+        echo "fp16 all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/fp16-all.log" | tail -3 ;;
     s55f)  # session 55: where stream-K's extra SM cycles go (session 54: about 3x the cycles a K step of the unsplit
         # 64 x 256 tile on l4 3x3 @7): it (STREAM_TRY=1), the unsplit tile and split-K 2 under ncu with source counters,
         # the source page exported -> streamk-sass.csv
