@@ -947,6 +947,17 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s56a)  # for session 56: deeper pipelines on ResNet-50's l4 3x3 (first) (0.81x; 39.7 us on the 64 x 256 tile at 4
+        # stages against 31.3 for the stride-1 l4 3x3 of the same FLOPs and tiles: the strided layer reads 4x the input
+        # bytes, from DRAM after the flush) -- 5 stages with the direct epilogue (205 KB of shared memory, no staging
+        # tile), 8 stages of block_k 32 (164 KB) -- and the same on l4 3x3 @7 -> deep-stages.log
+        t="implicit_gemm_ws:block_m=64,block_n=256,num_warps=4,tile_n=64,tile_h=1,tile_w=1,persistent=1,parts=1,stack=0,split_k=1"
+        for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape \
+                --try "$t,block_k=64,num_stages=4,direct=0" --try "$t,block_k=64,num_stages=4,direct=1" \
+                --try "$t,block_k=64,num_stages=5,direct=1" --try "$t,block_k=32,num_stages=8,direct=1" \
+                --try "$t,block_k=32,num_stages=6,direct=0" 2>&1 | grep -v Warning
+        done | tee "$OUT/deep-stages.log" ;;
     s55g)  # session 55: the fp16 all suite from empty caches (last run: H200, session 29) -> fp16-all.json, fp16-tune.jsonl
         CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/fp16-tune.jsonl timeout "${FP16_TIMEOUT:-330}" \
             python3 -m convgemm bench --dtype fp16 --check --suite all --json "$OUT/fp16-all.json" > "$OUT/fp16-all.log" 2>&1
