@@ -68,7 +68,7 @@ _HEURISTIC_ORDER = (
     "depthwise_rows",
     "grouped",
     "grouped_direct",  # tuned only (heuristic_ok is False)
-    "grouped_mma",  # tuned only (heuristic_ok is False; its configs from 16 channels a group)
+    "grouped_mma",  # tuned only (heuristic_ok is False; its configs from 8 channels a group)
     "width_unfold",
     "small_k",
     "implicit_gemm",
