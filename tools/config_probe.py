@@ -7,7 +7,10 @@ choice (GPU; bf16, channels_last or ``--layout nchw``), each output checked agai
         --try "implicit_gemm_tma:block_m=256,block_n=128,num_warps=8,num_stages=3,tile_n=8,tile_h=4,tile_w=4"
 
 Each ``--try`` is ``ALGORITHM:FIELD=VALUE,...``: the fields override the algorithm's default
-config for the layer (``Config``'s field names, integers). Times are medians of GPU time with the
+config for the layer (``Config``'s field names, integers), so a field left out takes the GPU
+default's value, which may be a K split or several consumers (``implicit_gemm_ws`` on ResNet-50's
+l4 3x3 @7 defaults to split 2 and three consumers; stream-K refuses both): name every field the
+form depends on. Times are medians of GPU time with the
 L2 cache flushed before each run and the host's launch path off the clock, as ``convgemm bench``
 and the tuner time layers (``_runtime.gpu_times``). For trying a tile the tuner does not offer
 before adding it to the candidates (session 26: a 256-channel M tile for ResNet-50's l3 1x1

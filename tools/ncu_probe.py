@@ -118,7 +118,8 @@ def main() -> int:
                     help="N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias]: profile this layer instead of the "
                          "built-in workloads (repeatable)")  # fmt: skip
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="ALGORITHM:FIELD=VALUE,...",
-                    help="with --shape: also this forced form (tools/config_probe.py's syntax)")  # fmt: skip
+                    help="with --shape: also this forced form (tools/config_probe.py's syntax; unnamed fields take "
+                         "the layer's GPU default config)")  # fmt: skip
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True  # cuDNN's best algorithm, as the bench times it
     all_work = shape_workloads(args.shape, args.tries) if args.shape else workloads()
