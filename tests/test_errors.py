@@ -56,6 +56,7 @@ def test_the_guard_catches_kernel_launches():
                 "width_unfold",
                 "narrow_fold",
                 "implicit_gemm_tma_nchw",
+                "gemm_1x1_nchw",
                 "head_1x1_nchw",
                 "depthwise_nchw",
                 "implicit_gemm_ws",
@@ -69,6 +70,9 @@ def test_the_guard_catches_kernel_launches():
         # and the NCHW head an NCHW 1x1 head of any dtype
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 16, 4, 16), t(2, 16, 1, 1), algorithm="head_1x1_nchw")
+        # and the NCHW planes GEMM any NCHW 1x1 layer with dense planes
+        with pytest.raises(AssertionError, match="kernel reached"):
+            convgemm.conv2d(t(1, 16, 7, 7), t(8, 16, 1, 1), algorithm="gemm_1x1_nchw")
         # width_unfold's unfold kernel is the first it reaches
         with pytest.raises(AssertionError, match="kernel reached"):
             convgemm.conv2d(t(1, 3, 8, 8, dtype=torch.float16), t(8, 3, 3, 3, dtype=torch.float16), stride=2,

@@ -320,3 +320,102 @@ def test_gpu_depthwise_planes_every_config(dtype, monkeypatch):
             x, _, _ = _inputs(4, c, hw, hw, 1, 1, 1, dtype)
             assert_close(convgemm.conv2d(x, wt, b, **kw), conv2d_ref(x, wt, b, **kw), dtype, "warm")
         monkeypatch.setenv("CONVGEMM_AUTOTUNE", "0")
+
+
+# ---------------------------------------------------------------- gemm_1x1_nchw
+G1 = "gemm_1x1_nchw"
+# (N, C, H, W, K, bias, dtype): planes the TMA boxes cannot take (7x7, 14x14: rows and planes
+# not 16-byte multiples), planes whose pixel tiles cross images, C not a multiple of the K tile,
+# K not of the M tile, fp32 and bf16 (upcast under the interpreter)
+G1_CASES = [
+    (2, 16, 7, 7, 24, True, torch.float16),
+    (1, 40, 14, 14, 20, False, torch.float16),
+    (3, 20, 5, 5, 8, True, torch.float32),
+    (2, 32, 4, 6, 36, True, torch.bfloat16),
+    (2, 24, 3, 8, 16, False, torch.float32),
+]
+
+
+@pytest.mark.parametrize("case", G1_CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"-{str(c[6])[6:]}")
+def test_gemm_1x1_nchw_matches_reference(case):
+    n, c, h, w, k, bias, dtype = case
+    x, wt, b = _inputs(n, c, h, w, k, 1, 1, dtype, bias)
+    plan = convgemm.explain(x, wt, b, algorithm=G1)
+    assert plan["algorithm"] == G1 and plan["problem"].input_nchw
+    y = convgemm.conv2d(x, wt, b, algorithm=G1)
+    assert y.is_contiguous(), "an NCHW input gives an NCHW output, written in place"
+    assert_close(y, conv2d_ref(x, wt, b), dtype, f"{G1} {case}")
+    y = convgemm.conv2d(x, wt, b, algorithm=G1, activation="relu")
+    assert_close(y, torch.relu(conv2d_ref(x, wt, b)), dtype, f"{G1} {case} relu")
+
+
+def test_gemm_1x1_nchw_reads_slices_in_place():
+    """A channel slice and a batch slice keep dense planes: read as they are, with their own
+    strides (a slice starting one 14x14 fp16 plane in is 8-byte aligned: runs of 4 pixels)."""
+    x, wt, b = _inputs(3, 33, 14, 14, 24, 1, 1, torch.float16)
+    xs = x[1:, 1:]
+    wt = wt[:, :32].contiguous()
+    assert G1 in convgemm.explain(xs, wt, b, algorithm=G1)["algorithm"]
+    y = convgemm.conv2d(xs, wt, b, algorithm=G1)
+    assert_close(y, conv2d_ref(xs, wt, b), torch.float16, "slice")
+    algo = ALGORITHMS[G1]
+    assert algo.vec(xs, y) == 4 and algo.vec(x, torch.empty(3, 24, 14, 14, dtype=torch.float16)) == 4
+    assert algo.vec(x[:, :, :, :].float(), torch.empty(3, 24, 14, 14)) == 4  # 16 bytes at most
+    x7 = torch.randn(2, 8, 7, 7, dtype=torch.float16)
+    assert algo.vec(x7, torch.empty(2, 8, 7, 7, dtype=torch.float16)) == 1  # 49-pixel planes
+    x28 = torch.randn(2, 8, 28, 28, dtype=torch.float16)
+    assert algo.vec(x28, torch.empty(2, 8, 28, 28, dtype=torch.float16)) == 8
+
+
+G1_REFUSED = [
+    ("3x3 filter", dict(), (1, 16, 8, 8, 16, 3), "1x1 filters"),
+    ("stride 2", dict(stride=2), (1, 16, 8, 8, 16, 1), "1x1 filters at stride 1"),
+    ("groups", dict(groups=2), (1, 16, 8, 8, 16, 1), "groups = 2"),
+    ("channels_last input", dict(cl=True), (1, 16, 8, 8, 16, 1), "NCHW input kept as it is"),
+    ("rows not back to back", dict(crop=True), (1, 16, 8, 8, 16, 1), "dense planes"),
+]
+
+
+@pytest.mark.parametrize("what,kw,shape,reason", G1_REFUSED, ids=[t[0] for t in G1_REFUSED])
+def test_gemm_1x1_nchw_refuses(what, kw, shape, reason):
+    n, c, h, w, k, r = shape
+    groups = kw.get("groups", 1)
+    x = torch.randn(n, c, h, w, device=DEVICE).to(torch.float16)
+    if kw.get("cl"):
+        x = x.contiguous(memory_format=torch.channels_last)
+    if kw.get("crop"):
+        x = x[:, :, :, : w - 2]
+    wt = torch.randn(k, c // groups, r, r, device=DEVICE).to(torch.float16)
+    with pytest.raises(ValueError, match=reason):
+        convgemm.conv2d(x, wt, None, stride=kw.get("stride", 1), groups=groups, algorithm=G1)
+
+
+def test_gemm_1x1_nchw_is_not_chosen_before_it_is_timed():
+    """Until a GPU has timed it (``Gemm1x1Nchw.CANDIDATES``), auto neither keeps an NCHW input
+    for it nor offers it to the tuner: a 14x14 layer still goes through the transposes."""
+    algo = ALGORITHMS[G1]
+    assert not algo.CANDIDATES and algo.configs(convgemm.explain(*_inputs(1, 16, 8, 16, 32, 1, 1, torch.float16),
+                                                                 algorithm=G1)["problem"]) == []  # fmt: skip
+    x, wt, b = _inputs(2, 32, 14, 14, 32, 1, 1, torch.float16)
+    plan = convgemm.explain(x, wt, b)
+    assert plan["algorithm"] != G1 and not plan["problem"].input_nchw
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_gpu_gemm_1x1_nchw_every_config(dtype, monkeypatch):
+    """ResNet-50's 14x14 and 7x7 1x1 layers (batch 4): every config it would offer the tuner,
+    then warm calls of the forced plan on fresh tensors."""
+    algo = ALGORITHMS[G1]
+    monkeypatch.setattr(type(algo), "CANDIDATES", True)
+    for c, hw, k in ((1024, 14, 256), (256, 14, 1024), (2048, 7, 512), (96, 28, 40)):
+        x, wt, b = _inputs(4, c, hw, hw, k, 1, 1, dtype)
+        ref = conv2d_ref(x, wt, b)
+        prob = convgemm.explain(x, wt, b, algorithm=G1)["problem"]
+        for cfg in algo.configs(prob):
+            y = torch.full(ref.shape, float("nan"), dtype=dtype, device=DEVICE)
+            algo.run(prob, x, wt, b, y, cfg)
+            assert_close(y, ref, dtype, f"{c}@{hw} {cfg.describe()}")
+        for _ in range(2):
+            x, _, _ = _inputs(4, c, hw, hw, k, 1, 1, dtype)
+            assert_close(convgemm.conv2d(x, wt, b, algorithm=G1), conv2d_ref(x, wt, b), dtype, "warm")

@@ -947,6 +947,23 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s56b)  # for session 56: gemm_1x1_nchw (session 55, interpreter and sm_90 compiles only: 1x1 GEMMs over NCHW planes
+        # by pointers, for the 14x14 and 7x7 planes TMA cannot box): its GPU tests, then its configs forced on ResNet-50's
+        # 14x14 and 7x7 1x1 layers with NCHW input against cuDNN given NCHW and the tuned path (two transposes around
+        # an NHWC kernel) -> g1n-tests.log, g1n-probe.log
+        timeout 150 python3 -m pytest -q -n 12 tests/test_nchw.py -k "gemm_1x1" -p no:cacheprovider --tb=short -W ignore \
+            2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/g1n-tests.log"
+        g="gemm_1x1_nchw:block_k=64"
+        for shape in 64,1024,14,14,256,1,1,1,0,1,1,nobias 64,256,14,14,1024,1,1,1,0,1,1,nobias \
+                64,1024,14,14,512,1,1,1,0,1,1,nobias 64,2048,7,7,512,1,1,1,0,1,1,nobias 64,512,7,7,2048,1,1,1,0,1,1,nobias; do
+            tries=()
+            for t in "block_m=128,block_n=128,num_warps=8" "block_m=128,block_n=64,num_warps=4" \
+                    "block_m=64,block_n=128,num_warps=4"; do
+                for st in 3 4; do tries+=(--try "$g,$t,num_stages=$st"); done
+            done
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --layout nchw --shape $shape \
+                "${tries[@]}" 2>&1 | grep -v Warning
+        done | tee "$OUT/g1n-probe.log" ;;
     s56a)  # for session 56: deeper pipelines on ResNet-50's l4 3x3 (first) (0.81x; 39.7 us on the 64 x 256 tile at 4
         # stages against 31.3 for the stride-1 l4 3x3 of the same FLOPs and tiles: the strided layer reads 4x the input
         # bytes, from DRAM after the flush) -- 5 stages with the direct epilogue (205 KB of shared memory, no staging

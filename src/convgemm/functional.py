@@ -17,6 +17,7 @@ from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, ou
 from .tune import choose
 
 NCHW_TMA = ALGORITHMS["implicit_gemm_tma_nchw"]
+GEMM_NCHW = ALGORITHMS["gemm_1x1_nchw"]
 #: the algorithms that take an NCHW input as it is (``Algorithm.reads_nchw``)
 _NCHW_ALGOS = tuple(a for a in ALGORITHMS.values() if a.reads_nchw)
 _NCHW_NAMES = ("auto", *(a.name for a in _NCHW_ALGOS))
@@ -544,9 +545,19 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
         return prob, None, y
     # depthwise_nchw reads any NCHW strides; the others need the TMA view (``_nchw_view_ok``)
     depthwise = prob.groups > 1 and prob.cg == 1 and input.stride(3) == 1 and input.stride(1) != 1
-    if nchw and algorithm in _NCHW_NAMES and (depthwise or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob)):
+    # gemm_1x1_nchw reads dense planes by pointers, whatever their alignment
+    planes = _nchw_planes_dense(input)
+    if (
+        nchw
+        and algorithm in _NCHW_NAMES
+        and (
+            depthwise
+            or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob)
+            or (algorithm == GEMM_NCHW.name and planes)
+        )
+    ):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
-        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True)
+        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True, input_dense=planes)
         # auto keeps it only where the result is NCHW too: a channels_last weight asks for a
         # channels_last result, which the NHWC kernels write without a transpose after
         if algorithm != "auto" or (
@@ -560,6 +571,19 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
                    input_phases_ok=_phases_view_ok(x, prob.stride),
                    input_tma_rows_ok=tma_aligned(x, 16 // x.element_size()))  # fmt: skip
     return prob, x, y
+
+
+def _nchw_planes_dense(x: torch.Tensor) -> bool:
+    """Whether ``x`` is NCHW (C > 1, channels not contiguous) with dense planes: each plane's
+    H*W pixels back to back (``gemm_1x1_nchw`` reads pixel i of a plane at offset i), any batch
+    and channel strides but broadcast ones."""
+    return (
+        x.shape[1] > 1
+        and x.stride(1) != 1
+        and x.stride(3) == 1
+        and (x.stride(2) == x.shape[3] or x.shape[2] == 1)
+        and not broadcasts(x, (0, 1))
+    )
 
 
 def _nchw_view_ok(x: torch.Tensor, planes: bool = False) -> bool:

@@ -2616,6 +2616,89 @@ class ImplicitGemmTmaNchw(Algorithm):
             launch.extra = (cp, wp.data_ptr() == w.data_ptr())
 
 
+class Gemm1x1Nchw(Algorithm):
+    """A 1x1, stride-1, unpadded convolution on an NCHW input as it is, as a GEMM over its dense
+    planes by pointers (``conv.loaders.nchw_plane_*``): M = output channels (the weight ``[K, C]``
+    with its own strides), N = the N*H*W pixels image by image, the output stored NCHW. For the
+    planes ``implicit_gemm_tma_nchw`` cannot box: a row of a 14 x 14 bf16 plane is 392 bytes, not a
+    16-byte multiple, so ResNet-50's 14x14 and 7x7 1x1 layers on NCHW input went through two
+    transposes (H100, session 52: l3 1x1 reduce 1024->256 @14 47.2 us against cuDNN's 40.2, of which
+    the input's transpose 24.8 and the output's 10.5).
+
+    Groups 1; any dtype; any channel and batch strides with dense planes (each plane's pixels back
+    to back). Loads and stores move ``vec`` pixels at a time where the plane size, strides and
+    addresses allow it. Not yet timed on a GPU, so ``conv2d(algorithm='auto')`` neither keeps an
+    NCHW input for it nor tunes it (``CANDIDATES``); ``algorithm='gemm_1x1_nchw'`` runs it on an
+    NCHW input with dense planes."""
+
+    name = "gemm_1x1_nchw"
+    fuses_activation = True
+    writes_nchw = True
+    reads_nchw = True
+    #: whether the tuner times it (and ``auto`` keeps NCHW inputs for it): off until a GPU has
+    CANDIDATES = False
+
+    @staticmethod
+    def vec(x: torch.Tensor, y: torch.Tensor) -> int:
+        """The most pixels (8, 4, 2 or 1, at most 16 bytes: the widest vector access, and the
+        plan key holds addresses modulo 16) that every run of x's and y's planes holds aligned:
+        they must divide H*W, the batch and channel strides, and both base addresses."""
+        hw = x.shape[2] * x.shape[3]
+        for v in (8, 4, 2):
+            if v * x.element_size() > 16:
+                continue
+            if all(n % v == 0 for n in (hw, x.stride(0), x.stride(1), y.stride(0), y.stride(1))) and all(
+                t.data_ptr() % (v * t.element_size()) == 0 for t in (x, y)
+            ):
+                return v
+        return 1
+
+    def supports(self, prob: ConvProblem) -> str | None:
+        if not (prob.input_nchw and prob.input_dense):
+            return ("needs an NCHW input kept as it is with dense planes (each plane's pixels back to back): pass "
+                    "the NCHW tensor itself; channels_last input runs on gemm_1x1")  # fmt: skip
+        if not prob.is_1x1 or prob.stride != (1, 1):
+            return (f"a {prob.r}x{prob.s} filter, stride {prob.stride}, padding {prob.pad_h}x{prob.pad_w}: output "
+                    "pixel i reads input pixel i only for 1x1 filters at stride 1 without padding")  # fmt: skip
+        if prob.groups != 1:
+            return f"groups = {prob.groups}: one dense weight [K, C] only; grouped layers run on grouped algorithms"
+        return None
+
+    def heuristic_ok(self, prob: ConvProblem) -> bool:
+        return False
+
+    def keeps_nchw(self, prob: ConvProblem) -> bool:
+        return self.CANDIDATES
+
+    def configs(self, prob: ConvProblem) -> list[Config]:
+        if not self.CANDIDATES:
+            return []
+        if interpreting():
+            return [self.default_config(prob)]
+        bk = 32 if prob.dtype == torch.float32 else 64
+        # output channels on M (64 a warpgroup), pixels on N
+        return [Config(bm, bn, bk, warps, st) for bm, bn, warps in ((128, 128, 8), (128, 64, 4), (64, 128, 4))
+                for st in (3, 4)]  # fmt: skip
+
+    def default_config(self, prob: ConvProblem) -> Config:
+        if interpreting():
+            return Config(16, 32, 16, 4, 1)
+        return Config(128, 64, 32 if prob.dtype == torch.float32 else 64, 4, 3)
+
+    def run(self, prob, x, w, bias, y, cfg, launch=None):
+        """``x``: the NCHW input (dense planes); ``y``: an NCHW output (dense planes)."""
+        hw, m = prob.h * prob.w, prob.n * prob.h * prob.w
+        v = self.vec(x, y)
+        init, load, store = cl.NCHW_PLANE_FNS[v]
+        a = (None, (w, w.stride(0), 0, w.stride(1), prob.k, prob.c))
+        b = (x, (hw, m, x.stride(0), x.stride(1), prob.c))
+        c = (y, (hw, m, y.stride(0), y.stride(1), prob.k))
+        num_m, num_n = cdiv(prob.k, cfg.block_m), cdiv(m, cfg.block_n)
+        fns = (mm.ptr_init, mm.ptr_a_load, init, load, store)
+        _launch(launch, (num_m * num_n, 1, 1), a, b, c, bias, y, prob.k, num_m, num_n, cdiv(prob.c, cfg.block_k),
+                cfg, fns, True, prob, act=prob.activation)  # fmt: skip
+
+
 class ImplicitGemmWs(Algorithm):
     """``conv3d_ws`` (Hopper's warp-specialized Gluon kernel, ``conv/ws3d.py``) on a 2-D layer:
     the NHWC batch is the 3-D kernel's depth axis (a 1 x R x S filter never crosses images), so a
@@ -2877,6 +2960,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         WidthUnfold(),
         ImplicitGemm(),
         ImplicitGemmTmaNchw(),
+        Gemm1x1Nchw(),
         HeadPlanes(),
         DepthwiseNchw(),
         _NARROW,

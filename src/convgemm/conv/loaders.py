@@ -471,6 +471,126 @@ def tma_nchw_store(y_desc, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BL
     y_desc.store([n, pid_m * BLOCK_M, oh0, ow0], acc.to(y_desc.dtype).reshape(1, BLOCK_M, TILE_H, TILE_W))
 
 
+# ================================================================ NCHW planes by pointers
+# The transposed view over an NCHW tensor whose planes cannot be TMA boxes (a 14 x 14 bf16 plane
+# is 392 bytes, not a 16-byte multiple): a 1x1, stride-1 layer's output pixel p (of N*H*W, image
+# by image) reads input pixel p, at (p // HW) * s_n + p % HW (planes dense), and channel c adds
+# c * s_c. M = output channels (the weight, ``matmul.loaders.ptr_*``), N = pixels. ``VEC`` (a
+# literal in each entry point below) promises that HW, the batch and channel strides and the
+# base address are multiples of VEC elements: runs of VEC pixels then never cross an image and
+# are aligned, and Triton may move each run as one vector (cp.async takes 4 bytes or more, so
+# 16-bit planes need VEC >= 2 to be pipelined).
+@triton.jit
+def _plane_offsets(pid_n, HW, NHW, s_n, BLOCK_N: tl.constexpr, VEC: tl.constexpr):
+    """This tile's pixel offsets into an NCHW tensor and their mask."""
+    pix = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    img = pix // HW
+    off = img.to(tl.int64) * s_n + (pix - img * HW)
+    if VEC > 1:
+        off = tl.max_contiguous(tl.multiple_of(off, VEC), VEC)
+    return off, pix < NHW
+
+
+@triton.jit
+def _plane_init(x, args, pid_n, BLOCK_N: tl.constexpr, VEC: tl.constexpr):
+    HW, NHW, s_n, s_c, C = args
+    off, ok = _plane_offsets(pid_n, HW, NHW, s_n, BLOCK_N, VEC)
+    return x, off, ok, s_c, C
+
+
+@triton.jit
+def _plane_load(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, VEC: tl.constexpr):
+    x, off, ok, s_c, C = state
+    c = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+    offs = (c.to(tl.int64) * s_c)[:, None] + off[None, :]
+    if VEC > 1:
+        offs = tl.max_contiguous(tl.multiple_of(offs, [1, VEC]), [1, VEC])
+    return tl.load(x + offs, mask=(c < C)[:, None] & ok[None, :], other=0.0)
+
+
+@triton.jit
+def _plane_store(y, args, acc, pid_m, pid_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, VEC: tl.constexpr):
+    HW, NHW, s_n, s_k, K = args
+    off, ok = _plane_offsets(pid_n, HW, NHW, s_n, BLOCK_N, VEC)
+    k = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs = (k.to(tl.int64) * s_k)[:, None] + off[None, :]
+    if VEC > 1:
+        offs = tl.max_contiguous(tl.multiple_of(offs, [1, VEC]), [1, VEC])
+    tl.store(y + offs, acc.to(y.dtype.element_ty), mask=(k < K)[:, None] & ok[None, :])
+
+
+# B for BLOCK_N consecutive pixels of N*H*W from the NCHW input (a pointer in the descriptor's
+# slot), ``args = (HW, N*HW, s_n, s_c, C)``; the store writes the [channels, pixels] tile to NCHW
+# y, ``args = (HW, N*HW, s_n, s_k, K)``. One entry point per vector width.
+@triton.jit
+def nchw_plane_init_v1(x, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_init(x, args, pid_n, BLOCK_N, 1)
+
+
+@triton.jit
+def nchw_plane_load_v1(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_load(state, kt, BLOCK_N, BLOCK_K, 1)
+
+
+@triton.jit
+def nchw_plane_store_v1(y, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    _plane_store(y, args, acc, pid_m, pid_n, BLOCK_M, BLOCK_N, 1)
+
+
+@triton.jit
+def nchw_plane_init_v2(x, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_init(x, args, pid_n, BLOCK_N, 2)
+
+
+@triton.jit
+def nchw_plane_load_v2(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_load(state, kt, BLOCK_N, BLOCK_K, 2)
+
+
+@triton.jit
+def nchw_plane_store_v2(y, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    _plane_store(y, args, acc, pid_m, pid_n, BLOCK_M, BLOCK_N, 2)
+
+
+@triton.jit
+def nchw_plane_init_v4(x, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_init(x, args, pid_n, BLOCK_N, 4)
+
+
+@triton.jit
+def nchw_plane_load_v4(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_load(state, kt, BLOCK_N, BLOCK_K, 4)
+
+
+@triton.jit
+def nchw_plane_store_v4(y, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    _plane_store(y, args, acc, pid_m, pid_n, BLOCK_M, BLOCK_N, 4)
+
+
+@triton.jit
+def nchw_plane_init_v8(x, args, pid_n, g, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_init(x, args, pid_n, BLOCK_N, 8)
+
+
+@triton.jit
+def nchw_plane_load_v8(state, kt, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    return _plane_load(state, kt, BLOCK_N, BLOCK_K, 8)
+
+
+@triton.jit
+def nchw_plane_store_v8(y, args, acc, pid_m, pid_n, g, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    _plane_store(y, args, acc, pid_m, pid_n, BLOCK_M, BLOCK_N, 8)
+
+
+#: (init, load, store) by vector width
+NCHW_PLANE_FNS = {
+    1: (nchw_plane_init_v1, nchw_plane_load_v1, nchw_plane_store_v1),
+    2: (nchw_plane_init_v2, nchw_plane_load_v2, nchw_plane_store_v2),
+    4: (nchw_plane_init_v4, nchw_plane_load_v4, nchw_plane_store_v4),
+    8: (nchw_plane_init_v8, nchw_plane_load_v8, nchw_plane_store_v8),
+}
+
+
 # ================================================================ dgrad on TMA, by stride phase
 # The transposed view of the TMA forward: M = dx channels (A = the flipped weight ``[C, R*S*K]``,
 # a 2-D box), N = the pixels of one stride phase of dx (B = boxes of NHWC dy shifted by the

@@ -55,6 +55,7 @@ _HEURISTIC_ORDER = (
     "head_1x1_nchw",
     "depthwise_nchw",
     "implicit_gemm_tma_nchw",
+    "gemm_1x1_nchw",  # forced only until timed (Gemm1x1Nchw.CANDIDATES, heuristic_ok is False)
     "gemm_1x1",
     "head_1x1",
     "flat_rows",  # heuristic_ok: fprop.flat_rows_narrow (16-bit, 4-16 channels, 3x3); elsewhere tuned only
