@@ -557,7 +557,9 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
         )
     ):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
-        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True, input_dense=planes)
+        # (input_dense: the NCHW planes are dense; set for gemm_1x1_nchw only, so that the other
+        # NCHW readers' problems and tuning keys stay as they were)
+        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True, input_dense=planes and algorithm == GEMM_NCHW.name)
         # auto keeps it only where the result is NCHW too: a channels_last weight asks for a
         # channels_last result, which the NHWC kernels write without a transpose after
         if algorithm != "auto" or (

@@ -143,7 +143,9 @@ class ConvProblem:
     # its base and strides suit a TMA descriptor whatever the group width (grouped_tma reads
     # several groups as one; input_tma_ok adds C/groups * itemsize % 16 == 0)
     input_tma_rows_ok: bool = False
-    input_dense: bool = False  # the NHWC input's (n, h, w) rows are evenly strided
+    # the NHWC input's (n, h, w) rows are evenly strided; for an NCHW input kept as it is
+    # (input_nchw) for gemm_1x1_nchw: its planes are dense
+    input_dense: bool = False
     # a strided input reshapes to the stride-phase view [N, H/sh, sh, W/sw, sw*C] (H and W
     # multiples of the stride, each pixel's C channels right after the previous pixel's)
     input_phases_ok: bool = False
