@@ -176,9 +176,9 @@ def main() -> int:
             print(f"{text[:64]:<64} unknown algorithm; choose from {', '.join(ALGORITHMS)}")
             continue
         p_t, x_t, y_t = prob, xn, y
-        if algo.reads_nchw and a.layout == "nchw" and not prob.input_nchw:
-            # an NCHW reader that auto does not keep the input for (gemm_1x1_nchw until timed):
-            # the call as forcing it prepares it, the NCHW input as it is
+        if algo.reads_nchw and a.layout == "nchw":
+            # an NCHW reader gets the call as forcing it prepares it (auto may not keep the input
+            # for it: gemm_1x1_nchw until timed), the NCHW input as it is
             p_t, x_t, y_t = _prepare(x, w, b, stride, pads, dil, shp.groups, algorithm=name)
         reason = algo.supports(p_t)
         if reason:
