@@ -90,7 +90,7 @@ def test_fusing_flags():
     assert {a for a, v in ALGORITHMS.items() if v.fuses_activation} == {
         "implicit_gemm", "small_k", "implicit_gemm_tma", "gemm_1x1", "width_unfold", "head_1x1", "grouped_tma",
         "implicit_gemm_tma_nchw", "narrow_tma", "implicit_gemm_ws", "narrow_fold", "flat_rows", "head_1x1_nchw",
-        "depthwise_nchw", "grouped_ws", "grouped_direct", "grouped_mma",
+        "depthwise_nchw", "grouped_ws", "grouped_direct", "grouped_mma", "gemm_1x1_nchw",
     }  # fmt: skip
 
 
