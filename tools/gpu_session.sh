@@ -947,6 +947,9 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s56)  # session 56's first call: s56b (gemm_1x1_nchw on the GPU), then s56a (deeper pipelines on l4 3x3 (first))
+        bash "$0" s56b
+        bash "$0" s56a ;;
     s56b)  # for session 56: gemm_1x1_nchw (session 55, interpreter and sm_90 compiles only: 1x1 GEMMs over NCHW planes
         # by pointers, for the 14x14 and 7x7 planes TMA cannot box): its GPU tests, then its configs forced on ResNet-50's
         # 14x14 and 7x7 1x1 layers with NCHW input against cuDNN given NCHW and the tuned path (two transposes around
@@ -965,6 +968,9 @@ PY
                     "block_m=64,block_n=128,num_warps=4"; do
                 for st in 3 4; do tries+=(--try "$g,$t,num_stages=$st"); done
             done
+            # (the odd-plane configs, Gemm1x1Nchw.configs on 7 x 7)
+            tries+=(--try "$g,block_m=64,block_n=64,num_warps=4,num_stages=3")
+            tries+=(--try "gemm_1x1_nchw:block_m=128,block_n=64,block_k=32,num_warps=4,num_stages=3")
             CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --layout nchw --shape $shape \
                 "${tries[@]}" 2>&1 | grep -v Warning
         done | tee "$OUT/g1n-probe.log" ;;
