@@ -349,6 +349,19 @@ def test_gemm_1x1_nchw_matches_reference(case):
     assert_close(y, torch.relu(conv2d_ref(x, wt, b)), dtype, f"{G1} {case} relu")
 
 
+def test_gemm_1x1_nchw_persistent_form():
+    """The persistent kernel (a program walks several tiles) over the same loaders and store."""
+    import dataclasses
+
+    from convgemm.functional import _prepare
+
+    algo = ALGORITHMS[G1]
+    x, wt, b = _inputs(3, 16, 7, 7, 24, 1, 1, torch.float32)
+    prob, xn, y = _prepare(x, wt, b, (1, 1), (0, 0), (1, 1), 1, algorithm=G1)
+    algo.run(prob, xn, wt, b, y, dataclasses.replace(algo.default_config(prob), persistent=1))
+    assert_close(y, conv2d_ref(x, wt, b), torch.float32, "persistent")
+
+
 def test_gemm_1x1_nchw_reads_slices_in_place():
     """A channel slice and a batch slice keep dense planes: read as they are, with their own
     strides (a slice starting one 14x14 fp16 plane in is 8-byte aligned: runs of 4 pixels)."""

@@ -968,6 +968,8 @@ PY
                     "block_m=64,block_n=128,num_warps=4"; do
                 for st in 3 4; do tries+=(--try "$g,$t,num_stages=$st"); done
             done
+            tries+=(--try "$g,block_m=128,block_n=64,num_warps=4,num_stages=4,persistent=2")
+            tries+=(--try "$g,block_m=128,block_n=128,num_warps=8,num_stages=4,persistent=1")
             # (the odd-plane configs, Gemm1x1Nchw.configs on 7 x 7)
             tries+=(--try "$g,block_m=64,block_n=64,num_warps=4,num_stages=3")
             tries+=(--try "gemm_1x1_nchw:block_m=128,block_n=64,block_k=32,num_warps=4,num_stages=3")

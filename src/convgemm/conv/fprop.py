@@ -2680,9 +2680,12 @@ class Gemm1x1Nchw(Algorithm):
             # odd planes (7 x 7): one pixel a load, staged through registers instead of cp.async;
             # sm_90 (l4 1x1 reduce, bf16): 128 x 64 x 64 on 4 warps spills, these do not
             return [Config(64, 64, bk, 4, 3), Config(128, 64, 32, 4, 3)]
-        # output channels on M (64 a warpgroup), pixels on N
-        return [Config(bm, bn, bk, warps, st) for bm, bn, warps in ((128, 128, 8), (128, 64, 4), (64, 128, 4))
-                for st in (3, 4)]  # fmt: skip
+        # output channels on M (64 a warpgroup), pixels on N; and two persistent forms (one or two
+        # programs an SM walking the tiles, the next tile's loads during this one's store), the
+        # NHWC kernels' usual winners
+        tiles = [Config(bm, bn, bk, warps, st) for bm, bn, warps in ((128, 128, 8), (128, 64, 4), (64, 128, 4))
+                 for st in (3, 4)]  # fmt: skip
+        return tiles + [Config(128, 64, bk, 4, 4, persistent=2), Config(128, 128, bk, 8, 4, persistent=1)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
