@@ -947,15 +947,18 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
-    s56)  # session 56's first call: s56b (gemm_1x1_nchw on the GPU), then s56a (deeper pipelines on l4 3x3 (first))
+    s56)  # session 56's first call (about 9 minutes): s56b (gemm_1x1_nchw timed), s56a (deeper pipelines on l4 3x3
+        # (first)), then s56t (gemm_1x1_nchw's GPU tests)
         bash "$0" s56b
-        bash "$0" s56a ;;
+        bash "$0" s56a
+        bash "$0" s56t ;;
+    s56t)  # gemm_1x1_nchw's GPU tests (every config on four layers, bf16 / fp16 / fp32, warm calls) -> g1n-tests.log
+        timeout "${G1N_TESTS_TIMEOUT:-180}" python3 -m pytest -q -n 12 tests/test_nchw.py -k "gemm_1x1" -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/g1n-tests.log" ;;
     s56b)  # for session 56: gemm_1x1_nchw (session 55, interpreter and sm_90 compiles only: 1x1 GEMMs over NCHW planes
-        # by pointers, for the 14x14 and 7x7 planes TMA cannot box): its GPU tests, then its configs forced on ResNet-50's
-        # 14x14 and 7x7 1x1 layers with NCHW input against cuDNN given NCHW and the tuned path (two transposes around
-        # an NHWC kernel) -> g1n-tests.log, g1n-probe.log
-        timeout 150 python3 -m pytest -q -n 12 tests/test_nchw.py -k "gemm_1x1" -p no:cacheprovider --tb=short -W ignore \
-            2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/g1n-tests.log"
+        # by pointers, for the 14x14 and 7x7 planes TMA cannot box): its configs forced on ResNet-50's 14x14 and 7x7 1x1
+        # layers with NCHW input against cuDNN given NCHW and the tuned path (two transposes around an NHWC kernel); the
+        # rel err column checks each against cuDNN (its GPU tests: s56t) -> g1n-probe.log
         g="gemm_1x1_nchw:block_k=64"
         # (then the 28x28 and 56x56 layers, which implicit_gemm_tma_nchw takes in per-image tiles, 77% full on
         # 28x28 planes: this kernel's pixel tiles run across images)
