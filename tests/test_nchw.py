@@ -326,13 +326,14 @@ def test_gpu_depthwise_planes_every_config(dtype, monkeypatch):
 G1 = "gemm_1x1_nchw"
 # (N, C, H, W, K, bias, dtype): planes the TMA boxes cannot take (7x7, 14x14: rows and planes
 # not 16-byte multiples), planes whose pixel tiles cross images, C not a multiple of the K tile,
-# K not of the M tile, fp32 and bf16 (upcast under the interpreter)
+# K not of the M tile, fp32, fp64 and bf16 (upcast under the interpreter)
 G1_CASES = [
     (2, 16, 7, 7, 24, True, torch.float16),
     (1, 40, 14, 14, 20, False, torch.float16),
     (3, 20, 5, 5, 8, True, torch.float32),
     (2, 32, 4, 6, 36, True, torch.bfloat16),
     (2, 24, 3, 8, 16, False, torch.float32),
+    (2, 12, 5, 5, 7, True, torch.float64),
 ]
 
 
