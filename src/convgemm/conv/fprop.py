@@ -2636,6 +2636,7 @@ class Gemm1x1Nchw(Algorithm):
     writes_nchw = True
     reads_nchw = True
     #: whether the tuner times it (and ``auto`` keeps NCHW inputs for it): off until a GPU has
+    #: timed it (``bash tools/gpu_session.sh s56b``)
     CANDIDATES = False
 
     @staticmethod
