@@ -545,21 +545,16 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
         return prob, None, y
     # depthwise_nchw reads any NCHW strides; the others need the TMA view (``_nchw_view_ok``)
     depthwise = prob.groups > 1 and prob.cg == 1 and input.stride(3) == 1 and input.stride(1) != 1
-    # gemm_1x1_nchw reads dense planes by pointers, whatever their alignment
-    planes = _nchw_planes_dense(input)
+    # forced gemm_1x1_nchw reads dense planes by pointers, whatever their alignment (input_dense
+    # then says so; the other NCHW readers' problems and tuning keys stay as they were)
+    planes = algorithm == GEMM_NCHW.name and _nchw_planes_dense(input)
     if (
         nchw
         and algorithm in _NCHW_NAMES
-        and (
-            depthwise
-            or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob)
-            or (algorithm == GEMM_NCHW.name and planes)
-        )
+        and (depthwise or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob) or planes)
     ):
         # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
-        # (input_dense: the NCHW planes are dense; set for gemm_1x1_nchw only, so that the other
-        # NCHW readers' problems and tuning keys stay as they were)
-        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True, input_dense=planes and algorithm == GEMM_NCHW.name)
+        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True, input_dense=planes)
         # auto keeps it only where the result is NCHW too: a channels_last weight asks for a
         # channels_last result, which the NHWC kernels write without a transpose after
         if algorithm != "auto" or (
