@@ -415,6 +415,34 @@ def test_gemm_1x1_nchw_is_not_chosen_before_it_is_timed():
     assert plan["algorithm"] != G1 and not plan["problem"].input_nchw
 
 
+def test_auto_keeps_nchw_for_the_reader_that_can_read_it(monkeypatch):
+    """Each NCHW reader says from the problem's facts whether it can read the input: a 14x14
+    fp16 plane is 392 bytes, so the TMA view is refused (input_tma_ok False) while the planes are
+    dense (input_dense). With gemm_1x1_nchw offered, a tuned auto call keeps such an input for
+    it alone; untuned, it does not keep it (gemm_1x1_nchw is not a heuristic pick), and nothing
+    is kept for planes that are not dense."""
+    monkeypatch.setattr(type(ALGORITHMS[G1]), "CANDIDATES", True)
+    x, wt, b = _inputs(2, 32, 14, 14, 32, 1, 1, torch.float16)
+    plan = convgemm.explain(x, wt, b, algorithm=G1)
+    assert plan["problem"].input_dense and not plan["problem"].input_tma_ok
+    assert "16-byte multiples" in ALGORITHMS[NAME].supports(plan["problem"])
+    assert "16-byte aligned planes" in ALGORITHMS[HEAD].supports(plan["problem"])
+    plan = convgemm.explain(x, wt, b)
+    assert plan["algorithm"] != G1 and not plan["problem"].input_nchw, "untuned: nothing may pick it"
+    # tuned (which the interpreter never does): kept for it, and the tuner's candidates are the
+    # NCHW readers that support it, gemm_1x1_nchw alone
+    monkeypatch.setattr(convgemm.functional, "autotune_enabled", lambda: True)
+    args = ((1, 1), (0, 0), (1, 1), 1)
+    prob, xn, _ = convgemm.functional._prepare(x, wt, b, *args)
+    assert prob.input_nchw and xn is x
+    assert [a.name for a in ALGORITHMS.values() if a.reads_nchw and a.supports(prob) is None] == [G1]
+    prob, xn, _ = convgemm.functional._prepare(x[:, :, :, :12], wt, b, *args)
+    assert not prob.input_nchw and xn is not x, "rows not back to back: no reader takes it"
+    x16, wt16, b16 = _inputs(2, 32, 16, 16, 32, 1, 1, torch.float16)
+    p16 = convgemm.explain(x16, wt16, b16)["problem"]
+    assert p16.input_nchw and p16.input_tma_ok and p16.input_dense, "both readers can read 16x16 planes"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
 def test_gpu_gemm_1x1_nchw_every_config(dtype, monkeypatch):

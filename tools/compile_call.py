@@ -142,7 +142,10 @@ def main() -> None:
     w = torch.zeros(shp.k, shp.c // shp.groups, shp.r, shp.s, dtype=dtype)
     prob = ConvProblem.from_tensors(x, w, stride=shp.stride, padding=shp.pad, dilation=shp.dil, groups=shp.groups)
     if a.layout == "nchw":
-        prob = dataclasses.replace(prob, input_nchw=True, tma_ok=True)
+        from convgemm.functional import NCHW_TMA, _nchw_planes_dense, _nchw_view_ok
+
+        prob = dataclasses.replace(prob, input_nchw=True, tma_ok=True, input_dense=_nchw_planes_dense(x),
+                                   input_tma_ok=_nchw_view_ok(x, NCHW_TMA.planes(prob) is not prob))  # fmt: skip
     else:  # as functional._prepare sees the dense NHWC input on an sm_90 device
         from convgemm.conv.layout import tma_aligned
 

@@ -20,7 +20,7 @@ from convgemm.problem import ConvProblem
 r, s, ph, pw = map(int, sys.argv[1:5])
 x = torch.randn(8, 64, 56, 64, device="cuda", dtype=torch.bfloat16)
 w = torch.randn(64, 64, r, s, device="cuda", dtype=torch.bfloat16) / (64 * r * s) ** 0.5
-prob = replace(ConvProblem.from_tensors(x, w, None, padding=(ph, pw)), tma_ok=True, input_nchw=True)
+prob = replace(ConvProblem.from_tensors(x, w, None, padding=(ph, pw)), tma_ok=True, input_nchw=True, input_tma_ok=True)
 algo = ALGORITHMS["implicit_gemm_tma_nchw"]
 ref = F.conv2d(x, w, padding=(ph, pw))
 y = torch.full_like(ref, float("nan")).contiguous()

@@ -15,9 +15,9 @@ from .matmul.blocks import ACTIVATIONS
 from .matmul.launch import Launch
 from .problem import ConvProblem, IntOrPair, Padding, _suggest_channels_last, output_memory_format
 from .tune import choose
+from .tune.autotune import autotune_enabled
 
 NCHW_TMA = ALGORITHMS["implicit_gemm_tma_nchw"]
-GEMM_NCHW = ALGORITHMS["gemm_1x1_nchw"]
 #: the algorithms that take an NCHW input as it is (``Algorithm.reads_nchw``)
 _NCHW_ALGOS = tuple(a for a in ALGORITHMS.values() if a.reads_nchw)
 _NCHW_NAMES = ("auto", *(a.name for a in _NCHW_ALGOS))
@@ -525,10 +525,10 @@ def make_problem(input, weight, bias, stride, padding, dilation, groups) -> Conv
 
 def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="auto", nchw: bool = True):
     """Validate, allocate the output, and present the input as NHWC, or as it is when it is NCHW
-    and an algorithm that reads NCHW takes it (``implicit_gemm_tma_nchw``, ``head_1x1_nchw``,
-    ``depthwise_nchw``;
-    ``algorithm`` auto or one of those, ``nchw`` true: the caller has no ``out`` of its own);
-    then y is NCHW too.
+    and an algorithm that reads NCHW (``Algorithm.reads_nchw``) takes it (``algorithm`` auto or
+    one of those, ``nchw`` true: the caller has no ``out`` of its own); then y is NCHW too, and
+    the problem's ``input_tma_ok`` / ``input_dense`` say whether a TMA descriptor can view the
+    NCHW input / whether its planes are dense.
 
     Returns ``(problem, x, y)``; ``x`` is None when no kernel is needed (empty output, or an empty
     reduction whose result, the bias, is already in ``y``).
@@ -543,24 +543,24 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
     if prob.cg == 0:  # an empty reduction: the output is the bias
         y.copy_(bias.view(1, -1, 1, 1).expand_as(y) if bias is not None else torch.zeros_like(y))
         return prob, None, y
-    # depthwise_nchw reads any NCHW strides; the others need the TMA view (``_nchw_view_ok``)
-    depthwise = prob.groups > 1 and prob.cg == 1 and input.stride(3) == 1 and input.stride(1) != 1
-    # forced gemm_1x1_nchw reads dense planes by pointers, whatever their alignment (input_dense
-    # then says so; the other NCHW readers' problems and tuning keys stay as they were)
-    planes = algorithm == GEMM_NCHW.name and _nchw_planes_dense(input)
-    if (
-        nchw
-        and algorithm in _NCHW_NAMES
-        and (depthwise or _nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob) or planes)
-    ):
-        # forced, it is taken whenever the input is NCHW, so that choose() gives its reason
-        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True, input_dense=planes)
-        # auto keeps it only where the result is NCHW too: a channels_last weight asks for a
-        # channels_last result, which the NHWC kernels write without a transpose after
+    # an NCHW input may be kept as it is for the algorithms that read NCHW; each says from the
+    # problem's facts whether it can read this one (input_tma_ok: the TMA view; input_dense: dense
+    # planes; depthwise_nchw reads any strides)
+    if nchw and algorithm in _NCHW_NAMES and _is_nchw(input):
+        p2 = replace(prob, tma_ok=has_tma(input), input_nchw=True,
+                     input_tma_ok=_nchw_view_ok(input, NCHW_TMA.planes(prob) is not prob),
+                     input_dense=_nchw_planes_dense(input))  # fmt: skip
+        # forced, it is taken whenever the input is NCHW, so that choose() gives its reason;
+        # auto keeps it only where the result is NCHW too (a channels_last weight asks for a
+        # channels_last result, which the NHWC kernels write without a transpose after) and some
+        # reader wants it; untuned, only a reader the heuristic may pick
         if algorithm != "auto" or (
             not prob.channels_last_out
             and not nchw_tma_disabled()
-            and any(a.supports(p2) is None and a.keeps_nchw(p2) for a in _NCHW_ALGOS)
+            and any(
+                a.supports(p2) is None and a.keeps_nchw(p2) and (autotune_enabled() or a.heuristic_ok(p2))
+                for a in _NCHW_ALGOS
+            )
         ):
             return p2, input, empty(prob.output_shape, input.dtype, input.device, torch.contiguous_format)
     x = as_nhwc(input)
@@ -568,6 +568,12 @@ def _prepare(input, weight, bias, stride, padding, dilation, groups, algorithm="
                    input_phases_ok=_phases_view_ok(x, prob.stride),
                    input_tma_rows_ok=tma_aligned(x, 16 // x.element_size()))  # fmt: skip
     return prob, x, y
+
+
+def _is_nchw(x: torch.Tensor) -> bool:
+    """Whether ``x`` is NCHW in the sense the NCHW readers take: more than one channel, channels
+    not contiguous, the pixels of a row contiguous."""
+    return x.shape[1] > 1 and x.stride(1) != 1 and x.stride(3) == 1
 
 
 def _nchw_planes_dense(x: torch.Tensor) -> bool:

@@ -139,19 +139,21 @@ class ConvProblem:
     # Facts about where and how the data lives, set by the caller that prepared the tensors
     # (``convgemm.functional``); they decide which algorithms apply, so they are part of the key.
     tma_ok: bool = False  # the device has TMA (Hopper or newer, or Triton's interpreter)
-    input_tma_ok: bool = False  # the NHWC input can be read through a TMA descriptor
+    # the NHWC input can be read through a TMA descriptor; for an NCHW input kept as it is
+    # (input_nchw): the NCHW view [N, C, H, W] (or [N, C, 1, H*W] for 1x1 stride-1 layers) can
+    input_tma_ok: bool = False
     # its base and strides suit a TMA descriptor whatever the group width (grouped_tma reads
     # several groups as one; input_tma_ok adds C/groups * itemsize % 16 == 0)
     input_tma_rows_ok: bool = False
     # the NHWC input's (n, h, w) rows are evenly strided; for an NCHW input kept as it is
-    # (input_nchw) for gemm_1x1_nchw: its planes are dense
+    # (input_nchw): its planes are dense (each plane's pixels back to back)
     input_dense: bool = False
     # a strided input reshapes to the stride-phase view [N, H/sh, sh, W/sw, sw*C] (H and W
     # multiples of the stride, each pixel's C channels right after the previous pixel's)
     input_phases_ok: bool = False
     # the input given to the kernels is the caller's dense NCHW tensor, not an NHWC copy: only
     # algorithms that read NCHW (``Algorithm.reads_nchw``) take it; set by ``functional._prepare``
-    # where ``implicit_gemm_tma_nchw`` supports the call
+    # where one of them supports the call and wants it (``Algorithm.keeps_nchw``)
     input_nchw: bool = False
     # the output is written into a view that is not a dense NHWC tensor (``conv2d_forward``'s
     # ``out``: one stride phase of strided dgrad's dx); kernels that need dense output pixels

@@ -2090,7 +2090,7 @@ class HeadPlanes(Head1x1):
     reads_nchw = True
 
     def supports(self, prob: ConvProblem) -> str | None:
-        if not prob.input_nchw:
+        if not (prob.input_nchw and prob.input_tma_ok):
             return ("needs an NCHW input kept as it is (pixels of a plane back to back, 16-byte aligned planes); "
                     "channels_last input runs on head_1x1")  # fmt: skip
         if not (prob.is_1x1 and prob.stride == (1, 1)):
@@ -2537,7 +2537,7 @@ class ImplicitGemmTmaNchw(Algorithm):
 
     def supports(self, prob: ConvProblem) -> str | None:
         prob = self.planes(prob)
-        if not prob.input_nchw:
+        if not (prob.input_nchw and prob.input_tma_ok):
             return ("needs an NCHW input whose N, C and H strides are 16-byte multiples (W * itemsize % 16 == 0 "
                     "for a dense one) with a 16-byte aligned base; channels_last input runs on implicit_gemm_tma")  # fmt: skip
         if prob.dtype.itemsize != 2:
