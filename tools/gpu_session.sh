@@ -952,6 +952,12 @@ PY
         bash "$0" s56b
         bash "$0" s56a
         bash "$0" s56t ;;
+    s56c)  # session 56's second call, once Gemm1x1Nchw.CANDIDATES is on: ResNet-50 with NCHW input from empty caches
+        # (auto keeps the 14x14 and 7x7 1x1 layers' NCHW input for gemm_1x1_nchw; the tuner weighs it against
+        # implicit_gemm_tma_nchw on 28x28 and 56x56), then the NCHW GPU tests
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50-nchw "${NCHW_TIMEOUT:-150}" --suite resnet50 --layout nchw
+        timeout 150 python3 -m pytest -q -n 12 tests/test_nchw.py tests/test_conv2d.py -k "nchw or NCHW" -p no:cacheprovider \
+            --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/nchw-tests.log" ;;
     s56t)  # gemm_1x1_nchw's GPU tests (every config on four layers, bf16 / fp16 / fp32, warm calls) -> g1n-tests.log
         timeout "${G1N_TESTS_TIMEOUT:-180}" python3 -m pytest -q -n 12 tests/test_nchw.py -k "gemm_1x1" -p no:cacheprovider \
             --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/g1n-tests.log" ;;
