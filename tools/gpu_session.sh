@@ -958,6 +958,13 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50-nchw "${NCHW_TIMEOUT:-150}" --suite resnet50 --layout nchw
         timeout 150 python3 -m pytest -q -n 12 tests/test_nchw.py tests/test_conv2d.py -k "nchw or NCHW" -p no:cacheprovider \
             --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/nchw-tests.log" ;;
+    s56d)  # l4 1x1 reduce 2048->512 @7 (0.86x: 19.1 us, cuDNN 16.4; gemm_1x1 64x128 = 8 x 25 = 200 tiles on 132 SMs,
+        # 1.5 waves; 64x256: 104 tiles): 64 x 64 tiles give 8 x 49 = 392 tiles, 2.97 waves, without split-K's partials
+        # (prediction: 15-17 us if the wave tail is the loss) -> g1-64.log
+        g="gemm_1x1:block_m=64,block_k=64,num_warps=4"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape 64,2048,7,7,512,1,1,1,0,1,1,nobias \
+            --try "$g,block_n=128,num_stages=4" --try "$g,block_n=64,num_stages=4" --try "$g,block_n=64,num_stages=6" \
+            --try "$g,block_n=64,num_stages=8" 2>&1 | grep -v Warning | tee "$OUT/g1-64.log" ;;
     s56t)  # gemm_1x1_nchw's GPU tests (every config on four layers, bf16 / fp16 / fp32, warm calls) -> g1n-tests.log
         timeout "${G1N_TESTS_TIMEOUT:-180}" python3 -m pytest -q -n 12 tests/test_nchw.py -k "gemm_1x1" -p no:cacheprovider \
             --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/g1n-tests.log" ;;
