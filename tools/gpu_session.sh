@@ -965,6 +965,16 @@ PY
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape 64,2048,7,7,512,1,1,1,0,1,1,nobias \
             --try "$g,block_n=128,num_stages=4" --try "$g,block_n=64,num_stages=4" --try "$g,block_n=64,num_stages=6" \
             --try "$g,block_n=64,num_stages=8" 2>&1 | grep -v Warning | tee "$OUT/g1-64.log" ;;
+    s56s)  # s56b cut to fit a short call: three layers (14x14, 7x7, 28x28), four configs each -> g1n-probe.log
+        g="gemm_1x1_nchw:block_k=64"
+        for shape in 64,1024,14,14,256,1,1,1,0,1,1,nobias 64,2048,7,7,512,1,1,1,0,1,1,nobias \
+                64,512,28,28,256,1,1,1,0,1,1,nobias; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 60 python3 tools/config_probe.py --layout nchw --shape $shape \
+                --try "$g,block_m=128,block_n=128,num_warps=8,num_stages=4" \
+                --try "$g,block_m=128,block_n=64,num_warps=4,num_stages=4" \
+                --try "$g,block_m=64,block_n=64,num_warps=4,num_stages=3" \
+                --try "$g,block_m=128,block_n=64,num_warps=4,num_stages=4,persistent=2" 2>&1 | grep -v Warning
+        done | tee "$OUT/g1n-probe.log" ;;
     s56t)  # gemm_1x1_nchw's GPU tests (every config on four layers, bf16 / fp16 / fp32, warm calls) -> g1n-tests.log
         timeout "${G1N_TESTS_TIMEOUT:-180}" python3 -m pytest -q -n 12 tests/test_nchw.py -k "gemm_1x1" -p no:cacheprovider \
             --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/g1n-tests.log" ;;
