@@ -947,11 +947,12 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
-    s56)  # session 56's first call (about 9 minutes): s56b (gemm_1x1_nchw timed), s56a (deeper pipelines on l4 3x3
-        # (first)), then s56t (gemm_1x1_nchw's GPU tests)
+    s56)  # the next session's first call (about 9 minutes): s56b (gemm_1x1_nchw timed), s56t (its GPU tests), s56d
+        # (gemm_1x1's 64 x 64 tiles on l4 1x1 reduce @7), s56a (deeper pipelines on l4 3x3 (first)); the most wanted first
         bash "$0" s56b
-        bash "$0" s56a
-        bash "$0" s56t ;;
+        bash "$0" s56t
+        bash "$0" s56d
+        bash "$0" s56a ;;
     s56c)  # session 56's second call, once Gemm1x1Nchw.CANDIDATES is on: ResNet-50 with NCHW input from empty caches
         # (auto keeps the 14x14 and 7x7 1x1 layers' NCHW input for gemm_1x1_nchw; the tuner weighs it against
         # implicit_gemm_tma_nchw on 28x28 and 56x56), then the NCHW GPU tests
