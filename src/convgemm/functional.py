@@ -580,13 +580,7 @@ def _nchw_planes_dense(x: torch.Tensor) -> bool:
     """Whether ``x`` is NCHW (C > 1, channels not contiguous) with dense planes: each plane's
     H*W pixels back to back (``gemm_1x1_nchw`` reads pixel i of a plane at offset i), any batch
     and channel strides but broadcast ones."""
-    return (
-        x.shape[1] > 1
-        and x.stride(1) != 1
-        and x.stride(3) == 1
-        and (x.stride(2) == x.shape[3] or x.shape[2] == 1)
-        and not broadcasts(x, (0, 1))
-    )
+    return _is_nchw(x) and (x.stride(2) == x.shape[3] or x.shape[2] == 1) and not broadcasts(x, (0, 1))
 
 
 def _nchw_view_ok(x: torch.Tensor, planes: bool = False) -> bool:
@@ -597,9 +591,7 @@ def _nchw_view_ok(x: torch.Tensor, planes: bool = False) -> bool:
     the rows must instead be back to back and the H stride is not used."""
     e = x.element_size()
     return (
-        x.shape[1] > 1
-        and x.stride(3) == 1
-        and x.stride(1) != 1
+        _is_nchw(x)
         and x.data_ptr() % 16 == 0
         and (x.stride(2) == x.shape[3] or x.shape[2] == 1 if planes else (x.stride(2) * e) % 16 == 0)
         and all((x.stride(i) * e) % 16 == 0 for i in (0, 1))
