@@ -264,14 +264,26 @@ def test_strict_fp32_is_refused():
 
 
 # ---------------------------------------------------------------- stream-K (Config.stream_k)
-def _stream_pairs(tiles, k_steps, programs):
-    """A mirror of ws3d's stream-K arithmetic (``_share``, ``_segment``, ``stream_k_reduce``'s
-    slots): per program its segments (tile, k0, k1, slot written or None)."""
-    total = tiles * k_steps
+def _dp_units(tiles, k_steps, programs, stream):
+    """A mirror of ``ws3d._dp_units``: the tiles run whole before K is split (``stream`` = 2)."""
+    if stream != 2:
+        return 0
+    dp = tiles // programs * programs
+    rest = tiles - dp
+    return dp - programs if rest > 0 and rest * k_steps < programs else dp
+
+
+def _stream_pairs(tiles, k_steps, programs, stream=1):
+    """A mirror of ws3d's stream-K arithmetic (``_dp_units``, ``_share``, ``_segment``,
+    ``stream_k_reduce``'s slots): per program its segments (tile, k0, k1, slot written or None),
+    tiles of the split part counted from the first one after the whole waves (``dp``)."""
+    dp = _dp_units(tiles, k_steps, programs, stream)
+    total = (tiles - dp) * k_steps
     out = []
     for p in range(programs):
         first, end = p * total // programs, (p + 1) * total // programs
-        pos, segs = first, []
+        segs = [(u - dp, 0, k_steps, None) for u in range(p, dp, programs)]
+        pos = first
         while pos < end:
             tile = pos // k_steps
             k0 = pos - tile * k_steps
@@ -283,19 +295,34 @@ def _stream_pairs(tiles, k_steps, programs):
     return out
 
 
+@pytest.mark.parametrize("stream", [1, 2])
 @pytest.mark.parametrize("tiles, k_steps, programs", [(98, 72, 132), (98, 32, 132), (49, 36, 132), (7, 9, 60),
-                                                      (300, 8, 132), (1, 40, 40)])  # fmt: skip
-def test_stream_k_split_covers_each_pair_once(tiles, k_steps, programs):
+                                                      (300, 8, 132), (1, 40, 40), (196, 32, 132), (392, 8, 132),
+                                                      (133, 72, 132), (264, 9, 132), (265, 200, 132)])  # fmt: skip
+def test_stream_k_split_covers_each_pair_once(tiles, k_steps, programs, stream):
     """Every (tile, K step) pair is run by exactly one program; a program writes at most two
     partials, to its own two slots; the slots the last ticket holder reads for a shared tile
     (``stream_k_reduce``'s program-order sum over owners q0..q1) are exactly the ones written for
-    that tile, and their number is the ticket count that makes the last one (q1 - q0 + 1)."""
-    total = tiles * k_steps
+    that tile, and their number is the ticket count that makes the last one (q1 - q0 + 1). The
+    hybrid (``stream`` = 2) runs the whole waves' tiles unsplit, one per program and wave, and
+    gives every program a pair of the split part (a remainder of fewer pairs than programs takes
+    the last whole wave with it: 133 tiles of 72 K steps)."""
+    dp = _dp_units(tiles, k_steps, programs, stream)
+    assert dp % programs == 0 and 0 <= dp <= tiles
+    if stream == 2:
+        assert dp == {(196, 32): 132, (392, 8): 264, (133, 72): 0, (264, 9): 264, (265, 200): 264}.get(
+            (tiles, k_steps), tiles // programs * programs
+        )
+    total = (tiles - dp) * k_steps
     seen = {}
     written = {}
-    for p, segs in enumerate(_stream_pairs(tiles, k_steps, programs)):
+    for p, segs in enumerate(_stream_pairs(tiles, k_steps, programs, stream)):
         assert segs, "every program has work"
         assert sum(s is not None for *_, s in segs) <= 2
+        whole = [t for t, k0, k1, _ in segs if t < 0]
+        assert whole == [u - dp for u in range(p, dp, programs)]
+        # stream_k_reduce counts a ticket from every owner of a split tile's pairs
+        assert not total or any(t >= 0 for t, *_ in segs), "a program without a pair of the split part"
         for tile, k0, k1, slot in segs:
             for k in range(k0, k1):
                 assert (tile, k) not in seen
@@ -303,7 +330,7 @@ def test_stream_k_split_covers_each_pair_once(tiles, k_steps, programs):
             if slot is not None:
                 assert slot in (2 * p, 2 * p + 1)
                 written.setdefault(tile, []).append(slot)
-    assert len(seen) == total
+    assert len(seen) == tiles * k_steps
     owner = lambda it: ((it + 1) * programs - 1) // total  # noqa: E731
     for tile, slots in written.items():
         start = tile * k_steps
@@ -341,6 +368,9 @@ def test_stream_k_refuses_what_it_cannot_split():
     with pytest.raises(ValueError, match="stream-K takes one consumer"):
         ws_conv3d(x, wp, None, y, (3, 1, 1), (1, 0, 0), (1, 1, 1), (1, 4, 16), 128, warps=4, stream=1,
                   compile_only=True)  # fmt: skip
+    with pytest.raises(ValueError, match="stream=3; it is 0"):
+        ws_conv3d(x, wp, None, y, (3, 1, 1), (1, 0, 0), (1, 1, 1), (1, 4, 16), 128, warps=4, stream=3,
+                  compile_only=True)  # fmt: skip
 
 
 @pytest.mark.gpu
@@ -350,18 +380,23 @@ def test_stream_k_refuses_what_it_cannot_split():
         (4, 512, 14, 14, 256, 3, 3, 2, 1),  # strided: the phase view, 7x7 outputs
         (8, 256, 7, 7, 256, 3, 3, 1, 1),  # tiles shared by two or three programs
         (4, 128, 9, 11, 96, 1, 1, 1, 0),  # flat view, a partial channel tile
+        # more tiles than SMs (the hybrid's whole waves on 132 SMs): 256 tiles of 8 x 8 pixels
+        # x 128 channels or 8 x 16 x 128; the flat view's 196 of 64 x 128 (98 of 128 x 128)
+        (64, 128, 14, 14, 512, 3, 3, 2, 1),
+        (32, 256, 14, 14, 256, 1, 1, 1, 0),
     ],
     ids=str,
 )
 @pytest.mark.parametrize("block", [(64, 128, 4), (128, 128, 8)], ids=str)
-def test_stream_k_matches_reference(case, block):
-    """Stream-K (forced: not a tuner candidate yet) with a bias and the fused ReLU against
-    float64, three times in a row (the ticket counters must be back at zero after each launch),
-    then replayed through a call plan's Launch."""
+@pytest.mark.parametrize("stream", [1, 2])
+def test_stream_k_matches_reference(case, block, stream):
+    """Stream-K (forced: not a tuner candidate yet), every tile split (1) or the hybrid (2),
+    with a bias and the fused ReLU against float64, three times in a row (the ticket counters
+    must be back at zero after each launch), then replayed through a call plan's Launch."""
     bm, bn, warps = block
     dtype = torch.bfloat16
     x, wt, b, want, prob, (td, th, tw) = _relu_case(case, dtype, bm)
-    cfg = Config(bm, bn, 64, warps, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, stream_k=1)
+    cfg = Config(bm, bn, 64, warps, 3, tile_n=td, tile_h=th, tile_w=tw, persistent=1, stream_k=stream)
     _runs_and_replays(prob, x, wt, b, want, cfg, f"implicit_gemm_ws stream-K [{cfg.describe()}] {case}")
 
 

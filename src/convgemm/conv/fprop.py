@@ -61,7 +61,10 @@ class Config:
     tile_w: int = 0
     split_k: int = 1
     persistent: int = 0  # > 0: persistent_gemm_kernel with this many programs per SM
-    stream_k: int = 0  # > 0: stream_k_gemm_kernel with this many programs per SM (stream_k_programs)
+    # > 0: stream_k_gemm_kernel with this many programs per SM (stream_k_programs); implicit_gemm_ws /
+    # conv3d_ws (persistent programs): 1 splits every tile's K steps over the programs, 2 runs the whole
+    # waves' tiles unsplit and splits only the rest (the data-parallel + stream-K hybrid)
+    stream_k: int = 0
     taps: int = 0  # > 1: wgrad_tma with this many filter columns per program (conv/wgrad_taps.py)
     cols: int = 0  # > 1: depthwise_rows with this many neighbouring output columns per thread
     vec: int = 0  # > 0: depthwise_rows loads this many channels per thread (0: 16-byte vectors)

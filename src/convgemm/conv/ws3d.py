@@ -155,6 +155,23 @@ def _segment(pos, end, k_steps):
 
 
 @gluon.jit
+def _dp_units(num_units, k_steps, STREAM: gl.constexpr):
+    """Stream-K: how many tiles the programs run whole before splitting K (``STREAM`` = 2, the
+    data-parallel + stream-K hybrid: the whole waves, tile ``p`` on program ``p % programs``;
+    the K steps of the remaining tiles are then split evenly over every program), or 0 (``STREAM``
+    = 1: every tile's K steps split). The split needs a K step per program
+    (``matmul.blocks.stream_k_reduce`` counts a ticket from every program that owns a pair of a
+    tile), so a remainder of fewer pairs than programs takes the last whole wave with it."""
+    dp = 0
+    if STREAM == 2:
+        programs = gl.num_programs(0)
+        dp = num_units // programs * programs
+        rest = num_units - dp
+        dp = gl.where((rest > 0) & (rest * k_steps < programs), dp - programs, dp)
+    return dp
+
+
+@gluon.jit
 def _share(num_units, k_steps):
     """Stream-K: this program's share ``[first, end)`` of the ``num_units * k_steps`` (tile, K
     step) pairs (``matmul.blocks.stream_k_owner``'s split: program p owns ``[p * T // programs,
@@ -225,11 +242,17 @@ def _producer(x_desc, w_desc, ready, empty, x_bufs, w_bufs, geo, grp,
     (num_units, tiles_n, OD, P, Q, pd, ph, pw, dd, dh, dw, R, S, c_tiles, k_steps, D, HS, SD, SH, SW, C) = geo
     it = 0
     if STREAM:
-        # the consumer walks the same segments (``_consumer``)
-        pos, end = _share(num_units, k_steps)
+        # the consumer walks the same tiles and segments (``_consumer``)
+        dp = _dp_units(num_units, k_steps, STREAM)
+        if STREAM == 2:
+            for u in range(gl.program_id(0), dp, gl.num_programs(0)):
+                pid_n, n, d0, h0, w0 = _tile_origin(u, tiles_n, OD, P, Q, TD, TH, TW)
+                it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, 0, k_steps, pid_n, n, d0, h0, w0,
+                                 geo, grp, u, TD, TH, TW, STAGES, STRIDED, CONS, GROUPED, 0)  # fmt: skip
+        pos, end = _share(num_units - dp, k_steps)
         while pos < end:
             tile, k0, k1 = _segment(pos, end, k_steps)
-            pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+            pid_n, n, d0, h0, w0 = _tile_origin(dp + tile, tiles_n, OD, P, Q, TD, TH, TW)
             it = _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n, n, d0, h0, w0, geo,
                              grp, tile, TD, TH, TW, STAGES, STRIDED, CONS, GROUPED, 0)  # fmt: skip
             pos += k1 - k0
@@ -362,19 +385,28 @@ def _consumer(y_desc, bias_ptr, ws_ptr, lock_ptr, ready, empty, x_bufs, w_bufs, 
         # the (tile, K step) pairs split evenly over the programs: where the tiles are fewer than
         # the SMs (ResNet-50's 14x14 and 7x7 stages: 98 tiles on 132 SMs) every SM still gets the
         # same number of K steps; a tile several programs share is summed by matmul.blocks.stream_k_reduce
-        first, end = _share(num_units, k_steps)
+        # STREAM = 2: the whole waves' tiles first, unsplit (``_dp_units``); tile indices of the
+        # split part below are counted from the first tile after them
+        dp = _dp_units(num_units, k_steps, STREAM)
+        if STREAM == 2:
+            for u in range(gl.program_id(0), dp, gl.num_programs(0)):
+                pid_n, n, d0, h0, w0 = _tile_origin(u, tiles_n, OD, P, Q, TD, TH, TW)
+                acc, it = _mma_steps(gl.zeros([BP, BN], gl.float32, acc_layout), ready, empty, x_bufs, w_bufs, it,
+                                     0, k_steps, BP, STAGES, CONS, CI)  # fmt: skip
+                _epilogue(acc, y_desc, bias_ptr, c_smem, CI, K, pid_n, n, d0, h0, w0, acc_layout, HAS_BIAS, ACT)
+        first, end = _share(num_units - dp, k_steps)
         pos = first
         while pos < end:
             tile, k0, k1 = _segment(pos, end, k_steps)
-            pid_n, n, d0, h0, w0 = _tile_origin(tile, tiles_n, OD, P, Q, TD, TH, TW)
+            pid_n, n, d0, h0, w0 = _tile_origin(dp + tile, tiles_n, OD, P, Q, TD, TH, TW)
             acc, it = _mma_steps(gl.zeros([BP, BN], gl.float32, acc_layout), ready, empty, x_bufs, w_bufs, it, k0,
                                  k1, BP, STAGES, CONS, CI)  # fmt: skip
             last = True
             if k1 - k0 < k_steps:
                 # matmul.blocks' stream-K reduction, on the wgmma layout's offsets
                 acc, last = stream_k_reduce(acc, gl.zeros_like(acc), ws_ptr, lock_ptr, offs, tile, k_steps,
-                                            gl.program_id(0), pos == first, gl.num_programs(0), num_units * k_steps,
-                                            BP, BN)  # fmt: skip
+                                            gl.program_id(0), pos == first, gl.num_programs(0),
+                                            (num_units - dp) * k_steps, BP, BN)  # fmt: skip
             if last:
                 _epilogue(acc, y_desc, bias_ptr, c_smem, CI, K, pid_n, n, d0, h0, w0, acc_layout, HAS_BIAS, ACT)
             pos += k1 - k0
@@ -645,6 +677,9 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     ``stream`` > 0 (one consumer, unsplit, a filter one tap deep and unpadded in depth, so that
     every tile has all K steps): stream-K, the (tile, K step) pairs split evenly over ``per_sm``
     programs a SM, a tile that several programs share summed in the kernel (``matmul.blocks.stream_k_reduce``).
+    ``stream`` = 2 is the data-parallel + stream-K hybrid: the tiles of the whole waves run unsplit,
+    one per program, and only the remaining tiles' K steps are split evenly (``_dp_units``), so
+    partial sums are written for the last wave's tiles only.
     ``direct`` = 1 (unsplit, no stream-K): tiles stored from registers, no staging tile in shared
     memory (``_epilogue_direct``), which leaves room for more ``stages``.
     ``super_groups`` = (GC, KS) (unsplit, no stream-K): a grouped layer whose groups are ``GC``
@@ -703,6 +738,9 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
     if direct and (split > 1 or stream):
         raise ValueError("ws_conv3d: the direct epilogue (direct=1) is for unsplit tiles without stream-K, whose "
                          "epilogue stores the output; use direct=0 with split or stream")  # fmt: skip
+    if stream not in (0, 1, 2):
+        raise ValueError(f"ws_conv3d: stream={stream}; it is 0 (no stream-K), 1 (every tile's K steps split over the "
+                         "programs) or 2 (the whole waves' tiles unsplit, the rest's K steps split)")  # fmt: skip
     if stream:
         if split > 1 or consumers > 1 or t > 1 or pad[0] or grid_view:
             raise ValueError("ws_conv3d: stream-K takes one consumer, no K split, and a filter one tap deep with no "
@@ -731,7 +769,7 @@ def ws_conv3d(x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None, y: t
               STRIDED=2 if grid_view else int(strided),
               num_warps=warps, maxnreg=min(256, (65536 // (per_sm * (warps * consumers + 4) * 32)) // 8 * 8))  # fmt: skip
     # (every constexpr given, defaults too: a plan's Launch binds the launcher from these)
-    kw.update(CONS=consumers, CWARPS=warps, STREAM=int(stream > 0), EPI=int(direct > 0), GROUPED=int(bool(super_groups)),
+    kw.update(CONS=consumers, CWARPS=warps, STREAM=stream, EPI=int(direct > 0), GROUPED=int(bool(super_groups)),
               STACK=int(bool(stack)),
               CREGS=min(256, ((65536 // per_sm - 32 * (48 + 3 * 24)) // (consumers * warps * 32)) // 8 * 8))  # fmt: skip
     # the split's finish kernel (below) or a grouped layer's fix-up (fprop.grouped_fixup) follows
