@@ -948,17 +948,17 @@ PY
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
     s57)  # session 57's first call (about 9 minutes): the stream-K hybrid (s57h), gemm_1x1's 64 x 64 tiles (s56d),
-        # the deeper pipelines (s56a), gemm_1x1_nchw timed (s56s), then the GPU tests of both (s57t)
+        # the GPU tests of stream-K and gemm_1x1_nchw (s57t), gemm_1x1_nchw timed (s56s), the deeper pipelines (s56a)
         bash "$0" s57h
         bash "$0" s56d
-        bash "$0" s56a
+        bash "$0" s57t
         bash "$0" s56s
-        bash "$0" s57t ;;
+        bash "$0" s56a ;;
     s57h)  # the data-parallel + stream-K hybrid (stream_k=2: the whole waves' tiles unsplit, the rest's K steps split
         # over all programs) on the three late ResNet-50 layers whose 64 x 256 tiles make 98 tiles on 132 SMs
         # (l4 3x3 (first) 0.81x, l4 3x3 @7 0.98x, l4 1x1 reduce @7 0.86x): 64 x 128 tiles make 196, one whole wave
-        # and 64 split; against 64 x 256 unsplit (the tuned pick), 64 x 128 unsplit, at two programs an SM (3
-        # stages: one wave of 264 slots), and stream-K over every tile -> hybrid.log
+        # and 64 split (at 4 and 6 stages: 164 KB); against 64 x 256 unsplit (the tuned pick), 64 x 128 unsplit, at two
+        # programs an SM (3 stages: one wave of 264 slots), and stream-K over every tile -> hybrid.log
         t="implicit_gemm_ws:block_m=64,num_warps=4,tile_n=1,tile_h=1,tile_w=64,parts=1,stack=0,split_k=1,block_k=64"
         for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias \
                 64,2048,7,7,512,1,1,1,0,1,1,nobias; do
@@ -969,6 +969,7 @@ PY
                 --try "$u,block_n=128,num_stages=4,persistent=1,stream_k=0" \
                 --try "$u,block_n=128,num_stages=3,persistent=2,stream_k=0" \
                 --try "$u,block_n=128,num_stages=4,persistent=1,stream_k=2" \
+                --try "$u,block_n=128,num_stages=6,persistent=1,stream_k=2" \
                 --try "$u,block_n=128,num_stages=4,persistent=1,stream_k=1" 2>&1 | grep -v Warning
         done | tee "$OUT/hybrid.log" ;;
     s57t)  # the GPU tests of stream-K (hybrid included) and of gemm_1x1_nchw -> s57-tests.log
