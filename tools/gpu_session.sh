@@ -959,7 +959,7 @@ PY
         # (l4 3x3 (first) 0.81x, l4 3x3 @7 0.98x, l4 1x1 reduce @7 0.86x): 64 x 128 tiles make 196, one whole wave
         # and 64 split (at 4 and 6 stages: 164 KB); against 64 x 256 unsplit (the tuned pick), 64 x 128 unsplit, at two
         # programs an SM (3 stages: one wave of 264 slots), and stream-K over every tile -> hybrid.log
-        t="implicit_gemm_ws:block_m=64,num_warps=4,tile_n=1,tile_h=1,tile_w=64,parts=1,stack=0,split_k=1,block_k=64"
+        t="implicit_gemm_ws:block_m=64,num_warps=4,tile_n=1,tile_h=1,tile_w=64,parts=1,stack=0,split_k=1,block_k=64,direct=0"
         for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias \
                 64,2048,7,7,512,1,1,1,0,1,1,nobias; do
             u=$t
