@@ -947,13 +947,18 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
-    s57)  # session 57's first call (about 9 minutes): the stream-K hybrid (s57h), gemm_1x1's 64 x 64 tiles (s56d),
-        # the GPU tests of stream-K and gemm_1x1_nchw (s57t), gemm_1x1_nchw timed (s56s), the deeper pipelines (s56a)
+    s57)  # session 57's first call (about 6 minutes): the stream-K hybrid (s57h), gemm_1x1's 64 x 64 tiles (s56d),
+        # the GPU tests of stream-K and gemm_1x1_nchw (s57t); s56s and s56a in a later call
         bash "$0" s57h
         bash "$0" s56d
-        bash "$0" s57t
-        bash "$0" s56s
-        bash "$0" s56a ;;
+        bash "$0" s57t ;;
+    s57r)  # after s57h, if the hybrid won: the ResNet-50 suite from empty caches with Ws3d.HYBRID_CANDIDATES on
+        # (tune log: which layers took stream_k=2) -> r50-hybrid.json, r50-hybrid-tune.jsonl
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/r50-hybrid-tune.jsonl timeout "${R50_TIMEOUT:-300}" \
+            python3 -c "import sys; from convgemm.conv import conv3d; conv3d.Ws3d.HYBRID_CANDIDATES = True
+from convgemm.cli import main; sys.exit(main(sys.argv[1:]))" bench --dtype bf16 --check --suite resnet50 \
+            --json "$OUT/r50-hybrid.json" > "$OUT/r50-hybrid.log" 2>&1
+        echo "r50-hybrid: rc=$?"; grep -E "geom|FAIL|Error|l4|l3 1x1 reduce" "$OUT/r50-hybrid.log" | tail -12 ;;
     s57h)  # the data-parallel + stream-K hybrid (stream_k=2: the whole waves' tiles unsplit, the rest's K steps split
         # over all programs) on the three late ResNet-50 layers whose 64 x 256 tiles make 98 tiles on 132 SMs
         # (l4 3x3 (first) 0.81x, l4 3x3 @7 0.98x, l4 1x1 reduce @7 0.86x): 64 x 128 tiles make 196, one whole wave
@@ -973,7 +978,7 @@ PY
                 --try "$u,block_n=128,num_stages=4,persistent=1,stream_k=1" 2>&1 | grep -v Warning
         done | tee "$OUT/hybrid.log" ;;
     s57t)  # the GPU tests of stream-K (hybrid included) and of gemm_1x1_nchw -> s57-tests.log
-        timeout "${S57_TESTS_TIMEOUT:-150}" python3 -m pytest -q -n 12 tests/test_ws_consumers.py \
+        timeout "${S57_TESTS_TIMEOUT:-120}" python3 -m pytest -q -n 12 tests/test_ws_consumers.py \
             tests/test_nchw.py -k "stream or gemm_1x1" -p no:cacheprovider --tb=short -W ignore 2>&1 \
             | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/s57-tests.log" ;;
     s56)  # the next session's first call (about 9 minutes): s56b (gemm_1x1_nchw timed), s56t (its GPU tests), s56d
