@@ -952,6 +952,9 @@ PY
         bash "$0" s57h
         bash "$0" s56d
         bash "$0" s57t ;;
+    s57s)  # the shortest form of s57 (about 4 minutes): the hybrid and gemm_1x1's 64 x 64 tiles, no tests
+        bash "$0" s57h
+        bash "$0" s56d ;;
     s57r)  # after s57h, if the hybrid won: the ResNet-50 suite from empty caches with Ws3d.HYBRID_CANDIDATES on
         # (tune log: which layers took stream_k=2) -> r50-hybrid.json, r50-hybrid-tune.jsonl
         CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/r50-hybrid-tune.jsonl timeout "${R50_TIMEOUT:-300}" \
@@ -969,7 +972,9 @@ from convgemm.cli import main; sys.exit(main(sys.argv[1:]))" bench --dtype bf16 
                 64,2048,7,7,512,1,1,1,0,1,1,nobias; do
             u=$t
             case $shape in *,3,3,*) u="${t/tile_n=1,tile_h=1,tile_w=64/tile_n=64,tile_h=1,tile_w=1}" ;; esac
-            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape \
+            # (tuning off: the "tuned" line is the heuristic's pick, and the probe does not spend the call tuning;
+            # the first form is session 55's tuned pick on the 3x3 layers)
+            CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape \
                 --try "$u,block_n=256,num_stages=4,persistent=1,stream_k=0" \
                 --try "$u,block_n=128,num_stages=4,persistent=1,stream_k=0" \
                 --try "$u,block_n=128,num_stages=3,persistent=2,stream_k=0" \
@@ -997,7 +1002,7 @@ from convgemm.cli import main; sys.exit(main(sys.argv[1:]))" bench --dtype bf16 
         # 1.5 waves; 64x256: 104 tiles): 64 x 64 tiles give 8 x 49 = 392 tiles, 2.97 waves, without split-K's partials
         # (prediction: 15-17 us if the wave tail is the loss) -> g1-64.log
         g="gemm_1x1:block_m=64,block_k=64,num_warps=4"
-        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape 64,2048,7,7,512,1,1,1,0,1,1,nobias \
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape 64,2048,7,7,512,1,1,1,0,1,1,nobias \
             --try "$g,block_n=128,num_stages=4" --try "$g,block_n=64,num_stages=4" --try "$g,block_n=64,num_stages=6" \
             --try "$g,block_n=64,num_stages=8" 2>&1 | grep -v Warning | tee "$OUT/g1-64.log" ;;
     s56s)  # s56b cut to fit a short call: three layers (14x14, 7x7, 28x28), four configs each -> g1n-probe.log
