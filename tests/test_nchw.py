@@ -404,12 +404,21 @@ def test_gemm_1x1_nchw_refuses(what, kw, shape, reason):
         convgemm.conv2d(x, wt, None, stride=kw.get("stride", 1), groups=groups, algorithm=G1)
 
 
-def test_gemm_1x1_nchw_is_not_chosen_before_it_is_timed():
-    """Until a GPU has timed it (``Gemm1x1Nchw.CANDIDATES``), auto neither keeps an NCHW input
-    for it nor offers it to the tuner: a 14x14 layer still goes through the transposes."""
+def test_gemm_1x1_nchw_is_offered_where_it_won():
+    """The tuner gets gemm_1x1_nchw (and auto keeps an NCHW input for it) only on the planes where
+    it won on the GPU (``Gemm1x1Nchw.wanted``): 14x14 (no TMA view, 4 pixels a load), not 7x7
+    (one pixel a load), not 16x16 (the TMA reader's). Untuned, a 14x14 layer still goes through
+    the transposes: the heuristic never picks it."""
     algo = ALGORITHMS[G1]
-    assert not algo.CANDIDATES and algo.configs(convgemm.explain(*_inputs(1, 16, 8, 16, 32, 1, 1, torch.float16),
-                                                                 algorithm=G1)["problem"]) == []  # fmt: skip
+    assert algo.CANDIDATES
+
+    def prob(hw):
+        return convgemm.explain(*_inputs(2, 32, hw, hw, 32, 1, 1, torch.float16), algorithm=G1)["problem"]
+
+    p14, p7, p16 = prob(14), prob(7), prob(16)
+    assert algo.keeps_nchw(p14) and algo.configs(p14)
+    assert not algo.keeps_nchw(p7) and algo.configs(p7) == []
+    assert p16.input_tma_ok and not algo.keeps_nchw(p16) and algo.configs(p16) == []
     x, wt, b = _inputs(2, 32, 14, 14, 32, 1, 1, torch.float16)
     plan = convgemm.explain(x, wt, b)
     assert plan["algorithm"] != G1 and not plan["problem"].input_nchw
@@ -421,7 +430,6 @@ def test_auto_keeps_nchw_for_the_reader_that_can_read_it(monkeypatch):
     dense (input_dense). With gemm_1x1_nchw offered, a tuned auto call keeps such an input for
     it alone; untuned, it does not keep it (gemm_1x1_nchw is not a heuristic pick), and nothing
     is kept for planes that are not dense."""
-    monkeypatch.setattr(type(ALGORITHMS[G1]), "CANDIDATES", True)
     x, wt, b = _inputs(2, 32, 14, 14, 32, 1, 1, torch.float16)
     plan = convgemm.explain(x, wt, b, algorithm=G1)
     assert plan["problem"].input_dense and not plan["problem"].input_tma_ok

@@ -2630,17 +2630,25 @@ class Gemm1x1Nchw(Algorithm):
 
     Groups 1; any dtype; any channel and batch strides with dense planes (each plane's pixels back
     to back). Loads and stores move ``vec`` pixels at a time where the plane size, strides and
-    addresses allow it. Not yet timed on a GPU, so ``conv2d(algorithm='auto')`` neither keeps an
-    NCHW input for it nor tunes it (``CANDIDATES``); ``algorithm='gemm_1x1_nchw'`` runs it on an
-    NCHW input with dense planes."""
+    addresses allow it. ``conv2d(algorithm='auto')`` keeps an NCHW input for it and tunes it where
+    it won (``wanted``: planes TMA cannot box, of a multiple of 4 pixels); ``algorithm=
+    'gemm_1x1_nchw'`` runs it on any NCHW input with dense planes."""
 
     name = "gemm_1x1_nchw"
     fuses_activation = True
     writes_nchw = True
     reads_nchw = True
-    #: whether the tuner times it (and ``auto`` keeps NCHW inputs for it): off until a GPU has
-    #: timed it (``bash tools/gpu_session.sh s56b``)
-    CANDIDATES = False
+    #: whether the tuner times it (and ``auto`` keeps NCHW inputs for it) where ``wanted`` says so
+    CANDIDATES = True
+
+    @staticmethod
+    def wanted(prob: ConvProblem) -> bool:
+        """Where it beat the alternatives (H100, session 57, ResNet-50's 1x1 layers on NCHW input):
+        planes that TMA cannot box (``implicit_gemm_tma_nchw`` won on 28 x 28: 43.5 us against
+        49.9) and whose size is a multiple of 4 pixels, so that loads move 4 or more pixels (l3 1x1
+        reduce @14: 40.1 us against 47.0 through two transposes, cuDNN 40.5). On 7 x 7 planes (one
+        pixel a load) it took 92-138 us against 33.9 through the transposes."""
+        return not prob.input_tma_ok and (prob.h * prob.w) % 4 == 0
 
     @staticmethod
     def vec(x: torch.Tensor, y: torch.Tensor) -> int:
@@ -2672,24 +2680,17 @@ class Gemm1x1Nchw(Algorithm):
         return False
 
     def keeps_nchw(self, prob: ConvProblem) -> bool:
-        return self.CANDIDATES
+        return self.CANDIDATES and self.wanted(prob)
 
     def configs(self, prob: ConvProblem) -> list[Config]:
-        if not self.CANDIDATES:
+        if not (self.CANDIDATES and self.wanted(prob)):
             return []
         if interpreting():
             return [self.default_config(prob)]
         bk = 32 if prob.dtype == torch.float32 else 64
-        if (prob.h * prob.w) % 2:
-            # odd planes (7 x 7): one pixel a load, staged through registers instead of cp.async;
-            # sm_90 (l4 1x1 reduce, bf16): 128 x 64 x 64 on 4 warps spills, these do not
-            return [Config(64, 64, bk, 4, 3), Config(128, 64, 32, 4, 3)]
-        # output channels on M (64 a warpgroup), pixels on N; and two persistent forms (one or two
-        # programs an SM walking the tiles, the next tile's loads during this one's store), the
-        # NHWC kernels' usual winners
-        tiles = [Config(bm, bn, bk, warps, st) for bm, bn, warps in ((128, 128, 8), (128, 64, 4), (64, 128, 4))
-                 for st in (3, 4)]  # fmt: skip
-        return tiles + [Config(128, 64, bk, 4, 4, persistent=2), Config(128, 128, bk, 8, 4, persistent=1)]
+        # output channels on M (64 a warpgroup), pixels on N: the two fastest of session 57's
+        # probe on l3 1x1 reduce @14 (40.1 and 41.6 us; 64 x 64 48.4, persistent 128 x 64 52.2)
+        return [Config(128, 128, bk, 8, 4), Config(128, 64, bk, 4, 4)]
 
     def default_config(self, prob: ConvProblem) -> Config:
         if interpreting():
