@@ -357,22 +357,6 @@ def test_stream_configs_go_where_tiles_leave_sms_idle(monkeypatch):
     assert not any(c.stream_k for c in k3.WS3D.candidates(l4, 132))
 
 
-def test_hybrid_configs_go_where_whole_waves_leave_a_tail(monkeypatch):
-    """The data-parallel + stream-K hybrid (``stream_k=2``) is offered (when its switch is on)
-    only for tiles that make more than one wave and fill the last one under 90%: on l4 3x3
-    (first) the 64 x 128 tiles (196 on 132 SMs), not the 64 x 256 ones (98: no whole wave)."""
-    monkeypatch.setattr(k3.Ws3d, "STREAM_CANDIDATES", False)
-    monkeypatch.setattr(k3.Ws3d, "HYBRID_CANDIDATES", True)
-    l4 = WS.as_3d(_prob(64, 512, 14, 14, 512, 3, 3, stride=2, pad=1))
-    hybrid = [c for c in k3.WS3D.candidates(l4, 132) if c.stream_k]
-    assert hybrid and all(c.stream_k == 2 and c.persistent == 1 and not c.direct for c in hybrid)
-    assert {(c.block_m, c.block_n) for c in hybrid} == {(64, 128)}
-    full = WS.as_3d(_prob(64, 256, 56, 56, 256, 3, 3, pad=1))
-    assert not any(c.stream_k for c in k3.WS3D.candidates(full, 132))
-    monkeypatch.setattr(k3.Ws3d, "HYBRID_CANDIDATES", False)
-    assert not any(c.stream_k for c in k3.WS3D.candidates(l4, 132))
-
-
 def test_stream_k_refuses_what_it_cannot_split():
     """``ws_conv3d(stream=1)`` with several consumers, a K split or depth taps says why before
     compiling."""

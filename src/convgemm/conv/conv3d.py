@@ -899,7 +899,8 @@ class Ws3d(Algorithm):
                         out.append(replace(cfg, persistent=2))
                 if n_tiles < 1.5 * sms:
                     out += [replace(cfg, split_k=sk) for sk in self._splits(n_tiles, k_steps, sms)]
-                out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
+                if self.STREAM_CANDIDATES:
+                    out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
         return out + self.side_by_side(prob, sms, bk, deep)
 
     #: whether the tuner's unsplit tiles store from registers where ``direct_form`` says so
@@ -925,12 +926,10 @@ class Ws3d(Algorithm):
         stages = min(4, 225_000 // ring)
         return replace(cfg, direct=1, num_stages=stages) if stages > cfg.num_stages else cfg
 
-    #: whether the tuner times ``stream_configs``' stream-K form (off: on the H200 it lost on all
-    #: five layers it was made for, session 35)
+    #: whether the tuner times ``stream_configs`` (off: on the H200 it lost on all five layers it
+    #: was made for, session 35; the data-parallel + stream-K hybrid, ``stream_k=2``, is forced
+    #: only: it lost on the H100 on the three layers it was made for, session 57)
     STREAM_CANDIDATES = False
-    #: whether the tuner times ``stream_configs``' data-parallel + stream-K hybrid (off until it has
-    #: been timed on the GPU: ``tools/gpu_session.sh s57h``)
-    HYBRID_CANDIDATES = False
 
     @staticmethod
     def stream_ok(prob: ConvProblem3d) -> bool:
@@ -950,20 +949,13 @@ class Ws3d(Algorithm):
         tiles fill the SMs' last wave less than 90%: ResNet-50's 14x14 and 7x7 stages make 98 tiles
         of 128 x 256 or 64 x 256 on 132 SMs (74%), and K splits there cost a partial per split
         and a second kernel (session 33's tuner log: 52.9 us split 4 against 39.6 unsplit on l4
-        3x3 (first)). One consumer, unsplit, one program per SM. Each form has its switch:
-        ``STREAM_CANDIDATES`` (every tile's K steps split) and ``HYBRID_CANDIDATES`` (the whole
-        waves' tiles unsplit, the rest split: only where there are more tiles than SMs)."""
+        3x3 (first)). One consumer, unsplit, one program per SM."""
         fill = n_tiles / (cdiv(n_tiles, sms) * sms)
         if not cls.stream_ok(prob) or cfg.persistent != 1 or fill >= 0.9 or k_steps < 8:
             return []
         if n_tiles * k_steps * sms >= 2**31:
             return []
-        out = [replace(cfg, stream_k=1)] if cls.STREAM_CANDIDATES else []
-        if cls.HYBRID_CANDIDATES and n_tiles > sms:
-            # the hybrid where there are whole waves to run unsplit: the 64 x 128 tiles of
-            # those layers make 196 (one wave and 64 tiles whose K steps are split)
-            out.append(replace(cfg, stream_k=2, direct=0))
-        return out
+        return [replace(cfg, stream_k=1)]
 
     #: consumer partitions of ``side_by_side``'s tiles, each a warpgroup with 64 output pixels
     CONSUMERS = 3
