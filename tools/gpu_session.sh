@@ -947,6 +947,46 @@ PY
             CONVGEMM_TUNE_LOG=$OUT/tune-grouped-triton.jsonl timeout 230 python3 -m convgemm bench --dtype bf16 \
             --check --suite grouped --direction fwd --json "$OUT/grouped-triton.json" > "$OUT/grouped-triton.log" 2>&1
         echo "grouped (Triton entry): rc=$?"; grep -E "geom|FAIL|Error" "$OUT/grouped-triton.log" | tail -3 ;;
+    s58n)  # session 58: why a 64 x 128 ws tile at one program an SM runs at 2/3 of a 64 x 256 tile's rate (s57h: 60.8
+        # against 40.5 us on l4 3x3 (first)): both tiles and cuDNN under ncu on l4 3x3 @7 and l4 3x3 (first), the
+        # tensor pipe's activity, issue and the warp stall reasons -> tile-details.csv, ncu-tile.log
+        t="implicit_gemm_ws:block_m=64,block_k=64,num_warps=4,num_stages=4,tile_n=64,tile_h=1,tile_w=1"
+        t="$t,parts=1,stack=0,direct=0,split_k=1,stream_k=0,persistent=1"
+        ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 240 "$ncu_bin" --clock-control none \
+            --profile-from-start off --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+            --section ComputeWorkloadAnalysis \
+            --section MemoryWorkloadAnalysis -o "$OUT/tile" \
+            python3 tools/ncu_probe.py --shape 64,512,7,7,512,3,3,1,1,1,1,nobias --shape 64,512,14,14,512,3,3,2,1,1,1,nobias \
+            --try "$t,block_n=256" --try "$t,block_n=128" > "$OUT/ncu-tile.log" 2>&1
+        echo "ncu: rc=$?"; grep -E "^  [a-z_0-9]+.*\(|Duration" "$OUT/ncu-tile.log" | head -20
+        "$ncu_bin" --import "$OUT/tile.ncu-rep" --page details --csv > "$OUT/tile-details.csv" 2>&1
+        echo "details: rc=$? $(wc -l < "$OUT/tile-details.csv") lines"
+        python3 - "$OUT/tile-details.csv" <<'PY'
+import csv, sys
+keep = ("Duration", "Compute (SM) Throughput", "Executed Ipc Active", "Issue Slots Busy", "No Eligible",
+        "Warp Cycles Per Issued Instruction", "Registers Per Thread", "Memory Throughput", "L2 Hit Rate",
+        "DRAM Throughput", "Active Warps Per Scheduler", "Eligible Warps Per Scheduler")
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 14]
+for r in rows[1:]:
+    if r[12] in keep:
+        print(r[0], r[4][:40], r[12], r[13], r[14], sep=" | ")
+PY
+        "$ncu_bin" --import "$OUT/tile.ncu-rep" --page raw --csv > "$OUT/tile-raw.csv" 2>&1
+        python3 - "$OUT/tile-raw.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = rows[0]
+cols = [i for i, h in enumerate(head) if h.startswith("smsp__average_warps_issue_stalled_") and h.endswith("_per_issue_active.ratio")]
+cols += [i for i, h in enumerate(head) if "pipe_tensor" in h and "pct" in h]
+for r in rows[2:]:
+    if len(r) != len(head):
+        continue
+    vals = [(head[i].replace("smsp__average_warps_issue_stalled_", "").replace("_per_issue_active.ratio", ""), r[i]) for i in cols]
+    vals = [(k, v) for k, v in vals if v and v.replace(".", "", 1).isdigit() and float(v) >= 0.05]
+    print(r[head.index("Kernel Name")][:40], *(f"{k}={v}" for k, v in vals))
+PY
+        ;;
     s57)  # session 57's first call (about 6 minutes): the stream-K hybrid (s57h), gemm_1x1's 64 x 64 tiles (s56d),
         # the GPU tests of stream-K and gemm_1x1_nchw (s57t); s56s and s56a in a later call (s57h lost on the H100:
         # session 57's NOTES)
@@ -1040,9 +1080,9 @@ PY
         # stages against 31.3 for the stride-1 l4 3x3 of the same FLOPs and tiles: the strided layer reads 4x the input
         # bytes, from DRAM after the flush) -- 5 stages with the direct epilogue (205 KB of shared memory, no staging
         # tile), 8 stages of block_k 32 (164 KB) -- and the same on l4 3x3 @7 -> deep-stages.log
-        t="implicit_gemm_ws:block_m=64,block_n=256,num_warps=4,tile_n=64,tile_h=1,tile_w=1,persistent=1,parts=1,stack=0,split_k=1"
+        t="implicit_gemm_ws:block_m=64,block_n=256,num_warps=4,tile_n=64,tile_h=1,tile_w=1,persistent=1,parts=1,stack=0,split_k=1,stream_k=0"
         for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias; do
-            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape \
+            CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape \
                 --try "$t,block_k=64,num_stages=4,direct=0" --try "$t,block_k=64,num_stages=4,direct=1" \
                 --try "$t,block_k=64,num_stages=5,direct=1" --try "$t,block_k=32,num_stages=8,direct=1" \
                 --try "$t,block_k=32,num_stages=6,direct=0" 2>&1 | grep -v Warning
