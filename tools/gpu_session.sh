@@ -987,6 +987,19 @@ for r in rows[2:]:
     print(r[head.index("Kernel Name")][:40], *(f"{k}={v}" for k, v in vals))
 PY
         ;;
+    s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
+        # twice the work, i.e. about 0.28 us fixed a step) the ring's latency? 64 x 128 at 4, 6 and 8 stages (24 KB a
+        # stage), unsplit and as the hybrid (stream_k=2), against 64 x 256 at 4; prediction: if it is load latency, 8
+        # stages take the 64 x 128 step toward 0.3 us (unsplit 60.8 -> about 45 us on l4 3x3 (first), the hybrid
+        # 58.2 -> about 35) -> deep128.log
+        t="implicit_gemm_ws:block_m=64,block_k=64,num_warps=4,tile_n=64,tile_h=1,tile_w=1,persistent=1,parts=1,stack=0"
+        t="$t,split_k=1,direct=0"
+        for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias; do
+            CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape \
+                --try "$t,block_n=256,num_stages=4,stream_k=0" --try "$t,block_n=128,num_stages=4,stream_k=0" \
+                --try "$t,block_n=128,num_stages=6,stream_k=0" --try "$t,block_n=128,num_stages=8,stream_k=0" \
+                --try "$t,block_n=128,num_stages=8,stream_k=2" 2>&1 | grep -v Warning
+        done | tee "$OUT/deep128.log" ;;
     s57)  # session 57's first call (about 6 minutes): the stream-K hybrid (s57h), gemm_1x1's 64 x 64 tiles (s56d),
         # the GPU tests of stream-K and gemm_1x1_nchw (s57t); s56s and s56a in a later call (s57h lost on the H100:
         # session 57's NOTES)
