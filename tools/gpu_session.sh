@@ -970,7 +970,7 @@ keep = ("Duration", "Compute (SM) Throughput", "Executed Ipc Active", "Issue Slo
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 14]
 for r in rows[1:]:
     if r[12] in keep:
-        print(r[0], r[4][:40], r[12], r[13], r[14], sep=" | ")
+        print(r[0], r[4][:110], r[12], r[13], r[14], sep=" | ")
 PY
         "$ncu_bin" --import "$OUT/tile.ncu-rep" --page raw --csv > "$OUT/tile-raw.csv" 2>&1
         python3 - "$OUT/tile-raw.csv" <<'PY'
