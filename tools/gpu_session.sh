@@ -987,6 +987,8 @@ for r in rows[2:]:
     print(r[head.index("Kernel Name")][:40], *(f"{k}={v}" for k, v in vals))
 PY
         ;;
+    s58r)  # session 58: ResNet-50 channels_last from empty caches on whatever card is lent (the H200's last: session 38)
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50 "${R50_TIMEOUT:-200}" --suite resnet50 ;;
     s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
         # twice the work, i.e. about 0.28 us fixed a step) the ring's latency? 64 x 128 at 4, 6 and 8 stages (24 KB a
         # stage), unsplit and as the hybrid (stream_k=2), against 64 x 256 at 4; prediction: if it is load latency, 8
