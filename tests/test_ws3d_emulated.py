@@ -119,6 +119,38 @@ def test_k_split_and_finish_kernel(split, pdl, emulated, monkeypatch):
     _check(WS, prob, x, wt, b, want, cfg)
 
 
+@pytest.mark.parametrize("split", [1, 2])
+def test_taps_carried_across_k_steps(split, emulated):
+    """The producer carries each K step's tap and channel block, and the tap's stride-phase rows,
+    from step to step (it divides once a tap): a strided, dilated layer of three channel blocks a
+    tap (fp32: 32 channels a K step), its K range split in the middle of a tap (27 steps, 14 and
+    13), and a strided 3-D layer through the stride-phase view (depth taps, depth 5 not a multiple
+    of the stride)."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 96, 16, 16, generator=g).contiguous(memory_format=torch.channels_last)
+    wt = torch.randn(64, 96, 3, 3, generator=g) / (96 * 9) ** 0.5
+    b = torch.randn(64, generator=g)
+    prob = ConvProblem.from_tensors(x, wt, b, stride=2, padding=2, dilation=2)
+    prob = replace(prob, tma_ok=True, input_tma_ok=True, input_tma_rows_ok=True, input_dense=True,
+                   input_phases_ok=True)  # fmt: skip
+    want = F.conv2d(x.double(), wt.double(), b.double(), stride=2, padding=2, dilation=2)
+    cfg = Config(64, 64, 32, 4, 3, tile_n=1, tile_h=8, tile_w=8, persistent=1, split_k=split)
+    _check(WS, prob, x, wt, b, want, cfg)
+
+    from convgemm.problem3d import ConvProblem3d
+
+    x = torch.randn(2, 64, 5, 16, 16, generator=g).contiguous(memory_format=torch.channels_last_3d)
+    wt = torch.randn(32, 64, 3, 3, 3, generator=g) / (64 * 27) ** 0.5
+    want = F.conv3d(x.double(), wt.double(), stride=2, padding=1)
+    prob = ConvProblem3d.from_tensors(x, wt, None, stride=(2, 2, 2), padding=(1, 1, 1), dilation=(1, 1, 1))
+    prob = replace(prob, tma_input_ok=True, input_phases_ok=True, tma_ok=True)
+    assert not k3.phase_grid(prob.stride, (3, 3, 3), prob.pad, prob.d)
+    cfg = Config(64, 32, 32, 4, 3, tile_n=1, tile_h=8, tile_w=8, persistent=1, split_k=split)
+    y = torch.full(want.shape, float("nan")).contiguous(memory_format=torch.channels_last_3d)
+    k3.WS3D.run(prob, x, wt, None, y, cfg)
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_phase_grid_view_3d(emulated):
     """A strided 3-D layer whose depth is a multiple of its stride: the phase-grid view, tiles
     several output depths deep (``conv3d_ws``)."""

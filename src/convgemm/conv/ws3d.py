@@ -76,6 +76,23 @@ def _pix_origin(pix, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.conste
 
 
 @gluon.jit
+def _next_block(n, d0, h0, w0, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr):
+    """The pixel block after the one at (n, d0, h0, w0) in ``_pix_origin``'s order (columns, then
+    rows, depths, images), by comparisons instead of ``_pix_origin``'s divisions: a block's next
+    column block starts past the output's width exactly when it was the row's last
+    (``cdiv(Q, TW)`` blocks a row), and likewise for rows and depths."""
+    wrap_w = w0 + TW >= Q
+    w0 = gl.where(wrap_w, 0, w0 + TW)
+    h1 = h0 + gl.where(wrap_w, TH, 0)
+    wrap_h = h1 >= P
+    h0 = gl.where(wrap_h, 0, h1)
+    d1 = d0 + gl.where(wrap_h, TD, 0)
+    wrap_d = d1 >= OD
+    d0 = gl.where(wrap_d, 0, d1)
+    return n + gl.where(wrap_d, 1, 0), d0, h0, w0
+
+
+@gluon.jit
 def _tile_origin(tile, tiles_n, OD, P, Q, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr):
     """Output tile index -> (channel block, image, first output depth, row, column); the channel
     blocks of one pixel block are consecutive tiles (they share the input box in L2)."""
@@ -117,13 +134,41 @@ def _unit(u, geo, TD: gl.constexpr, TH: gl.constexpr, TW: gl.constexpr, SPLIT: g
 
 
 @gluon.jit
-def _x_coord(n, d0, h0, w0, t, r, s, c0, view, STRIDED: gl.constexpr):
+def _phase_rows(r, s, view, STRIDED: gl.constexpr):
+    """``STRIDED == 1``: the stride-phase view's row and column steps (ah, aw) of tap row ``r``
+    and column ``s``: tap offset o = a*stride + phase is view row a of phase ``phase``, with
+    floor division (o may be negative). Else zeros. Two divisions by run-time strides: the
+    producer computes them once a tap, not once a K step."""
+    (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C) = view
+    if STRIDED == 1:
+        ah = (r * dh - ph + SH * ph) // SH - ph
+        aw = (s * dw - pw + SW * pw) // SW - pw
+    else:
+        ah = r * 0
+        aw = s * 0
+    return ah, aw
+
+
+@gluon.jit
+def _tap_of(tap, R, S, view, STRIDED: gl.constexpr):
+    """Filter tap number -> (t, r, s, ah, aw): its depth, row and column, and ``_phase_rows``.
+    Five divisions by run-time values; ``_load_steps`` calls it when a K step starts a new tap."""
+    t = tap // (R * S)
+    rs = tap - t * (R * S)
+    r = rs // S
+    s = rs - r * S
+    ah, aw = _phase_rows(r, s, view, STRIDED)
+    return t, r, s, ah, aw
+
+
+@gluon.jit
+def _x_coord(n, d0, h0, w0, t, r, s, ah, aw, c0, view, STRIDED: gl.constexpr):
     """The input box's coordinate for the pixel block at (n, d0, h0, w0) shifted by filter tap
-    (t, r, s), channels from ``c0`` (``_producer``'s and ``ws_wgrad._wg_producer``'s). Stride 1:
-    the NDHWC tensor. ``STRIDED``: the stride-phase view [N*D, H/SH, SH, W/SW, SW*C]
-    (``conv3d.input_descriptor3d``), where tap offset o = a*stride + phase is view row a of phase
-    `phase`; a depth in the padding moves the box wholly out of bounds (rows HS and on), as the
-    Triton loader does. ``STRIDED == 2``: the phase-grid view (``input_desc``, ``grid=True``)."""
+    (t, r, s), channels from ``c0``, given the tap's phase rows ``ah``, ``aw`` (``_phase_rows``:
+    the producers compute them once a tap). Stride 1: the NDHWC tensor. ``STRIDED``: the stride-phase view [N*D, H/SH, SH, W/SW, SW*C]
+    (``conv3d.input_descriptor3d``); a depth in the padding moves the box wholly out of bounds
+    (rows HS and on), as the Triton loader does. ``STRIDED == 2``: the phase-grid view
+    (``input_desc``, ``grid=True``)."""
     (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C) = view
     if STRIDED == 2:
         # the phase-grid view [D/SD, H/SH, N*D*H, W/SW, SW*C] (``input_desc``, grid=True): depth
@@ -136,9 +181,7 @@ def _x_coord(n, d0, h0, w0, t, r, s, c0, view, STRIDED: gl.constexpr):
     elif STRIDED:
         idp = d0 * SD - pd + t * dd
         oh = r * dh - ph
-        ah = (oh + SH * ph) // SH - ph
         ow = s * dw - pw
-        aw = (ow + SW * pw) // SW - pw
         row = gl.where((idp >= 0) & (idp < D), h0 + ah, HS)
         return [n * D + idp, row, oh - ah * SH, w0 + aw, (ow - aw * SW) * C + c0]
     else:
@@ -210,27 +253,34 @@ def _load_steps(x_desc, w_desc, ready, empty, x_bufs, w_bufs, it, k0, k1, pid_n,
         blocks = (_stacked_block(u, 0, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS),
                   _stacked_block(u, 1, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS),
                   _stacked_block(u, CONS - 1, tiles_n, OD, P, Q, npix, TD, TH, TW, CONS))  # fmt: skip
+    view = (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C)
+    # The K step's tap and channel block, and the tap's phase rows, carried from step to step:
+    # divided out once a tap rather than once a step. The producer is one warp, and each
+    # division by a run-time value is a dependent chain of about ten instructions; session 58's
+    # sm_90 SASS had 119 instructions a K step in this loop (189 on the stride-phase view),
+    # and the kernel's K steps took a fixed ~500 cycles whatever their MMA work.
+    tap = k0 // c_tiles
+    cb = k0 - tap * c_tiles
+    t, r, s, ah, aw = _tap_of(tap, R, S, view, STRIDED)
     for kt in range(k0, k1):
         slot = it % STAGES
         # a slot's first fill waits on the barrier's initial (completed) phase
         mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)
-        tap = kt // c_tiles
-        cb = kt - tap * c_tiles
-        t = tap // (R * S)
-        rs = tap - t * (R * S)
-        r = rs // S
-        s = rs - r * S
         mbarrier.expect(ready.index(slot), nbytes)
         for ci in gl.static_range(CONS):
             if STACK:
                 _, bn_, bd, bh, bw = blocks[ci]
             else:
                 bn_, bd, bh, bw = n, d0, h0, w0 + ci * TW
-            coord = _x_coord(bn_, bd, bh, bw, t, r, s, c_base + cb * BK,
-                             (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)  # fmt: skip
+            coord = _x_coord(bn_, bd, bh, bw, t, r, s, ah, aw, c_base + cb * BK, view, STRIDED)
             tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot * CONS + ci))
         tma.async_copy_global_to_shared(w_desc, [pid_n * BN, kt * BK], ready.index(slot), w_bufs.index(slot))
         it += 1
+        cb += 1
+        if cb == c_tiles:
+            cb = cb * 0
+            tap += 1
+            t, r, s, ah, aw = _tap_of(tap, R, S, view, STRIDED)
     return it
 
 

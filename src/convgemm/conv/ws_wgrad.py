@@ -40,7 +40,7 @@ from .._runtime import cdiv, sm_count
 from ..matmul.launch import aux_of
 from .conv3d import depth_free
 from .fprop import pdl_enabled
-from .ws3d import _tile_origin, _x_coord, gluon_launch, input_desc, ndhwc_desc
+from .ws3d import _next_block, _phase_rows, _tile_origin, _x_coord, gluon_launch, input_desc, ndhwc_desc
 from .ws_replay import fast_ready, ws_wgrad3d_replay
 
 
@@ -85,16 +85,22 @@ def _wg_producer(dy_desc, x_desc, ready, empty, dy_bufs, x_bufs, geo, grp,
         if GROUPED:
             GC, KS, CG, KG = grp
             c0 += (mb * BM // KS) * GC
-        for j in range(j0, j1):
+        # The pixel block and the tap's stride-phase rows are carried from step to step rather
+        # than divided out of ``j`` every step: the producer is one warp, and its K steps set
+        # the pace (session 58: a fixed ~500 cycles a step in the forward kernel's producer)
+        view = (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C)
+        ah, aw = _phase_rows(r, s, view, STRIDED)
+        _, n, d0, h0, w0 = _tile_origin(j0, 1, OD, P, Q, TD, TH, TW)
+        for _j in range(j0, j1):
             slot = it % STAGES
             # a slot's first fill waits on the barrier's initial (completed) phase
             mbarrier.wait(empty.index(slot), ((it // STAGES) & 1) ^ 1)
-            _, n, d0, h0, w0 = _tile_origin(j, 1, OD, P, Q, TD, TH, TW)
             mbarrier.expect(ready.index(slot), nbytes)
             tma.async_copy_global_to_shared(dy_desc, [n, d0, h0, w0, mb * BM], ready.index(slot), dy_bufs.index(slot))
-            coord = _x_coord(n, d0, h0, w0, t, r, s, c0, (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C), STRIDED)
+            coord = _x_coord(n, d0, h0, w0, t, r, s, ah, aw, c0, view, STRIDED)
             tma.async_copy_global_to_shared(x_desc, coord, ready.index(slot), x_bufs.index(slot))
             it += 1
+            n, d0, h0, w0 = _next_block(n, d0, h0, w0, OD, P, Q, TD, TH, TW)
 
 
 @gluon.jit
