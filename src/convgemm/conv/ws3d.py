@@ -165,10 +165,10 @@ def _tap_of(tap, R, S, view, STRIDED: gl.constexpr):
 def _x_coord(n, d0, h0, w0, t, r, s, ah, aw, c0, view, STRIDED: gl.constexpr):
     """The input box's coordinate for the pixel block at (n, d0, h0, w0) shifted by filter tap
     (t, r, s), channels from ``c0``, given the tap's phase rows ``ah``, ``aw`` (``_phase_rows``:
-    the producers compute them once a tap). Stride 1: the NDHWC tensor. ``STRIDED``: the stride-phase view [N*D, H/SH, SH, W/SW, SW*C]
-    (``conv3d.input_descriptor3d``); a depth in the padding moves the box wholly out of bounds
-    (rows HS and on), as the Triton loader does. ``STRIDED == 2``: the phase-grid view
-    (``input_desc``, ``grid=True``)."""
+    the producers compute them once a tap). Stride 1: the NDHWC tensor. ``STRIDED``: the
+    stride-phase view [N*D, H/SH, SH, W/SW, SW*C] (``conv3d.input_descriptor3d``); a depth in the
+    padding moves the box wholly out of bounds (rows HS and on), as the Triton loader does.
+    ``STRIDED == 2``: the phase-grid view (``input_desc``, ``grid=True``)."""
     (pd, ph, pw, dd, dh, dw, D, HS, SD, SH, SW, C) = view
     if STRIDED == 2:
         # the phase-grid view [D/SD, H/SH, N*D*H, W/SW, SW*C] (``input_desc``, grid=True): depth
