@@ -987,6 +987,15 @@ for r in rows[2:]:
     print(r[head.index("Kernel Name")][:40], *(f"{k}={v}" for k, v in vals))
 PY
         ;;
+    s59)  # session 59's first call (about 5 minutes): session 58's producer change (ws3d / ws_wgrad carry their K-step
+        # indices; compiled and emulated only) -- its GPU tests first, then the timings it predicts (s58d, s56a) and
+        # ncu on the tiles again (s58n) -> ws-tests.log, deep128.log, deep-stages.log, ncu-tile.log
+        timeout "${WS_TESTS_TIMEOUT:-200}" python3 -m pytest -q -n 12 tests/test_ws_consumers.py tests/test_ws_wgrad.py \
+            tests/test_grouped_ws.py tests/test_gluon_launch.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -10 | tee "$OUT/ws-tests.log"
+        bash "$0" s58d
+        bash "$0" s56a
+        bash "$0" s58n ;;
     s58r)  # session 58: ResNet-50 channels_last from empty caches on whatever card is lent (the H200's last: session 38)
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50 "${R50_TIMEOUT:-200}" --suite resnet50 ;;
     s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
