@@ -129,6 +129,14 @@ set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/convgemm-out}
 mkdir -p "$OUT"
+l4_probe() {  # l4_probe LOG --try FORM ...: the forms on ResNet-50's l4 3x3 (first) and l4 3x3 @7, untuned -> LOG
+    local log=$1
+    shift
+    for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias; do
+        CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape \
+            "$@" 2>&1 | grep -v Warning
+    done | tee "$OUT/$log"
+}
 bench() {  # bench NAME TIMEOUT ARGS...: one JSON and its geomean lines
     local name=$1 t=$2
     shift 2
@@ -1005,12 +1013,9 @@ PY
         # 58.2 -> about 35) -> deep128.log
         t="implicit_gemm_ws:block_m=64,block_k=64,num_warps=4,tile_n=64,tile_h=1,tile_w=1,persistent=1,parts=1,stack=0"
         t="$t,split_k=1,direct=0"
-        for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias; do
-            CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape \
-                --try "$t,block_n=256,num_stages=4,stream_k=0" --try "$t,block_n=128,num_stages=4,stream_k=0" \
-                --try "$t,block_n=128,num_stages=6,stream_k=0" --try "$t,block_n=128,num_stages=8,stream_k=0" \
-                --try "$t,block_n=128,num_stages=8,stream_k=2" 2>&1 | grep -v Warning
-        done | tee "$OUT/deep128.log" ;;
+        l4_probe deep128.log --try "$t,block_n=256,num_stages=4,stream_k=0" --try "$t,block_n=128,num_stages=4,stream_k=0" \
+            --try "$t,block_n=128,num_stages=6,stream_k=0" --try "$t,block_n=128,num_stages=8,stream_k=0" \
+            --try "$t,block_n=128,num_stages=8,stream_k=2" ;;
     s57)  # session 57's first call (about 6 minutes): the stream-K hybrid (s57h), gemm_1x1's 64 x 64 tiles (s56d),
         # the GPU tests of stream-K and gemm_1x1_nchw (s57t); s56s and s56a in a later call (s57h lost on the H100:
         # session 57's NOTES)
@@ -1105,12 +1110,9 @@ PY
         # bytes, from DRAM after the flush) -- 5 stages with the direct epilogue (205 KB of shared memory, no staging
         # tile), 8 stages of block_k 32 (164 KB) -- and the same on l4 3x3 @7 -> deep-stages.log
         t="implicit_gemm_ws:block_m=64,block_n=256,num_warps=4,tile_n=64,tile_h=1,tile_w=1,persistent=1,parts=1,stack=0,split_k=1,stream_k=0"
-        for shape in 64,512,14,14,512,3,3,2,1,1,1,nobias 64,512,7,7,512,3,3,1,1,1,1,nobias; do
-            CONVGEMM_AUTOTUNE=0 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 100 python3 tools/config_probe.py --shape $shape \
-                --try "$t,block_k=64,num_stages=4,direct=0" --try "$t,block_k=64,num_stages=4,direct=1" \
-                --try "$t,block_k=64,num_stages=5,direct=1" --try "$t,block_k=32,num_stages=8,direct=1" \
-                --try "$t,block_k=32,num_stages=6,direct=0" 2>&1 | grep -v Warning
-        done | tee "$OUT/deep-stages.log" ;;
+        l4_probe deep-stages.log --try "$t,block_k=64,num_stages=4,direct=0" --try "$t,block_k=64,num_stages=4,direct=1" \
+            --try "$t,block_k=64,num_stages=5,direct=1" --try "$t,block_k=32,num_stages=8,direct=1" \
+            --try "$t,block_k=32,num_stages=6,direct=0" ;;
     s55g)  # session 55: the fp16 all suite from empty caches (last run: H200, session 29) -> fp16-all.json, fp16-tune.jsonl
         CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/fp16-tune.jsonl timeout "${FP16_TIMEOUT:-330}" \
             python3 -m convgemm bench --dtype fp16 --check --suite all --json "$OUT/fp16-all.json" > "$OUT/fp16-all.log" 2>&1
