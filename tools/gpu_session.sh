@@ -1004,6 +1004,25 @@ PY
         bash "$0" s58d
         bash "$0" s56a
         bash "$0" s58n ;;
+    s59b)  # session 59's second call (about 9 minutes): after the producer change held on the GPU (s59: ws tests
+        # passed; the 64 x 256 tile under ncu 27.4 / 29.3 us against cuDNN 30.3 / 30.9 on the H100), what the tuner
+        # makes of it -- the all suite from empty caches (s38c), then ResNet-50's wgrad suite from an empty cache
+        bash "$0" s38c
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench wgrad-resnet50 "${WGRAD_TIMEOUT:-200}" --suite resnet50 --direction wgrad ;;
+    s59c)  # session 59: the producer change made the 64 x 128 ws tile's ring depth matter (s59, H100: 51.5 / 42.3 /
+        # 37.5 us at 4 / 6 / 8 stages on l4 3x3 (first), 60.2 / 60.3 / 59.8 before on the H200); the 1x1 layers under
+        # 0.95x (s59b: l4 1x1 reduce @7 0.86x on gemm_1x1, l3 1x1 reduce @14 0.92x, l4 1x1 reduce (first) @14 0.93x)
+        # with 64 x 128 at 4 / 6 / 8 stages, unsplit and as the hybrid, against 64 x 256 -> deep1x1.log
+        t="implicit_gemm_ws:block_m=64,num_warps=4,tile_n=1,tile_h=1,tile_w=64,parts=1,stack=0,split_k=1,block_k=64,direct=0"
+        t="$t,persistent=1"
+        for shape in 64,2048,7,7,512,1,1,1,0,1,1,nobias 64,1024,14,14,256,1,1,1,0,1,1,nobias \
+                64,1024,14,14,512,1,1,1,0,1,1,nobias; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape $shape \
+                --try "$t,block_n=256,num_stages=4,stream_k=0" --try "$t,block_n=128,num_stages=4,stream_k=0" \
+                --try "$t,block_n=128,num_stages=6,stream_k=0" --try "$t,block_n=128,num_stages=8,stream_k=0" \
+                --try "$t,block_n=128,num_stages=8,stream_k=2" --try "$t,block_n=128,num_stages=6,stream_k=2" 2>&1 \
+                | grep -v Warning
+        done | tee "$OUT/deep1x1.log" ;;
     s58r)  # session 58: ResNet-50 channels_last from empty caches on whatever card is lent (the H200's last: session 38)
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50 "${R50_TIMEOUT:-200}" --suite resnet50 ;;
     s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
