@@ -1023,6 +1023,20 @@ PY
                 --try "$t,block_n=128,num_stages=8,stream_k=2" --try "$t,block_n=128,num_stages=6,stream_k=2" 2>&1 \
                 | grep -v Warning
         done | tee "$OUT/deep1x1.log" ;;
+    s59d)  # session 59: does the three-consumer 192 x 128 tile (the tuner's pick on most ResNet-50 layers) gain from a
+        # deeper ring now that the 64 x 128 one does (s59c)? At 4 stages (the pick), 5 direct, block_k 32 at 8 staged
+        # and 9 direct, on the layers under 0.95x it holds (l3 1x1 reduce @14, l4 1x1 reduce (first) @14, l2 3x3
+        # (first) @56 s2) and one it wins (l3 3x3 @14) -> deep-x3.log
+        for spec in "64,1024,14,14,256,1,1,1,0,1,1,nobias tile_n=1,tile_h=1,tile_w=64,stack=0" \
+                "64,1024,14,14,512,1,1,1,0,1,1,nobias tile_n=1,tile_h=1,tile_w=64,stack=0" \
+                "64,128,56,56,128,3,3,2,1,1,1,nobias tile_n=4,tile_h=4,tile_w=4,stack=1" \
+                "64,256,14,14,256,3,3,1,1,1,1,nobias tile_n=16,tile_h=2,tile_w=2,stack=1"; do
+            t="implicit_gemm_ws:block_m=64,block_n=128,num_warps=4,persistent=1,parts=3,split_k=1,stream_k=0,${spec#* }"
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape "${spec%% *}" \
+                --try "$t,block_k=64,num_stages=4,direct=0" --try "$t,block_k=64,num_stages=5,direct=1" \
+                --try "$t,block_k=32,num_stages=8,direct=0" --try "$t,block_k=32,num_stages=9,direct=1" 2>&1 \
+                | grep -v Warning
+        done | tee "$OUT/deep-x3.log" ;;
     s58r)  # session 58: ResNet-50 channels_last from empty caches on whatever card is lent (the H200's last: session 38)
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50 "${R50_TIMEOUT:-200}" --suite resnet50 ;;
     s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
