@@ -384,15 +384,26 @@ def _gpu_like(xs, ws, groups=1, stride=1, dtype=torch.bfloat16):
 
 def test_tuner_prunes_narrow_groups_and_stems():
     """Where grouped_tma applies (ResNeXt), the pointer-gather and depthwise kernels are not
-    tuned and ``grouped`` keeps one fallback config; an RGB stem of 64 filters tunes the width
-    unfold, with one config each of small_k and implicit_gemm."""
+    tuned, nor ``grouped`` in 16 bits over an NHWC input (fp32 and an NCHW input keep its one
+    default config); an RGB stem of 64 filters tunes the width unfold, with one config each of
+    small_k and implicit_gemm."""
+    from dataclasses import replace
+
     prob = _gpu_like((8, 128, 16, 16), (128, 4, 3, 3), groups=32)
     cands = [a for a in ALGORITHMS.values() if a.supports(prob) is None]
     assert {"grouped_tma", "grouped", "small_k", "depthwise_rows"} <= {a.name for a in cands}
     pairs = autotune.tuning_pairs(prob, cands)
     names = [a.name for a, _ in pairs]
-    assert "grouped_tma" in names and names.count("grouped") == 1
+    assert "grouped_tma" in names and "grouped" not in names
     assert not {"small_k", "implicit_gemm", "depthwise_rows", "depthwise"} & set(names)
+    half = _gpu_like((8, 128, 16, 16), (128, 4, 3, 3), groups=32, dtype=torch.float16)
+    assert "grouped" not in {a.name for a, _ in autotune.tuning_pairs(half, cands)}
+    grouped = ALGORITHMS["grouped"]
+    for kept in (replace(prob, input_nchw=True), _gpu_like((8, 128, 16, 16), (128, 4, 3, 3), groups=32,
+                                                           dtype=torch.float32)):  # fmt: skip
+        assert [c for a, c in autotune.tuning_pairs(kept, cands) if a is grouped] == [grouped.default_config(kept)]
+    # without a group-merging TMA candidate it is tuned over all its configs
+    assert [c for a, c in autotune.tuning_pairs(prob, [grouped])] == grouped.configs(prob)
     gts = {c.gt for a, c in pairs if a.name == "grouped_tma"}
     assert gts == {16}  # the widest merge only (64 channels per super-group)
     wide = _gpu_like((8, 256, 16, 16), (256, 16, 3, 3), groups=16)  # 16 per group: the TMA kernel applies

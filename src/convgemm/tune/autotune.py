@@ -129,6 +129,13 @@ _PRUNE = (
     ("small_k", "drop", _merges_groups),
     ("implicit_gemm", "drop", _merges_groups),
     ("grouped", "default", _merges_groups),
+    # ... and in 16 bits over an NHWC input it never won where the TMA kernels were timed beside
+    # it: 1.18-1.86x slower than the winner on every ResNeXt layer of 30 tuner logs (H200,
+    # sessions 12-38; H100, sessions 44-59), and its one config was the longest compile of four
+    # of the seven layers (0.76-0.99 s on the dev CPU, session 59). It stays for fp32 (1.06x in
+    # strict fp32, session 34) and NCHW input (it reads NCHW in place: it won 512 @28 s2 by 4%
+    # in session 48, where the TMA kernels pay a transpose)
+    ("grouped", "drop", lambda p, n: _merges_groups(p, n) and p.dtype != torch.float32 and not p.input_nchw),
     ("implicit_gemm_tma", "default", lambda p, n: "grouped_tma" in n and p.cg <= 16),
     # narrow groups without the merge (session 10): the rows kernel 1.3-3.7x slower than grouped
     ("depthwise_rows", "default", lambda p, n: "grouped" in n),
