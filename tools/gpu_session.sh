@@ -1037,6 +1037,10 @@ PY
                 --try "$t,block_k=32,num_stages=8,direct=0" --try "$t,block_k=32,num_stages=9,direct=1" 2>&1 \
                 | grep -v Warning
         done | tee "$OUT/deep-x3.log" ;;
+    s59e)  # session 59's last call (about 5 minutes): s59d, then the grouped suite from empty caches after the tuner
+        # left the pointer 'grouped' kernel out of 16-bit NHWC ResNeXt layers (first calls, picks) -> grouped.json
+        bash "$0" s59d
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench grouped "${GROUPED_TIMEOUT:-200}" --suite grouped ;;
     s58r)  # session 58: ResNet-50 channels_last from empty caches on whatever card is lent (the H200's last: session 38)
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50 "${R50_TIMEOUT:-200}" --suite resnet50 ;;
     s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
