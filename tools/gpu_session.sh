@@ -1041,6 +1041,12 @@ PY
         # left the pointer 'grouped' kernel out of 16-bit NHWC ResNeXt layers (first calls, picks) -> grouped.json
         bash "$0" s59d
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench grouped "${GROUPED_TIMEOUT:-200}" --suite grouped ;;
+    s60t)  # for session 60: issue 6's ResNet-50 training step (batch 64, bf16), last timed in sessions 22 (eager
+        # 0.84x, host-bound) and 25 (compile cudagraphs 1.01x) on the H200, before the ws forward tiles, the ws
+        # wgrad and session 58's producer change -> resnet-train.json
+        timeout "${TRAIN_TIMEOUT:-420}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 \
+            --modes "eager,compile cudagraphs" --json "$OUT/resnet-train.json" > "$OUT/resnet-train.log" 2>&1
+        echo "resnet50 train: rc=$?"; tail -6 "$OUT/resnet-train.log" ;;
     s58r)  # session 58: ResNet-50 channels_last from empty caches on whatever card is lent (the H200's last: session 38)
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50 "${R50_TIMEOUT:-200}" --suite resnet50 ;;
     s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
