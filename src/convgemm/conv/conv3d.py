@@ -894,7 +894,7 @@ class Ws3d(Algorithm):
                     stages -= 1
                 cfg = Config(bm, bn, bk, warps, stages, tile_n=td, tile_h=th, tile_w=tw, persistent=1)
                 if 2 * n_tiles >= sms:
-                    out.append(self.direct_form(cfg, e, k_steps))
+                    out.append(self.direct_form(self.deep_ring(cfg, e), e, k_steps))
                     if warps == 4 and stages * (bm + bn) * bk * e + bm * bn * e <= 110_000:
                         out.append(replace(cfg, persistent=2))
                 if n_tiles < 1.5 * sms:
@@ -902,6 +902,30 @@ class Ws3d(Algorithm):
                 if self.STREAM_CANDIDATES:
                     out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
         return out + self.side_by_side(prob, sms, bk, deep)
+
+    #: the ring depth of the unsplit 64 x 128 tile in 16 bits (``deep_ring``)
+    DEEP_RING = 8
+
+    @classmethod
+    def deep_ring(cls, cfg: Config, itemsize: int) -> Config:
+        """``cfg`` with up to ``DEEP_RING`` stages where it is the 16-bit 64 x 128 tile (one consumer
+        warpgroup, 24 KB a stage at block_k 64: 8 stages and the staging tile take 208 KB) and
+        they fit; else ``cfg``. Since the producer carries its K-step indices (session 58) the
+        ring's depth shows in this tile's time: on an H100 (session 59) 8 stages against 4 took
+        51.5 -> 37.5 us on ResNet-50's l4 3x3 (first), 46.6 -> 44.0 on l4 3x3 @7, and 26.7 ->
+        19.6, 26.7 -> 21.0, 39.5 -> 29.9 on its three 1x1 layers of 1024-2048 input channels on
+        14x14 and 7x7 images. The 64 x 256 tile did not gain from a fifth stage (session 58).
+        Split forms keep their depth (not timed deeper)."""
+        if itemsize != 2 or (cfg.block_m, cfg.block_n) != (64, 128) or cfg.split_k > 1:
+            return cfg
+        stages = cls.DEEP_RING
+        while (
+            stages > cfg.num_stages
+            and stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize + (cfg.block_m * cfg.block_n * itemsize)
+            > 225_000
+        ):
+            stages -= 1
+        return replace(cfg, num_stages=stages)
 
     #: whether the tuner's unsplit tiles store from registers where ``direct_form`` says so
     #: (``tools/config_probe.py --direct`` times both forms)
