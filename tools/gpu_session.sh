@@ -1047,6 +1047,25 @@ PY
         timeout "${TRAIN_TIMEOUT:-420}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 \
             --modes "eager,compile cudagraphs" --json "$OUT/resnet-train.json" > "$OUT/resnet-train.log" 2>&1
         echo "resnet50 train: rc=$?"; tail -6 "$OUT/resnet-train.log" ;;
+    s60)  # session 60's first call (about 7 minutes): s59e (s59d's deeper 192 x 128 rings, the grouped suite after
+        # the 'grouped' prune) and s60a (deeper 128 x 128 rings); then s38c (the all suite: the deep 64 x 128 ring in
+        # the tuner) and s60t (the training step) in calls of their own
+        bash "$0" s59e
+        bash "$0" s60a ;;
+    s60a)  # for session 60: does the two-consumer 128 x 128 ws tile (the pick on l2 1x1 expand, CRAFT's up2 3x3, the
+        # seed's 96x24x24 5x5) gain from a deeper ring too, as the 64 x 128 one did (s59: 1.06-1.37x at 8 stages
+        # against 4)? 4 against 5 stages (32 KB a stage at block_k 64), 4 against 6 and 8 at block_k 32 -> deep128x2.log
+        t="implicit_gemm_ws:block_m=128,block_n=128,num_warps=8,persistent=1,parts=1,stack=0,split_k=1,stream_k=0,direct=0"
+        for spec in "64,128,28,28,512,1,1,1,0,1,1,nobias tile_n=1,tile_h=1,tile_w=128,block_k=64" \
+                "1,256,96,96,128,3,3,1,1,1,1,nobias tile_n=1,tile_h=4,tile_w=32,block_k=64" \
+                "16,96,24,24,256,5,5,1,0,1,1,nobias tile_n=8,tile_h=4,tile_w=4,block_k=32"; do
+            u="$t,${spec#* }"
+            case $spec in *block_k=32) deeper="--try $u,num_stages=6 --try $u,num_stages=8" ;;
+                *) deeper="--try $u,num_stages=5" ;; esac
+            # shellcheck disable=SC2086  # $deeper is a list of options
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape "${spec%% *}" \
+                --try "$u,num_stages=4" $deeper 2>&1 | grep -v Warning
+        done | tee "$OUT/deep128x2.log" ;;
     s58r)  # session 58: ResNet-50 channels_last from empty caches on whatever card is lent (the H200's last: session 38)
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench r50 "${R50_TIMEOUT:-200}" --suite resnet50 ;;
     s58d)  # session 58: is the 64 x 128 ws tile's slow K step (s57h: about 0.42 us a step against 0.56 for 64 x 256 of
