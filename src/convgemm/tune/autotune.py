@@ -130,7 +130,7 @@ _PRUNE = (
     ("implicit_gemm", "drop", _merges_groups),
     ("grouped", "default", _merges_groups),
     # ... and in 16 bits over an NHWC input it never won where the TMA kernels were timed beside
-    # it: 1.18-1.86x slower than the winner on every ResNeXt layer of 30 tuner logs (H200,
+    # it: 1.18-1.87x slower than the winner in all 149 ResNeXt layer timings of 31 tuner logs (H200,
     # sessions 12-38; H100, sessions 44-59), and its one config was the longest compile of four
     # of the seven layers (0.76-0.99 s on the dev CPU, session 59). It stays for fp32 (1.06x in
     # strict fp32, session 34) and NCHW input (it reads NCHW in place: it won 512 @28 s2 by 4%
