@@ -1049,7 +1049,11 @@ PY
         echo "resnet50 train: rc=$?"; tail -6 "$OUT/resnet-train.log" ;;
     s60)  # session 60's first call (about 7 minutes): s59e (s59d's deeper 192 x 128 rings, the grouped suite after
         # the 'grouped' prune) and s60a (deeper 128 x 128 rings); then s38c (the all suite: the deep 64 x 128 ring in
-        # the tuner) and s60t (the training step) in calls of their own
+        # the tuner) and s60t (the training step) in calls of their own. First the GPU tests that run every ws
+        # candidate (Ws3d.deep_ring's 8-stage 64 x 128 form among them) against float64 -> ws-cands.log
+        timeout 150 python3 -m pytest -q -n 12 tests/test_conv3d.py -k "ws_every_candidate or ws_tf32_every" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 \
+            | tee "$OUT/ws-cands.log"
         bash "$0" s59e
         bash "$0" s60a ;;
     s60a)  # for session 60: does the two-consumer 128 x 128 ws tile (the pick on l2 1x1 expand, CRAFT's up2 3x3, the
