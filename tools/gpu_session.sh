@@ -1041,6 +1041,11 @@ PY
         # left the pointer 'grouped' kernel out of 16-bit NHWC ResNeXt layers (first calls, picks) -> grouped.json
         bash "$0" s59d
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench grouped "${GROUPED_TIMEOUT:-200}" --suite grouped ;;
+    s60d)  # session 60's second call (about 8 minutes): s38c (the all suite from empty caches: Ws3d.deep_ring in the
+        # tuner), then ResNet-50 dgrad from an empty cache (last timed in session 35, 1.03x on the H200, before the ws
+        # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
+        bash "$0" s38c
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
     s60t)  # for session 60: issue 6's ResNet-50 training step (batch 64, bf16), last timed in sessions 22 (eager
         # 0.84x, host-bound) and 25 (compile cudagraphs 1.01x) on the H200, before the ws forward tiles, the ws
         # wgrad and session 58's producer change -> resnet-train.json
