@@ -32,6 +32,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
     ap.add_argument("--only", default="", help="a substring of the layer names to keep")
     ap.add_argument("--json", default="")
+    ap.add_argument("--each", action="store_true", help="print every candidate's compile time too")
     a = ap.parse_args()
 
     import torch
@@ -93,6 +94,8 @@ def main() -> int:
                     failed += 1
                     print(f"  {algo.name} [{cfg.describe()}] {getattr(fn, '__name__', fn)}: {type(e).__name__}: {e}")
             times.append((spent, f"{algo.name} [{cfg.describe()}]"))
+            if a.each:
+                print(f"  {spent:5.2f} s  {times[-1][1]}", flush=True)
         longest = max(times, default=(0.0, ""))
         row = {"name": shp.name, "candidates": len(times), "failed": failed, "longest_s": round(longest[0], 3),
                "longest": longest[1], "sum_s": round(sum(t for t, _ in times), 3)}  # fmt: skip

@@ -1056,11 +1056,16 @@ PY
         # the 'grouped' prune) and s60a (deeper 128 x 128 rings); then s38c (the all suite: the deep 64 x 128 ring in
         # the tuner) and s60t (the training step) in calls of their own. First the GPU tests that run every ws
         # candidate (Ws3d.deep_ring's 8-stage 64 x 128 form among them) against float64 -> ws-cands.log
-        timeout 150 python3 -m pytest -q -n 12 tests/test_conv3d.py -k "ws_every_candidate or ws_tf32_every" \
-            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 \
-            | tee "$OUT/ws-cands.log"
+        bash "$0" ws_cands
         bash "$0" s59e
         bash "$0" s60a ;;
+    ws_cands)  # the GPU tests that run every ws candidate against float64 -> ws-cands.log
+        timeout 150 python3 -m pytest -q -n 12 tests/test_conv3d.py -k "ws_every_candidate or ws_tf32_every" \
+            -p no:cacheprovider --tb=short -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 \
+            | tee "$OUT/ws-cands.log" ;;
+    s60b)  # when one call is all a session gets (about 8 minutes): the ws candidates' GPU tests, then s38c
+        bash "$0" ws_cands
+        bash "$0" s38c ;;
     s60a)  # for session 60: does the two-consumer 128 x 128 ws tile (the pick on l2 1x1 expand, CRAFT's up2 3x3, the
         # seed's 96x24x24 5x5) gain from a deeper ring too, as the 64 x 128 one did (s59: 1.06-1.37x at 8 stages
         # against 4)? 4 against 5 stages (32 KB a stage at block_k 64), 4 against 6 and 8 at block_k 32 -> deep128x2.log
