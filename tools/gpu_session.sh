@@ -1046,6 +1046,14 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
+    s60c)  # session 60, after Ws3d.deep_ring took the 128 x 128 tile at block_k 32 to 8 stages (s60a: 27.2 -> 23.2 us on
+        # the seed's 96-channel 5x5 layer): the ws candidates' GPU tests (C = 32 cases offer that form), then the
+        # tuner's pick on that layer from an empty cache -> ws-cands.log, deep128-tuned.log
+        bash "$0" ws_cands
+        t="implicit_gemm_ws:block_m=128,block_n=128,num_warps=8,persistent=1,parts=1,stack=0,split_k=1,stream_k=0,direct=0"
+        t="$t,tile_n=8,tile_h=4,tile_w=4,block_k=32"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape 16,96,24,24,256,5,5,1,0,1,1,nobias \
+            --try "$t,num_stages=4" --try "$t,num_stages=8" 2>&1 | grep -v Warning | tee "$OUT/deep128-tuned.log" ;;
     s60t)  # for session 60: issue 6's ResNet-50 training step (batch 64, bf16), last timed in sessions 22 (eager
         # 0.84x, host-bound) and 25 (compile cudagraphs 1.01x) on the H200, before the ws forward tiles, the ws
         # wgrad and session 58's producer change -> resnet-train.json

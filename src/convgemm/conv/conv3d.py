@@ -903,20 +903,27 @@ class Ws3d(Algorithm):
                     out += self.stream_configs(prob, cfg, n_tiles, k_steps, sms)
         return out + self.side_by_side(prob, sms, bk, deep)
 
-    #: the ring depth of the unsplit 64 x 128 tile in 16 bits (``deep_ring``)
+    #: the ring depth of the unsplit 16-bit tiles ``deep_ring`` deepens
     DEEP_RING = 8
 
     @classmethod
     def deep_ring(cls, cfg: Config, itemsize: int) -> Config:
-        """``cfg`` with up to ``DEEP_RING`` stages where it is the 16-bit 64 x 128 tile (one consumer
-        warpgroup, 24 KB a stage at block_k 64: 8 stages and the staging tile take 208 KB) and
-        they fit; else ``cfg``. Since the producer carries its K-step indices (session 58) the
-        ring's depth shows in this tile's time: on an H100 (session 59) 8 stages against 4 took
-        51.5 -> 37.5 us on ResNet-50's l4 3x3 (first), 46.6 -> 44.0 on l4 3x3 @7, and 26.7 ->
-        19.6, 26.7 -> 21.0, 39.5 -> 29.9 on its three 1x1 layers of 1024-2048 input channels on
-        14x14 and 7x7 images. The 64 x 256 tile did not gain from a fifth stage (session 58).
-        Split forms keep their depth (not timed deeper)."""
-        if itemsize != 2 or (cfg.block_m, cfg.block_n) != (64, 128) or cfg.split_k > 1:
+        """``cfg`` with up to ``DEEP_RING`` stages where it is an unsplit 16-bit tile whose time
+        follows the ring's depth and they fit; else ``cfg``. Since the producer carries its K-step
+        indices (session 58) the ring's depth shows in some tiles' times (H100):
+
+        - 64 x 128 (one consumer warpgroup, 24 KB a stage at block_k 64: 8 stages and the staging
+          tile take 208 KB; session 59): 8 stages against 4 took 51.5 -> 37.5 us on ResNet-50's
+          l4 3x3 (first), 46.6 -> 44.0 on l4 3x3 @7, and 26.7 -> 19.6, 26.7 -> 21.0, 39.5 -> 29.9
+          on its three 1x1 layers of 1024-2048 input channels on 14x14 and 7x7 images;
+        - 128 x 128 at block_k 32 (channel counts no multiple of 64; 16 KB a stage, 160 KB at 8;
+          session 60): 27.2 -> 23.2 us on the seed's 96-channel 5x5 layer (6 stages 23.9).
+
+        At block_k 64 the 128 x 128 tile did not gain from a fifth stage (session 60, two layers),
+        nor the 64 x 256 tile (session 58). Split forms keep their depth (not timed deeper)."""
+        if itemsize != 2 or cfg.split_k > 1:
+            return cfg
+        if (cfg.block_m, cfg.block_n) != (64, 128) and (cfg.block_m, cfg.block_n, cfg.block_k) != (128, 128, 32):
             return cfg
         stages = cls.DEEP_RING
         while (
