@@ -1054,6 +1054,11 @@ PY
         t="$t,tile_n=8,tile_h=4,tile_w=4,block_k=32"
         CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape 16,96,24,24,256,5,5,1,0,1,1,nobias \
             --try "$t,num_stages=4" --try "$t,num_stages=8" 2>&1 | grep -v Warning | tee "$OUT/deep128-tuned.log" ;;
+    s60s)  # session 60: ResNet-50's strided 3x3 dgrads run DgradTma (s60: 0.79-0.81x, the only dgrad layers under 0.85x);
+        # the per-phase forwards (tuned: the ws forward tiles, four launches) against it, untimed as a route since
+        # session 6 -> dgrad-routes.log
+        CONVGEMM_AUTOTUNE=1 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 tools/dgrad_sweep.py --routes --only 0 1 2 \
+            2>&1 | grep -v Warning | tee "$OUT/dgrad-routes.log" ;;
     s60t)  # for session 60: issue 6's ResNet-50 training step (batch 64, bf16), last timed in sessions 22 (eager
         # 0.84x, host-bound) and 25 (compile cudagraphs 1.01x) on the H200, before the ws forward tiles, the ws
         # wgrad and session 58's producer change -> resnet-train.json
