@@ -1046,6 +1046,19 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
+    s61)  # session 61's first call (about 5 minutes): s60c (the 128 x 128 block_k-32 deep ring: GPU tests, tuner pick),
+        # then s61f (the L2 state's cost on ResNet-50's ws layers)
+        bash "$0" s60c
+        bash "$0" s61f ;;
+    s61f)  # session 61: under Nsight Compute the 64 x 256 ws tile beat cuDNN's kernel on l4 3x3 @7 by 2.9 us (s59), in the
+        # bench it loses about 3.6 us of that to the bench's dirty-L2 memset against cuDNN's 1-2 (s55's flush probe had
+        # the same on ResNeXt). Is it every ws layer? The ResNet-50 layers under 0.95x and three 3x3 ws layers after a
+        # zero (dirty L2), a read (clean) and no flush -> flush-r50.log
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout "${FLUSH_TIMEOUT:-240}" python3 tools/flush_probe.py \
+            --shape 64,2048,7,7,512,1,1,1,0,1,1,nobias --shape 64,512,7,7,2048,1,1,1,0,1,1,nobias \
+            --shape 64,1024,14,14,256,1,1,1,0,1,1,nobias --shape 64,1024,14,14,512,1,1,1,0,1,1,nobias \
+            --shape 64,512,7,7,512,3,3,1,1,1,1,nobias --shape 64,512,14,14,512,3,3,2,1,1,1,nobias \
+            --shape 64,128,28,28,128,3,3,1,1,1,1,nobias 2>&1 | grep -v Warning | tee "$OUT/flush-r50.log" ;;
     s60c)  # session 60, after Ws3d.deep_ring took the 128 x 128 tile at block_k 32 to 8 stages (s60a: 27.2 -> 23.2 us on
         # the seed's 96-channel 5x5 layer): the ws candidates' GPU tests (C = 32 cases offer that form), then the
         # tuner's pick on that layer from an empty cache -> ws-cands.log, deep128-tuned.log
