@@ -1050,6 +1050,18 @@ PY
         # then s61f (the L2 state's cost on ResNet-50's ws layers)
         bash "$0" s60c
         bash "$0" s61f ;;
+    s61g)  # session 61: grouped_mma's TMA form as persistent programs (session 60, CPU only: the tile and chunk loops
+        # flattened into one pipeline, weights as TMA boxes, group blocks the fast axis of the tile order): its GPU tests
+        # (every config, the persistent forms on), then every candidate with them on four ResNeXt layers -> gmma-tests.log,
+        # gmma-persistent.log. Prediction: 10-25% off the stride-1 layers (256 @28 49.3 us, 512 @14 25.0), 5-10% off the
+        # strided 512 @28 s2 (37.3); then GroupedMma.PERSISTENT_CANDIDATES goes on
+        timeout 240 python3 -m pytest -q -n 12 tests/test_grouped_mma.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/gmma-tests.log"
+        for shp in 64,256,28,28,256,3,3,1,1,1,32,nobias 64,512,14,14,512,3,3,1,1,1,32,nobias \
+                64,512,28,28,512,3,3,2,1,1,32,nobias 64,1024,7,7,1024,3,3,1,1,1,32,nobias; do
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 150 python3 tools/config_probe.py --shape "$shp" --gmma-persistent \
+                2>&1 | grep -v Warning
+        done | tee "$OUT/gmma-persistent.log" ;;
     s61f)  # session 61: under Nsight Compute the 64 x 256 ws tile beat cuDNN's kernel on l4 3x3 @7 by 2.9 us (s59), in the
         # bench it loses about 3.6 us of that to the bench's dirty-L2 memset against cuDNN's 1-2 (s55's flush probe had
         # the same on ResNeXt). Is it every ws layer? The ResNet-50 layers under 0.95x and three 3x3 ws layers after a

@@ -1466,7 +1466,32 @@ class GroupedMma(Algorithm):
             if self.tma_reason(prob, gb) is None:
                 for _, tn, th, tw in spatial_tiles(prob, bm)[:1]:
                     out += [Config(bm, gb, kc, warps, st, tile_n=tn, tile_h=th, tile_w=tw) for st in (3, 4)]
+                    if self.PERSISTENT_CANDIDATES:
+                        per_sm = self.resident(prob, bm, gb, kc, warps, 4)
+                        out.append(Config(bm, gb, kc, warps, 4, tile_n=tn, tile_h=th, tile_w=tw, persistent=per_sm))
         return out
+
+    #: whether the tuner also gets the TMA form's persistent programs (session 60, CPU: the
+    #: flattened tile-and-chunk loop keeps a program's next tile's boxes in flight, and group
+    #: blocks run side by side). Off until a GPU has run them: compiled for sm_90 (no spills,
+    #: TMA boxes and weights three deep) and tested under the interpreter only; the GPU tests
+    #: (``test_gpu_resnext_layers``) and ``tools/config_probe.py`` turn them on
+    PERSISTENT_CANDIDATES = False
+
+    @staticmethod
+    def resident(prob: ConvProblem, bm: int, gb: int, kc: int, warps: int, stages: int) -> int:
+        """Persistent TMA-form programs an SM: as many as its shared memory holds (``stages - 1``
+        buffers of a chunk's input boxes and weight box; sm_90 compiles of four ResNeXt layers
+        took 51-64 KB at 4 stages, this estimate within 4 KB of them), at most 3 of 4 warps (120-140
+        registers a thread there) or 1 of 8: a program that is not resident would run its tiles
+        after the others, a tail."""
+        from .grouped_mma import geometry
+
+        e = prob.dtype.itemsize
+        kgp = geometry(prob.cg, prob.kg, prob.r * prob.s)[1]
+        stage = bm * gb * kc * e + gb * kc * kgp * e
+        by_smem = 227 * 1024 // ((stages - 1) * stage + 4096)
+        return max(1, min(by_smem, 3 if warps <= 4 else 1))
 
     def _fits(self, prob: ConvProblem, bm: int, gb: int, warps: int) -> bool:
         from .grouped_mma import geometry
@@ -1583,6 +1608,13 @@ class GroupedMma(Algorithm):
                                   PRECISION=_precision(prob), UPCAST=interpreting() and prob.dtype == torch.bfloat16,
                                   INT64=Depthwise.batch_span(y) >= 2**31)  # fmt: skip
         grid = (cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw), cdiv(prob.groups, gb))
+        if cfg.persistent:
+            # cfg.persistent programs an SM walk the tiles, group blocks the fast axis; the weight
+            # chunks come as TMA boxes too (grouped_mma._tma_tile)
+            grid = (min(grid[0] * grid[1], cfg.persistent * sm_count()),)
+            args = (x_desc, descriptor(wp, list(wp.shape), list(wp.stride()), [1, gb, kc, kgp]), *args[2:])
+            kw = constexprs
+            constexprs = lambda: {**kw(), "PERSISTENT": True}  # noqa: E731
         _run_kernel(launch, gm.grouped_mma_tma_kernel, grid, args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
 
