@@ -234,6 +234,8 @@ def _tma_tile(x_desc, w_ptr, n, oh0, ow0, gblk, ROWS, C, G: tl.constexpr, CG: tl
     for ch in range(CHUNKS):
         t0 = ch * TPC
         a = _tap_operand(x_desc, n, oh0, ow0, c0, t0, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB, CG, BLOCK_M)
+        # the chunk's taps joined along a new last axis, then merged with the channels: row
+        # c * TPC + t of the chunk (packed_weight's tap_minor order), a reshape that moves no data
         if TPC == 2:
             a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
                               CG, BLOCK_M)  # fmt: skip
@@ -245,6 +247,7 @@ def _tma_tile(x_desc, w_ptr, n, oh0, ow0, gblk, ROWS, C, G: tl.constexpr, CG: tl
                               CG, BLOCK_M)  # fmt: skip
             a3 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 3, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
                               CG, BLOCK_M)  # fmt: skip
+            # [GB, M, CG, j, k] holds tap 2j + k
             a = tl.join(tl.join(a, a2), tl.join(a1, a3)).reshape(GB, BLOCK_M, KC)
         if W_DESC:
             # the chunk's weights as one TMA box (groups past G zero-filled): a pointer load here
@@ -320,6 +323,9 @@ def grouped_mma_tma_kernel(
     INT64: tl.constexpr,
     PERSISTENT: tl.constexpr = False,  # a fixed grid of programs walking the tiles (Config.persistent)
 ):
+    """The TMA-box form of ``grouped_mma_kernel``: each tap of a ``TN x TH x TW`` block of output
+    pixels is one box of GB groups' channels; one tile a program over the grid (pixel blocks,
+    group blocks), or with ``PERSISTENT`` a fixed grid of programs walking every tile."""
     if not PERSISTENT:
         # one tile a program: grid (pixel blocks, group blocks)
         n, oh0, ow0 = _spatial_tile(tl.program_id(0), P, Q, TN, TH, TW)
