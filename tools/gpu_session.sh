@@ -1050,6 +1050,24 @@ PY
         # then s61f (the L2 state's cost on ResNet-50's ws layers)
         bash "$0" s60c
         bash "$0" s61f ;;
+    s61t)  # session 61: do TF32 ws tiles gain from deeper rings now that the producer's per-step cost is gone (session
+        # 58; the 16-bit 64 x 128 tile gained 1.06-1.37x at 8 stages, session 59)? The direct form caps TF32 rings at 4
+        # (conv3d.Ws3d.direct_form); a TF32 stage at block_k 32 carries the bytes of a 16-bit one at 64 for half the
+        # MMA work. 64 x 256 at 4 / 5 stages and 64 x 128 at 4 / 8 (l4 3x3 (first), TF32 0.72x in session 54; l4 3x3
+        # @7 0.87x), 128 x 128 at 4 / 6 (l2 3x3 (first) 0.88x), tuned pick first (TF32, empty cache) -> tf32-deep.log
+        t="implicit_gemm_ws:block_k=32,persistent=1,parts=1,stack=0,split_k=1,stream_k=0,direct=1"
+        for spec in "64,512,14,14,512,3,3,2,1,1,1,nobias tile_n=64,tile_h=1,tile_w=1" \
+                "64,512,7,7,512,3,3,1,1,1,1,nobias tile_n=64,tile_h=1,tile_w=1"; do
+            u="$t,${spec#* },block_m=64,num_warps=4"
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --dtype tf32 --shape "${spec%% *}" \
+                --try "$u,block_n=256,num_stages=4" --try "$u,block_n=256,num_stages=5" \
+                --try "$u,block_n=128,num_stages=4" --try "$u,block_n=128,num_stages=8" 2>&1 | grep -v Warning
+        done > "$OUT/tf32-deep.log"
+        u="$t,tile_n=8,tile_h=4,tile_w=4,block_m=128,block_n=128,num_warps=8"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --dtype tf32 \
+            --shape 64,128,56,56,128,3,3,2,1,1,1,nobias --try "$u,num_stages=4" --try "$u,num_stages=6" 2>&1 \
+            | grep -v Warning >> "$OUT/tf32-deep.log"
+        cat "$OUT/tf32-deep.log" ;;
     s61g)  # session 61: grouped_mma's TMA form as persistent programs (session 60, CPU only: the tile and chunk loops
         # flattened into one pipeline, weights as TMA boxes, group blocks the fast axis of the tile order): its GPU tests
         # (every config, the persistent forms on), then every candidate with them on four ResNeXt layers -> gmma-tests.log,
