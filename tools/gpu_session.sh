@@ -1068,6 +1068,13 @@ PY
             --shape 64,128,56,56,128,3,3,2,1,1,1,nobias --try "$u,num_stages=4" --try "$u,num_stages=6" 2>&1 \
             | grep -v Warning >> "$OUT/tf32-deep.log"
         cat "$OUT/tf32-deep.log" ;;
+    s61w)  # session 61: the ws wgrad's tiles on half-length pixel steps with twice the ring (ws_wgrad_probe.py --deep) on
+        # ResNet-50's four wgrad layers under 0.9x (s59b: l4 3x3 @7 0.79x, 3x3 (first) 0.84x, 1x1 s2 2048 0.75x, 1x1
+        # 2048->512 @7 0.86x): the wgrad candidates keep 3-4 stages of 48-64 KB; the forward's 64 x 128 tile gained
+        # 1.06-1.37x from 8 stages (s59); 64-pixel steps also cover 7x7 outputs exactly -> wgrad-deep.log
+        timeout 300 python3 tools/ws_wgrad_probe.py --deep \
+            --layers r50-3x3-512@7,r50-3x3-512s2@14,r50-1x1-1024-2048s2@14,r50-1x1-2048-512@7 2>&1 | grep -v Warning \
+            | tee "$OUT/wgrad-deep.log" ;;
     s61g)  # session 61: grouped_mma's TMA form as persistent programs (session 60, CPU only: the tile and chunk loops
         # flattened into one pipeline, weights as TMA boxes, group blocks the fast axis of the tile order): its GPU tests
         # (every config, the persistent forms on), then every candidate with them on four ResNeXt layers -> gmma-tests.log,

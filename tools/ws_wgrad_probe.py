@@ -31,6 +31,10 @@ LAYERS = {
 }
 
 
+#: --deep: time _deep_forms in place of _extra_forms
+DEEP = False
+
+
 def _extra_forms(p3, cands, sms: int):
     """Forms the tuner does not offer: each shape at two programs per SM (stages cut to fit half
     the shared memory), at half and twice its split count, and a 64 x 128 tile on 64-pixel blocks
@@ -62,6 +66,29 @@ def _extra_forms(p3, cands, sms: int):
             per = cdiv(blocks(c), sk)
             if sk == 1 or (per >= 4 and (sk - 1) * per < blocks(c)):
                 out.append(replace(c, split_k=sk))
+    return [c for c in dict.fromkeys(out) if c not in cands]
+
+
+def _deep_forms(p3, cands):
+    """Each candidate tile on pixel steps half as long with twice the ring stages that fit (the
+    wgrad candidates' 200 KB ring budget): since session 58 the producer walks the pixel blocks
+    without a division a step, and the forward's 64 x 128 tile gained 1.06-1.37x from a deeper
+    ring (session 59); on 7x7 outputs the 64-pixel steps also cover the output exactly."""
+    from convgemm.conv.conv3d import depth_free, spatial_tiles3, strided3
+
+    out = []
+    for c in cands:
+        bp = c.block_k // 2
+        if bp < 32:
+            continue
+        tiles3 = spatial_tiles3(p3, bp)
+        if strided3(p3) and not depth_free((p3.t, p3.r, p3.s), p3.pad, p3.stride):
+            tiles3 = [t for t in tiles3 if t[1] == 1]
+        _, td, th, tw = tiles3[0]
+        stages = 8
+        while stages > c.num_stages and stages * bp * (c.block_m + c.block_n) * 2 > 200_000:
+            stages -= 1
+        out.append(replace(c, block_k=bp, num_stages=stages, tile_n=td, tile_h=th, tile_w=tw))
     return [c for c in dict.fromkeys(out) if c not in cands]
 
 
@@ -130,7 +157,8 @@ def _layer(name: str, spec, flush) -> None:
             bw.WGRAD_WS.run(prob, x, dy, dw, cfg)
 
     cands = k3.WGRAD3D_WS.candidates(p3, sm_count())
-    for tag, forms in (("", cands), ("+", _extra_forms(p3, cands, sm_count()))):
+    extra = _deep_forms(p3, cands) if DEEP else _extra_forms(p3, cands, sm_count())
+    for tag, forms in (("", cands), ("+", extra)):
         for cfg in forms:
             dw = torch.empty_like(wt)
             try:
@@ -146,7 +174,12 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", default=",".join(LAYERS), help="comma-separated names: " + ", ".join(LAYERS))
+    ap.add_argument("--deep", action="store_true",
+                    help="the not-offered forms are each candidate at half the pixel step and a deeper ring "
+                         "(_deep_forms) instead of _extra_forms")  # fmt: skip
     a = ap.parse_args()
+    global DEEP
+    DEEP = a.deep
     torch.backends.cudnn.benchmark = True
     flush = l2_flush(torch.device("cuda"))
     print(f"{'layer':<24} {'form (+: not offered)':<44} {'us':>8} {'TFLOP/s':>8} {'rel err':>9}", flush=True)
