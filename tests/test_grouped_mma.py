@@ -291,14 +291,14 @@ def test_tma_form_matches_float64(case, tile, dtype):
     assert_close(y, ref, dtype, f"{case} {cfg.describe()}")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("persistent", [1, 3])
-@pytest.mark.parametrize("case,tile", [TMA_CASES[i] for i in (0, 1, 3, 4)], ids=str)
-def test_tma_form_persistent_matches_float64(case, tile, persistent):
+@pytest.mark.parametrize("case,tile", [TMA_CASES[i] for i in (0, 1, 2, 3, 4)], ids=str)
+def test_tma_form_persistent_matches_float64(case, tile, persistent, dtype):
     """The TMA form's persistent programs (``Config.persistent`` an SM; one SM without a GPU):
     one or three programs walk every (pixel block, group block) tile, group blocks the fast axis,
     the last tiles ragged and a group block partly past G, against the float64 reference; a
     tile the walk skipped or stored twice would leave NaN or a wrong sum."""
-    dtype = torch.float32
     prob, xn, x, wt, b, kw, y = _prepared(case, dtype)
     gb, tn, th, tw = tile
     kc = gm.geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
