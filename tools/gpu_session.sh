@@ -1075,6 +1075,26 @@ PY
         timeout 300 python3 tools/ws_wgrad_probe.py --deep \
             --layers r50-3x3-512@7,r50-3x3-512s2@14,r50-1x1-1024-2048s2@14,r50-1x1-2048-512@7 2>&1 | grep -v Warning \
             | tee "$OUT/wgrad-deep.log" ;;
+    s61p)  # session 61: persistent_gemm_kernel with its tile and K loops fused (CONVGEMM_FLATTEN=1: Triton 3.6 fused
+        # them only once told the K loop runs, session 60's sm_90 TTGIR) against nested (as every persistent config ran
+        # before), on the six all-suite layers whose pick is a persistent implicit_gemm_tma config; two processes a
+        # layer, alternating -> flatten.log. Then the persistent and split-K GPU tests with it on -> flatten-tests.log
+        for spec in "16,64,224,224,64,7,7,2,0,1,1 tile_n=16,tile_h=1,tile_w=16,num_stages=4" \
+                "64,64,56,56,64,3,3,1,1,1,1,nobias tile_n=4,tile_h=8,tile_w=8,num_stages=4" \
+                "64,256,56,56,64,1,1,1,0,1,1,nobias tile_n=4,tile_h=8,tile_w=8,num_stages=3" \
+                "64,256,56,56,128,1,1,1,0,1,1,nobias tile_n=4,tile_h=8,tile_w=8,num_stages=4" \
+                "64,512,28,28,128,1,1,1,0,1,1,nobias tile_n=16,tile_h=4,tile_w=4,num_stages=4" \
+                "1,64,768,768,64,3,3,1,1,1,1 tile_n=1,tile_h=1,tile_w=256,num_stages=4"; do
+            t="implicit_gemm_tma:block_m=64,block_n=256,block_k=64,num_warps=4,persistent=1,split_k=1,parts=1,${spec#* }"
+            for fl in 0 1 0 1; do
+                echo "CONVGEMM_FLATTEN=$fl"
+                CONVGEMM_FLATTEN=$fl CONVGEMM_AUTOTUNE=0 timeout 90 python3 tools/config_probe.py --shape "${spec%% *}" \
+                    --try "$t" 2>&1 | grep -v Warning | tail -1
+            done
+        done | tee "$OUT/flatten.log"
+        CONVGEMM_FLATTEN=1 timeout 200 python3 -m pytest -q -n 12 tests/test_split_k.py tests/test_nonfinite.py \
+            tests/test_strided_tma.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
+            | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee "$OUT/flatten-tests.log" ;;
     s61g)  # session 61: grouped_mma's TMA form as persistent programs (session 60, CPU only: the tile and chunk loops
         # flattened into one pipeline, weights as TMA boxes, group blocks the fast axis of the tile order): its GPU tests
         # (every config, the persistent forms on), then every candidate with them on four ResNeXt layers -> gmma-tests.log,

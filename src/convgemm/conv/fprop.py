@@ -176,6 +176,14 @@ def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> Non
     (launch or Launch())(fn, grid, args, constexprs(), options)
 
 
+def flatten_enabled() -> bool:
+    """Whether ``persistent_gemm_kernel`` fuses its tile and K loops (``CONVGEMM_FLATTEN=1``; off
+    by default). Session 60 found (sm_90 TTGIR, CPU) that Triton 3.6 leaves the two loops nested
+    unless it knows the K loop runs at least once, so every persistent config timed so far ran
+    one pipeline fill and drain per tile; the fused form is compiled but not yet timed."""
+    return os.environ.get("CONVGEMM_FLATTEN", "0") == "1"
+
+
 def pdl_enabled() -> bool:
     """Whether a second launch that reads the first's results (``grouped_tma``'s non-finite
     fix-up) is a programmatic dependent launch (Hopper; ``CONVGEMM_PDL=0`` turns it off); never
@@ -235,6 +243,9 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
         fn, grid = parts_gemm_kernel, (min(num_m * num_n, max(1, cfg.persistent) * sm_count()), 1, 1)
     elif cfg.persistent:
         assert len(fns) <= 5, "persistent: one K tile count for every tile"
+        if flatten_enabled():
+            kw = constexprs
+            constexprs = lambda: {**kw(), "FLATTEN": True}  # noqa: E731
         # no split: a fixed number of programs walks every tile of every batch entry (group)
         assert cfg.split_k == 1, "persistent: no split-K"
         fn, grid = persistent_gemm_kernel, (min(num_m * num_n * batches, cfg.persistent * sm_count()), 1, 1)
