@@ -31,8 +31,15 @@ LAYERS = {
 }
 
 
-#: --deep: time _deep_forms in place of _extra_forms
-DEEP = False
+def _first_tile(p3, pixels: int) -> tuple[int, int, int]:
+    """The best-covering block of ``pixels`` output pixels the wgrad takes (one depth deep on a
+    strided layer read through the phase view), as ``Wgrad3dWs.candidates`` picks it."""
+    from convgemm.conv.conv3d import depth_free, spatial_tiles3, strided3
+
+    tiles3 = spatial_tiles3(p3, pixels)
+    if strided3(p3) and not depth_free((p3.t, p3.r, p3.s), p3.pad, p3.stride):
+        tiles3 = [t for t in tiles3 if t[1] == 1]
+    return tiles3[0][1:]
 
 
 def _extra_forms(p3, cands, sms: int):
@@ -40,7 +47,7 @@ def _extra_forms(p3, cands, sms: int):
     the shared memory), at half and twice its split count, and a 64 x 128 tile on 64-pixel blocks
     at two programs per SM."""
     from convgemm._runtime import cdiv
-    from convgemm.conv.conv3d import Wgrad3dWs, depth_free, spatial_tiles3, strided3
+    from convgemm.conv.conv3d import Wgrad3dWs
     from convgemm.conv.fprop import Config
 
     def blocks(c) -> int:
@@ -48,10 +55,7 @@ def _extra_forms(p3, cands, sms: int):
 
     out = []
     if cands and p3.c >= 128:
-        tiles3 = spatial_tiles3(p3, 64)
-        if strided3(p3) and not depth_free((p3.t, p3.r, p3.s), p3.pad, p3.stride):
-            tiles3 = [t for t in tiles3 if t[1] == 1]
-        _, td, th, tw = tiles3[0]
+        td, th, tw = _first_tile(p3, 64)
         base = Config(64, 128, 64, 4, 4, tile_n=td, tile_h=th, tile_w=tw, persistent=2)
         tiles = cdiv(p3.k, 64) * p3.t * p3.r * p3.s * cdiv(p3.c, 128)
         out += [replace(base, split_k=sk) for sk in Wgrad3dWs.splits(tiles, blocks(base), 2 * sms, 64)]
@@ -74,17 +78,12 @@ def _deep_forms(p3, cands):
     wgrad candidates' 200 KB ring budget): since session 58 the producer walks the pixel blocks
     without a division a step, and the forward's 64 x 128 tile gained 1.06-1.37x from a deeper
     ring (session 59); on 7x7 outputs the 64-pixel steps also cover the output exactly."""
-    from convgemm.conv.conv3d import depth_free, spatial_tiles3, strided3
-
     out = []
     for c in cands:
         bp = c.block_k // 2
         if bp < 32:
             continue
-        tiles3 = spatial_tiles3(p3, bp)
-        if strided3(p3) and not depth_free((p3.t, p3.r, p3.s), p3.pad, p3.stride):
-            tiles3 = [t for t in tiles3 if t[1] == 1]
-        _, td, th, tw = tiles3[0]
+        td, th, tw = _first_tile(p3, bp)
         stages = 8
         while stages > c.num_stages and stages * bp * (c.block_m + c.block_n) * 2 > 200_000:
             stages -= 1
@@ -100,7 +99,7 @@ def _time(fn, flush) -> float:
     return t[len(t) // 2] * 1e3
 
 
-def _layer(name: str, spec, flush) -> None:
+def _layer(name: str, spec, flush, deep: bool = False) -> None:
     import convgemm
     from convgemm._runtime import sm_count
     from convgemm.conv import backward as bw
@@ -157,7 +156,7 @@ def _layer(name: str, spec, flush) -> None:
             bw.WGRAD_WS.run(prob, x, dy, dw, cfg)
 
     cands = k3.WGRAD3D_WS.candidates(p3, sm_count())
-    extra = _deep_forms(p3, cands) if DEEP else _extra_forms(p3, cands, sm_count())
+    extra = _deep_forms(p3, cands) if deep else _extra_forms(p3, cands, sm_count())
     for tag, forms in (("", cands), ("+", extra)):
         for cfg in forms:
             dw = torch.empty_like(wt)
@@ -178,13 +177,11 @@ def main() -> int:
                     help="the not-offered forms are each candidate at half the pixel step and a deeper ring "
                          "(_deep_forms) instead of _extra_forms")  # fmt: skip
     a = ap.parse_args()
-    global DEEP
-    DEEP = a.deep
     torch.backends.cudnn.benchmark = True
     flush = l2_flush(torch.device("cuda"))
     print(f"{'layer':<24} {'form (+: not offered)':<44} {'us':>8} {'TFLOP/s':>8} {'rel err':>9}", flush=True)
     for name in a.layers.split(","):
-        _layer(name, LAYERS[name], flush)
+        _layer(name, LAYERS[name], flush, a.deep)
     return 0
 
 

@@ -66,6 +66,12 @@ def _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G: tl.constexpr, KC: tl.cons
     """``acc [GB, M, KGP] += a [GB, M, KC] @ chunk ch of the packed weight`` (``w_off``: the
     program's groups' ``[GB, KC, KGP]`` offsets within a chunk)."""
     wv = tl.load(w_ptr + ch * (G * KC * KGP) + w_off, mask=gmask, other=0.0)
+    return _chunk_dot(acc, a, wv, PRECISION, UPCAST)
+
+
+@triton.jit
+def _chunk_dot(acc, a, wv, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+    """``acc [GB, M, KGP] += a [GB, M, KC] @ wv [GB, KC, KGP]``, one batched dot."""
     if UPCAST:  # the interpreter multiplies raw bf16 bits otherwise
         return tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
     return tl.dot(a, wv, acc, input_precision=PRECISION)
@@ -252,11 +258,7 @@ def _tma_tile(x_desc, w_ptr, n, oh0, ow0, gblk, ROWS, C, G: tl.constexpr, CG: tl
         if W_DESC:
             # the chunk's weights as one TMA box (groups past G zero-filled): a pointer load here
             # is left out of the flattened loop's pipeline (sm_90 TTGIR), one L2 round trip a chunk
-            wv = w_ptr.load([ch, gblk * GB, 0, 0]).reshape(GB, KC, KGP)
-            if UPCAST:
-                acc = tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(a, wv, acc, input_precision=PRECISION)
+            acc = _chunk_dot(acc, a, w_ptr.load([ch, gblk * GB, 0, 0]).reshape(GB, KC, KGP), PRECISION, UPCAST)
         else:
             acc = _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G, KC, KGP, PRECISION, UPCAST)
     return acc
