@@ -233,6 +233,7 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             **({"N_PARTS": cfg.parts} if cfg.parts > 1 else {}),
             **({"PDL_TRIGGER": True} if pdl else {}),
             **({"BATCHES": batches} if batches > 1 else {}),
+            **({"FLATTEN": True} if cfg.persistent and cfg.parts <= 1 and flatten_enabled() else {}),
         )
 
     fn = gemm_kernel
@@ -243,9 +244,6 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
         fn, grid = parts_gemm_kernel, (min(num_m * num_n, max(1, cfg.persistent) * sm_count()), 1, 1)
     elif cfg.persistent:
         assert len(fns) <= 5, "persistent: one K tile count for every tile"
-        if flatten_enabled():
-            kw = constexprs
-            constexprs = lambda: {**kw(), "FLATTEN": True}  # noqa: E731
         # no split: a fixed number of programs walks every tile of every batch entry (group)
         assert cfg.split_k == 1, "persistent: no split-K"
         fn, grid = persistent_gemm_kernel, (min(num_m * num_n * batches, cfg.persistent * sm_count()), 1, 1)
