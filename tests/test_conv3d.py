@@ -557,12 +557,15 @@ def test_conv3d_ws_supports_and_candidates():
         assert c.tile_n * c.tile_h * c.tile_w == c.block_m and c.persistent in (1, 2)
         assert c.num_stages * (c.block_m + c.block_n) * c.block_k * 2 + c.block_m * c.block_n * 2 <= 225_000
     # the unsplit 64 x 128 tile takes the deep ring (8 stages, 208 KB with its staging tile); the
-    # other tiles at block_k 64, and every tile in TF32, stay at 4 or fewer
+    # other tiles at block_k 64 stay at 4 or fewer; in TF32 only the direct 64 x 256 and 128 x 128
+    # tiles go deeper (Ws3d.DIRECT_RING: 5 and 6)
     deep = [c for c in cands if c.num_stages > 4]
     assert deep and all((c.block_m, c.block_n, c.split_k, c.num_stages) == (64, 128, 1, 8) for c in deep)
     assert not [c for c in cands if (c.block_m, c.block_n, c.split_k, c.parts) == (64, 128, 1, 0)
                 and c.num_stages == 4]  # fmt: skip
-    assert all(c.num_stages <= 4 for c in k3.WS3D.candidates(replace(l3, dtype=torch.float32, precision="tf32"), 132))
+    t32 = k3.WS3D.candidates(replace(l3, dtype=torch.float32, precision="tf32"), 132)
+    assert all(c.num_stages <= 4 or (c.direct and c.split_k == 1 and c.block_m in (64, 128)) for c in t32)
+    assert {(c.block_m, c.block_n, c.num_stages) for c in t32 if c.num_stages > 4} == {(64, 256, 5), (128, 128, 6)}
     # 96 channels (block_k 32): the unsplit 128 x 128 tile takes the deep ring too (160 KB at 8
     # stages); its split forms keep 4
     c96 = k3.WS3D.candidates(prob(8, 96, 4, 24, 24, 256), 132)

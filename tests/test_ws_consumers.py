@@ -416,10 +416,17 @@ def test_direct_form_takes_the_staging_tiles_room():
     assert k3.Ws3d.direct_form(small, 4, 72) == small
     three = Config(64, 128, 32, 4, 3, tile_n=1, tile_h=1, tile_w=64, persistent=1, parts=3)  # 40 KB a slot
     assert k3.Ws3d.direct_form(three, 4, 72) == replace(three, direct=1, num_stages=4)
+    # deeper where session 61 timed it: 64 x 256 (40 KB a slot) to 5, 128 x 128 (32 KB) to 6
+    wide = replace(tf32, block_m=64, num_warps=4, num_stages=3)
+    assert k3.Ws3d.direct_form(wide, 4, 72) == replace(wide, direct=1, num_stages=5)
+    square = replace(tf32, block_n=128, num_stages=4)
+    assert k3.Ws3d.direct_form(square, 4, 72) == replace(square, direct=1, num_stages=6)
+    assert k3.Ws3d.direct_form(square, 4, 8) == square
     l3 = replace(WS.as_3d(_prob(64, 256, 28, 28, 256, 3, 3, pad=1)), dtype=torch.float32)
     cands = k3.WS3D.candidates(l3, 132)
     direct = [c for c in cands if c.direct]
-    assert direct and all(c.split_k == 1 and not c.stream_k and c.num_stages == 4 for c in direct)
+    assert direct and all(c.split_k == 1 and not c.stream_k and c.num_stages >= 4 for c in direct)
+    assert {(c.block_m, c.block_n, c.num_stages) for c in direct if c.parts <= 1} >= {(64, 256, 5), (128, 128, 6)}
     # in place of the staged forms: no tile is offered both ways
     shapes = [(c.block_m, c.block_n, c.parts, c.persistent, c.split_k) for c in cands]
     assert len(shapes) == len(set(shapes))

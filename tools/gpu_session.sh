@@ -1046,6 +1046,13 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
+    s61d)  # session 61, after Ws3d.DIRECT_RING took TF32's direct 64 x 256 tile to 5 stages and 128 x 128 to 6 (s61t:
+        # 65.1 -> 57.2, 56.4 -> 52.0, 81.2 -> 71.2 us forced): the ws candidates' GPU tests (TF32 every candidate among
+        # them), then the TF32 all suite from empty caches (session 54: 1.28x) -> ws-cands.log, tf32-all.{log,json}
+        bash "$0" ws_cands
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tf32-all-tune.jsonl timeout 420 python3 -m convgemm bench \
+            --dtype tf32 --check --suite all --json "$OUT/tf32-all.json" > "$OUT/tf32-all.log" 2>&1
+        echo "tf32 all: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-all.log" | tail -3 ;;
     s61)  # session 61's first call (about 5 minutes): s60c (the 128 x 128 block_k-32 deep ring: GPU tests, tuner pick),
         # then s61f (the L2 state's cost on ResNet-50's ws layers)
         bash "$0" s60c

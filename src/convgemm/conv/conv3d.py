@@ -938,15 +938,25 @@ class Ws3d(Algorithm):
     #: (``tools/config_probe.py --direct`` times both forms)
     DIRECT_CANDIDATES = True
 
+    #: the direct form's deepest ring by (block_m, block_n) of one- and two-consumer tiles (others: 4)
+    DIRECT_RING = {(64, 256): 6, (128, 128): 6}
+
     @classmethod
     def direct_form(cls, cfg: Config, itemsize: int, k_steps: int) -> Config:
         """``cfg`` storing from registers (``direct``: no staging tile of ``block_m x block_n``
-        outputs in shared memory) where that frees room for more ring stages, up to 4, in place
-        of the staged form; else ``cfg``. fp32 (TF32) only: a 128 x 256 tile goes from 2 stages
-        to 4, 64 x 256 and the three-consumer 192 x 128 tile from 3 to 4. In session 35's TF32
-        `all` suite the direct form beat its staged twin in 57 of 62 pairs (1.22x in geometric
-        mean); the five exceptions had 2-8 K steps (1x1 layers of 64-256 channels), where the
-        loop is too short for the stages to matter and the asynchronous TMA store wins."""
+        outputs in shared memory) where that frees room for more ring stages, in place of the
+        staged form; else ``cfg``. fp32 (TF32) only: a 128 x 256 tile goes from 2 stages to 4,
+        the three-consumer 192 x 128 tile from 3 to 4, 64 x 256 from 3 to 5 and 128 x 128 from 4
+        to 6 (``DIRECT_RING``). In session 35's TF32 `all` suite the direct form beat its staged
+        twin in 57 of 62 pairs (1.22x in geometric mean); the five exceptions had 2-8 K steps
+        (1x1 layers of 64-256 channels), where the loop is too short for the stages to matter and
+        the asynchronous TMA store wins.
+
+        The ring was capped at 4 until session 61 (H100, ``s61t``): since the producer carries its
+        K-step indices (session 58), 64 x 256 at 5 stages against 4 took 65.1 -> 57.2 us on
+        ResNet-50's l4 3x3 (first) and 56.4 -> 52.0 on l4 3x3 @7, and 128 x 128 at 6 against 4
+        took 81.2 -> 71.2 on l2 3x3 (first). 64 x 128 at 8 stages won on one layer and lost on the
+        other (96.0 -> 84.8, 88.2 -> 100.7): it keeps 4, as the three-consumer tile (not timed)."""
         if not cls.DIRECT_CANDIDATES or itemsize < 4 or k_steps < 9:
             # 16-bit outputs: slower on both layers timed (session 35: 128 x 256 at 4 stages
             # direct against 3 staged, 41.7 against 38.3 us on ResNet-50's l3 3x3), a thread's
@@ -954,7 +964,8 @@ class Ws3d(Algorithm):
             return cfg
         # a ring slot holds every consumer's pixel box and the weight tile they share
         ring = (cfg.block_m * max(1, cfg.parts) + cfg.block_n) * cfg.block_k * itemsize
-        stages = min(4, 225_000 // ring)
+        most = cls.DIRECT_RING.get((cfg.block_m, cfg.block_n), 4) if cfg.parts <= 1 else 4
+        stages = min(most, 225_000 // ring)
         return replace(cfg, direct=1, num_stages=stages) if stages > cfg.num_stages else cfg
 
     #: whether the tuner times ``stream_configs`` (off: on the H200 it lost on all five layers it
