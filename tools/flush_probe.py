@@ -2,6 +2,7 @@
 """How the L2 state before a timed run moves convgemm's and cuDNN's times (GPU, bf16, channels_last).
 
     PYTHONPATH=src python3 tools/flush_probe.py [--shape N,C,H,W,K,R,S[,stride,pad,dil,groups][,nobias] ...]
+    PYTHONPATH=src python3 tools/flush_probe.py --shape ... --try "implicit_gemm_ws:num_stages=8,..." [--try ...]
 
 ``convgemm bench`` (like ``triton.testing.do_bench``) zeroes a 256 MB buffer before each run: the
 L2 then holds dirty lines that the timed kernel's reads must write back to device memory first.
@@ -11,11 +12,17 @@ tuned convgemm and cuDNN (``cudnn.benchmark``), after three states: ``zero`` (th
 L2 dirty), ``read`` (a 256 MB buffer summed: L2 full of clean lines) and ``none`` (no flush: the
 layer's own tensors partly in L2). Medians of GPU time with the host off the clock
 (``_runtime.gpu_times``), the fastest of three alternating rounds.
+
+``--try`` (as ``tools/config_probe.py`` takes it) adds a row per forced form under each layer, so
+that whether a form's dirty-L2 cost follows its shape (the ring's depth, the tile) shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -37,11 +44,17 @@ SHAPES = [
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", action="append", default=[], help="a layer as bench takes it (repeatable)")
+    ap.add_argument("--try", dest="tries", action="append", default=[], metavar="ALGORITHM:FIELD=VALUE,...",
+                    help="a forced form timed under each layer in the three states, as config_probe takes it")  # fmt: skip
     args = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(__file__))
+    from config_probe import parse_try
 
     import convgemm
     from convgemm._runtime import gpu_times
     from convgemm.bench.suites import parse_shape
+    from convgemm.conv.fprop import ALGORITHMS
+    from convgemm.functional import _prepare
 
     torch.backends.cudnn.benchmark = True
     buf = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
@@ -75,6 +88,24 @@ def main() -> int:
         row = "".join(f"{best[(s, side)]:>14.1f}" for s in states for side in fns)
         ratios = "  ".join(f"{s} {best[(s, 'cuDNN')] / best[(s, 'convgemm')]:.2f}x" for s in states)
         print(f"{text:<40}{row}  {ratios}  ({pick['algorithm']} {pick['config']})", flush=True)
+        two = lambda v: v if isinstance(v, tuple) else (v, v)  # noqa: E731
+        prob, xn, y = _prepare(x, w, None, two(shp.stride), two(shp.pad), two(shp.dil), shp.groups)
+        for form in args.tries:
+            name, fields = parse_try(form)
+            algo = ALGORITHMS[name]
+            reason = algo.supports(prob)
+            if reason:
+                print(f"  {form[:60]}: not supported: {reason}")
+                continue
+            cfg = dataclasses.replace(algo.default_config(prob), **fields)
+            out = torch.empty_like(y)
+            fn = lambda a=algo, c=cfg, o=out, p=prob, xi=xn, wi=w: a.run(p, xi, wi, None, o, c)  # noqa: E731
+            got = {}
+            for _ in range(3):  # alternating, as the rows above
+                for state, before in states.items():
+                    got[state] = min(got.get(state, float("inf")), time_us(fn, before))
+            row = "".join(f"{got[s]:>14.1f}{'':>14}" for s in states)
+            print(f"  {name} {cfg.describe():<36}{row}  zero-read {got['zero'] - got['read']:.1f} us", flush=True)
     return 0
 
 

@@ -1046,6 +1046,31 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
+    s62l)  # for session 62: the ws tiles lose 0.6-2.4 us more than cuDNN to the bench's dirty L2 on every layer (s61f).
+        # Does that cost follow the ring's depth (the producer's first burst of loads meeting the write-backs)? l4 3x3 @7
+        # at 64 x 256 with 2 / 3 / 4 stages and 64 x 128 at 4 / 8, in the zero / read / none states -> flush-depth.log
+        t="implicit_gemm_ws:block_k=64,block_m=64,num_warps=4,persistent=1,parts=1,stack=0,split_k=1,stream_k=0,direct=0"
+        t="$t,tile_n=64,tile_h=1,tile_w=1"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 240 python3 tools/flush_probe.py --shape 64,512,7,7,512,3,3,1,1,1,1,nobias \
+            --try "$t,block_n=256,num_stages=2" --try "$t,block_n=256,num_stages=3" --try "$t,block_n=256,num_stages=4" \
+            --try "$t,block_n=128,num_stages=4" --try "$t,block_n=128,num_stages=8" 2>&1 | grep -v Warning \
+            | tee "$OUT/flush-depth.log" ;;
+    s61h)  # session 61: where the eager ResNet-50 training step's host time goes now (s60t: host 21.4 ms a step against
+        # cuDNN's 15.9; issue 6 asks 1.0x eager). Heuristic configs (CONVGEMM_AUTOTUNE=0: no tuning, the host path is
+        # the same replay code): cProfile patched, then host_split patched and unpatched -> train-hprof.log, train-host.log
+        CONVGEMM_AUTOTUNE=0 timeout 120 python3 tools/host_profile.py --model resnet50 --train 2>&1 | grep -v Warning \
+            > "$OUT/train-hprof.log"
+        for v in "" --unpatched; do
+            # shellcheck disable=SC2086  # $v is an option or nothing
+            CONVGEMM_AUTOTUNE=0 timeout 90 python3 tools/host_split.py --model resnet50 --train $v 2>&1
+        done > "$OUT/train-host.log"
+        grep -E "^==|per call|host" "$OUT/train-host.log" | head -30 ;;
+    s61e)  # s61d when little device time is left (about 4 minutes): the ws candidates' GPU tests, then TF32 on the
+        # ResNet-50, CRAFT and seed suites only (the rows with ws tiles) from empty caches -> ws-cands.log, tf32-rcs.*
+        bash "$0" ws_cands
+        CONVGEMM_CACHE_DIR=$(mktemp -d) CONVGEMM_TUNE_LOG=$OUT/tf32-rcs-tune.jsonl timeout 300 python3 -m convgemm bench \
+            --dtype tf32 --check --suite resnet50,craft,seed --json "$OUT/tf32-rcs.json" > "$OUT/tf32-rcs.log" 2>&1
+        echo "tf32 resnet50,craft,seed: rc=$?"; grep -E "geom|FAIL|Error" "$OUT/tf32-rcs.log" | tail -3 ;;
     s61d)  # session 61, after Ws3d.DIRECT_RING took TF32's direct 64 x 256 tile to 5 stages and 128 x 128 to 6 (s61t:
         # 65.1 -> 57.2, 56.4 -> 52.0, 81.2 -> 71.2 us forced): the ws candidates' GPU tests (TF32 every candidate among
         # them), then the TF32 all suite from empty caches (session 54: 1.28x) -> ws-cands.log, tf32-all.{log,json}
