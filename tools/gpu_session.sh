@@ -1046,6 +1046,18 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
+    s62b)  # for session 62: the bf16 64 x 256 ws tile (the pick on ResNet-50's l4 3x3 layers and l4 1x1 expand) at
+        # deeper rings, as TF32's gained 8-12% at 5 stages (s61t): direct at block_k 64 x 5 (200 KB; staged 5 does not
+        # fit) and staged at block_k 32 x 8 (192 KB with the staging tile), against the 4-stage pick -> bf16-deep256.log
+        t="implicit_gemm_ws:block_m=64,block_n=256,num_warps=4,persistent=1,parts=1,stack=0,split_k=1,stream_k=0"
+        for spec in "64,512,7,7,512,3,3,1,1,1,1,nobias tile_n=64,tile_h=1,tile_w=1" \
+                "64,512,14,14,512,3,3,2,1,1,1,nobias tile_n=64,tile_h=1,tile_w=1" \
+                "64,512,7,7,2048,1,1,1,0,1,1,nobias tile_n=1,tile_h=1,tile_w=64"; do
+            u="$t,${spec#* }"
+            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 120 python3 tools/config_probe.py --shape "${spec%% *}" \
+                --try "$u,block_k=64,num_stages=4,direct=0" --try "$u,block_k=64,num_stages=5,direct=1" \
+                --try "$u,block_k=32,num_stages=8,direct=0" 2>&1 | grep -v Warning
+        done | tee "$OUT/bf16-deep256.log" ;;
     s62l)  # for session 62: the ws tiles lose 0.6-2.4 us more than cuDNN to the bench's dirty L2 on every layer (s61f).
         # Does that cost follow the ring's depth (the producer's first burst of loads meeting the write-backs)? l4 3x3 @7
         # at 64 x 256 with 2 / 3 / 4 stages and 64 x 128 at 4 / 8, in the zero / read / none states -> flush-depth.log
