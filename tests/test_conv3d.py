@@ -491,7 +491,13 @@ def test_conv3d_ws_every_candidate_config(case, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [WS_CASES[i][0] for i in (0, 2, 6, 9, 11)], ids=str)
+@pytest.mark.parametrize(
+    "case",
+    # the last: K = 256 and 27 K steps, so the direct forms at their deepest rings (64 x 256 at 5
+    # stages, 128 x 128 at 6, 128 x 256 at 4: Ws3d.DIRECT_RING) and split forms are all offered
+    [*[WS_CASES[i][0] for i in (0, 2, 6, 9, 11)], (1, 32, 2, 6, 6, 256, 3, 3, 3, 1, 1, 1, 1)],
+    ids=str,
+)
 def test_conv3d_ws_tf32_every_candidate_config(case, tf32_on):
     """fp32 with TF32 on: ``conv3d_ws`` reads fp32 operands as TF32 (32-channel K steps) on dense,
     temporal, thin, stride-phase and phase-grid layers, every config it offers, with a bias,
