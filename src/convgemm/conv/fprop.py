@@ -180,7 +180,8 @@ def flatten_enabled() -> bool:
     """Whether ``persistent_gemm_kernel`` fuses its tile and K loops (``CONVGEMM_FLATTEN=1``; off
     by default). Session 60 found (sm_90 TTGIR, CPU) that Triton 3.6 leaves the two loops nested
     unless it knows the K loop runs at least once, so every persistent config timed so far ran
-    one pipeline fill and drain per tile; the fused form is compiled but not yet timed."""
+    one pipeline fill and drain per tile. Session 61 (H100) timed both forms on the six all-suite
+    layers whose pick is persistent: the same times, so the default stays nested."""
     return os.environ.get("CONVGEMM_FLATTEN", "0") == "1"
 
 
@@ -1480,11 +1481,11 @@ class GroupedMma(Algorithm):
                         out.append(Config(bm, gb, kc, warps, 4, tile_n=tn, tile_h=th, tile_w=tw, persistent=per_sm))
         return out
 
-    #: whether the tuner also gets the TMA form's persistent programs (session 60, CPU: the
-    #: flattened tile-and-chunk loop keeps a program's next tile's boxes in flight, and group
-    #: blocks run side by side). Off until a GPU has run them: compiled for sm_90 (no spills,
-    #: TMA boxes and weights three deep) and tested under the interpreter only; the GPU tests
-    #: (``test_gpu_resnext_layers``) and ``tools/config_probe.py`` turn them on
+    #: whether the tuner also gets the TMA form's persistent programs (session 60: the flattened
+    #: tile-and-chunk loop keeps a program's next tile's boxes in flight, and group blocks run
+    #: side by side). Off: on the H100 (session 61) they were at best even with the one-tile form
+    #: (512 @14, 512 @28 s2) and 9-25% slower on 256 @28 and 1024 @7. The GPU tests
+    #: (``test_gpu_resnext_layers``, passing) and ``tools/config_probe.py`` turn them on
     PERSISTENT_CANDIDATES = False
 
     @staticmethod
