@@ -582,3 +582,21 @@ def test_grouped_tma_offers_persistent_tiles(monkeypatch):
     for c in algo.configs(_gpu_like((64, 512, 14, 14), (512, 16, 3, 3), groups=32, dtype=torch.float32)):
         if c.persistent:
             assert (c.num_stages * (c.block_m + c.block_n) * c.block_k + c.block_m * c.block_n) * 4 <= 220_000
+
+
+def test_grouped_tma_leaves_out_the_3_stage_64x256_tile_in_16_bit(monkeypatch):
+    """In 16-bit, ``grouped_tma`` no longer offers 64 x 256 at 3 stages (it never won a ResNeXt
+    layer in the tuner logs of sessions 23-60); 64 x 256 at 2 stages (37 H200 wins) and the
+    64 x 128 tiles stay, and fp32 keeps its list."""
+    from convgemm.conv import fprop
+
+    monkeypatch.setattr(fprop, "interpreting", lambda: False)
+    monkeypatch.setattr(fprop, "sm_count", lambda: 132)
+    algo = fprop.ALGORITHMS["grouped_tma"]
+    for xs, ws in (((64, 128, 56, 56), (128, 4, 3, 3)), ((64, 512, 14, 14), (512, 16, 3, 3))):
+        cfgs = algo.configs(_gpu_like(xs, ws, groups=32))
+        forms = {(c.block_n, c.num_stages) for c in cfgs}
+        assert (256, 3) not in forms and {(256, 2), (128, 4)} <= forms, forms
+        assert len([c for c in cfgs if not c.persistent]) == 4
+    t32 = algo.configs(_gpu_like((64, 512, 14, 14), (512, 16, 3, 3), groups=32, dtype=torch.float32))
+    assert len([c for c in t32 if not c.persistent]) == 6

@@ -1077,6 +1077,14 @@ PY
             CONVGEMM_AUTOTUNE=0 timeout 90 python3 tools/host_split.py --model resnet50 --train $v 2>&1
         done > "$OUT/train-host.log"
         grep -E "^==|per call|host" "$OUT/train-host.log" | head -30 ;;
+    s61m)  # s61e's minimum (about 90 s): the TF32 ws candidates' GPU tests, then the tuner's TF32 picks on the three
+        # layers s61t timed deeper (l4 3x3 (first), l4 3x3 @7, l2 3x3 (first)) from an empty cache -> ws-tf32.log, tf32-3.*
+        timeout 70 python3 -m pytest -q -n 12 tests/test_conv3d.py -k "ws_tf32_every" -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/ws-tf32.log"
+        CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 60 python3 -m convgemm bench --dtype tf32 --check \
+            --shape 64,512,14,14,512,3,3,2,1,1,1,nobias --shape 64,512,7,7,512,3,3,1,1,1,1,nobias \
+            --shape 64,128,56,56,128,3,3,2,1,1,1,nobias --json "$OUT/tf32-3.json" > "$OUT/tf32-3.log" 2>&1
+        echo "tf32 3 layers: rc=$?"; grep -E "implicit|geom|FAIL|Error" "$OUT/tf32-3.log" | tail -5 ;;
     s61e)  # s61d when little device time is left (about 3 minutes): the TF32 ws candidates' GPU tests, then TF32 on the
         # ResNet-50 suite only (the three layers s61t timed are in it) from empty caches -> ws-tf32.log, tf32-r50.*
         timeout 100 python3 -m pytest -q -n 12 tests/test_conv3d.py -k "ws_tf32_every" -p no:cacheprovider --tb=short \
