@@ -956,7 +956,9 @@ class Ws3d(Algorithm):
         K-step indices (session 58), 64 x 256 at 5 stages against 4 took 65.1 -> 57.2 us on
         ResNet-50's l4 3x3 (first) and 56.4 -> 52.0 on l4 3x3 @7, and 128 x 128 at 6 against 4
         took 81.2 -> 71.2 on l2 3x3 (first). 64 x 128 at 8 stages won on one layer and lost on the
-        other (96.0 -> 84.8, 88.2 -> 100.7): it keeps 4, as the three-consumer tile (not timed)."""
+        other (96.0 -> 84.8, 88.2 -> 100.7): it keeps 4, as the three-consumer tile (not timed).
+        At block_k 16 (channel counts no multiple of 32) both deep tiles take 6 stages (not timed:
+        fewer bytes in flight than the 5-6 stages of block_k 32 that won)."""
         if not cls.DIRECT_CANDIDATES or itemsize < 4 or k_steps < 9:
             # 16-bit outputs: slower on both layers timed (session 35: 128 x 256 at 4 stages
             # direct against 3 staged, 41.7 against 38.3 us on ResNet-50's l3 3x3), a thread's
