@@ -65,6 +65,9 @@ def main() -> None:
     ap.add_argument("--routes", action="store_true",
                     help="only cuDNN, the gather kernel, the per-phase forwards (tuned unless CONVGEMM_AUTOTUNE=0) "
                          "and DgradTma's default config, each timed twice: no config sweep")  # fmt: skip
+    ap.add_argument("--lean", action="store_true",
+                    help="only cuDNN, the tuned pick and short rings of wide tiles (2-3 stages: phases of 2-8 K "
+                         "steps need no deep ring, and two or three such programs an SM overlap each other)")  # fmt: skip
     ap.add_argument("--ab", action="store_true",
                     help="the default config with and without per-phase K loops and the phase order")  # fmt: skip
     a = ap.parse_args()
@@ -92,6 +95,22 @@ def main() -> None:
         why = DGRAD_TMA.supports(prob, dy)
         if why is not None:
             print(f"  tma: not supported: {why}")
+            continue
+        if a.lean:
+            # session 61's count (CPU): the 64 x 128 pick moves about 24.6 KB from L2 per MFLOP
+            # (its 64-channel weight tile re-read for every 128 pixels), 128 x 128 15.6 KB and
+            # 128 x 256 11.7 KB; at 3-4 stages the wide tiles fit one program an SM
+            if os.environ["CONVGEMM_AUTOTUNE"] != "0":
+                cfg = tuned_dgrad_tma(prob, dy, w, dx)
+                show(f"tma tuned {cfg.describe()}", lambda cfg=cfg: DGRAD_TMA.run(prob, dy, w, dx, cfg), dx)  # noqa: B023
+            dims = (prob.n, prob.h // st, prob.w // st)
+            for bm, bn, warps, stages in ((64, 128, 4, 3), (128, 128, 8, 2), (128, 128, 4, 2), (128, 128, 8, 3),
+                                          (128, 256, 8, 2), (64, 256, 4, 2)):  # fmt: skip
+                if c % bm:
+                    continue
+                _, tn, th, tw = spatial_tiles(prob, bn, dims)[0]
+                cfg = Config(bm, bn, 64, warps, stages, tile_n=tn, tile_h=th, tile_w=tw)
+                show(cfg.describe(), lambda cfg=cfg: DGRAD_TMA.run(prob, dy, w, dx, cfg), dx)  # noqa: B023
             continue
         if a.routes:
             # a second timing of each, since runs on this machine drift by several percent

@@ -1046,6 +1046,12 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
+    s62d)  # for session 62: ResNet-50's strided 3x3 dgrads (dgrad_tma 0.79-0.81x, s60) may be bound by L2 -> SM traffic:
+        # the 64 x 128 pick re-reads its weight tile for every 128 pixels (about 24.6 KB a MFLOP, ~364 MB on l2 3x3
+        # (first), near 58 us at the L2's rate); wider tiles at 2-3 stages (2-3 programs an SM, 65-98 KB; sm_90: no
+        # spills) move 12-16 KB a MFLOP -> dgrad-lean.log
+        CONVGEMM_AUTOTUNE=1 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 tools/dgrad_sweep.py --only 0 1 2 --lean \
+            2>&1 | grep -v Warning | tee "$OUT/dgrad-lean.log" ;;
     s62b)  # for session 62: the bf16 64 x 256 ws tile (the pick on ResNet-50's l4 3x3 layers and l4 1x1 expand) at
         # deeper rings, as TF32's gained 8-12% at 5 stages (s61t): direct at block_k 64 x 5 (200 KB; staged 5 does not
         # fit) and staged at block_k 32 x 8 (192 KB with the staging tile), against the 4-stage pick -> bf16-deep256.log
