@@ -97,9 +97,9 @@ def main() -> None:
             print(f"  tma: not supported: {why}")
             continue
         if a.lean:
-            # session 61's count (CPU): the 64 x 128 pick moves about 24.6 KB from L2 per MFLOP
-            # (its 64-channel weight tile re-read for every 128 pixels), 128 x 128 15.6 KB and
-            # 128 x 256 11.7 KB; at 3-4 stages the wide tiles fit one program an SM
+            # session 60's tuner log: 128 x 256 (half the L2 traffic a MFLOP of the 64 x 128 pick)
+            # took about the pick's time, 128 x 128 at 4 stages (one program an SM) 1.3-1.4x
+            # longer; short rings let two or three wide-tile programs share an SM
             if os.environ["CONVGEMM_AUTOTUNE"] != "0":
                 cfg = tuned_dgrad_tma(prob, dy, w, dx)
                 show(f"tma tuned {cfg.describe()}", lambda cfg=cfg: DGRAD_TMA.run(prob, dy, w, dx, cfg), dx)  # noqa: B023

@@ -1046,10 +1046,10 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
-    s62d)  # for session 62: ResNet-50's strided 3x3 dgrads (dgrad_tma 0.79-0.81x, s60) may be bound by L2 -> SM traffic:
-        # the 64 x 128 pick re-reads its weight tile for every 128 pixels (about 24.6 KB a MFLOP, ~364 MB on l2 3x3
-        # (first), near 58 us at the L2's rate); wider tiles at 2-3 stages (2-3 programs an SM, 65-98 KB; sm_90: no
-        # spills) move 12-16 KB a MFLOP -> dgrad-lean.log
+    s62d)  # for session 62: ResNet-50's strided 3x3 dgrads (dgrad_tma 0.79-0.81x, s60). Not L2 traffic: in s60's tuner
+        # log 128 x 256 (11.7 KB from L2 a MFLOP) took about what 64 x 128 (24.6 KB) took, and 128 x 128 at 4 stages (one
+        # program an SM) was 1.3-1.4x slower. Occupancy then: wide tiles at 2-3 stages (65-98 KB, 2-3 programs an SM;
+        # sm_90: no spills) -> dgrad-lean.log
         CONVGEMM_AUTOTUNE=1 CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 200 python3 tools/dgrad_sweep.py --only 0 1 2 --lean \
             2>&1 | grep -v Warning | tee "$OUT/dgrad-lean.log" ;;
     s62b)  # for session 62: the bf16 64 x 256 ws tile (the pick on ResNet-50's l4 3x3 layers and l4 1x1 expand) at
