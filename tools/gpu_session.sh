@@ -1064,7 +1064,7 @@ PY
                 --try "$u,block_k=64,num_stages=4,direct=0" --try "$u,block_k=64,num_stages=5,direct=1" \
                 --try "$u,block_k=32,num_stages=8,direct=0" 2>&1 | grep -v Warning
         done | tee "$OUT/bf16-deep256.log" ;;
-    s62l)  # for session 62: the ws tiles lose 0.6-2.4 us more than cuDNN to the bench's dirty L2 on every layer (s61f).
+    s62l)  # for session 62: the ws tiles lose 0.3-2.4 us more than cuDNN to the bench's dirty L2 on every layer (s61f).
         # Does that cost follow the ring's depth (the producer's first burst of loads meeting the write-backs)? l4 3x3 @7
         # at 64 x 256 with 2 / 3 / 4 stages and 64 x 128 at 4 / 8, in the zero / read / none states -> flush-depth.log
         t="implicit_gemm_ws:block_k=64,block_m=64,num_warps=4,persistent=1,parts=1,stack=0,split_k=1,stream_k=0,direct=0"
