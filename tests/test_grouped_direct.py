@@ -150,7 +150,7 @@ def test_pick_cols_and_gpu_candidates(monkeypatch):
     x = torch.empty(64, 128, 56, 56)
     prob = ConvProblem.from_tensors(x, torch.empty(128, 4, 3, 3), None, padding=1, groups=32)
     cfgs = ALGO.configs(prob)
-    assert [c.block_n for c in cfgs] == [32, 16]
+    assert [c.block_n for c in cfgs] == [32]  # the widest only (session 61: 32 beat 16 in 14 of 15 logs)
     assert all(c.block_m * c.block_n == 32 * c.num_warps for c in cfgs)
     assert ALGO.default_config(prob) == cfgs[0] and not ALGO.heuristic_ok(prob)
 

@@ -1316,13 +1316,16 @@ class GroupedDirect(Algorithm):
             return [d, Config(16, 2, max(1, d.block_k // 2), 1, 1, parts=parts)]
         if parts and not self.SPLIT_CANDIDATES:
             return []
-        # the two widest of 32, 16 or 8 group parts a program (as many strips) that the groups
-        # fill, each a compile on the first call: on ResNeXt 128 @56 (H100, three tuner runs in
-        # sessions 42 and 44) 32 took 93.2-111.9 us and 16 94.8-120.4, where 8 (101.8-152.3) was
-        # never the best; half the columns a thread is not offered (103 us against 95-102, s42)
+        # the widest of 32, 16 or 8 group parts a program (as many strips) that the groups fill:
+        # on ResNeXt 128 @56 (H100) 32 beat 16 in 14 of the 15 tuner logs of sessions 42-60 that
+        # timed both on an NHWC input (by 1.9-7.6% in bf16, fp16 and TF32; 16 won once, by 1.3%,
+        # session 42), and 8 was never the best (101.8-152.3 us against 93.2-111.9); each is a
+        # compile of about 1.2 s on the dev CPU, the longest of that layer's first call (session
+        # 61), so only the widest is offered. Half the columns a thread is not offered (103 us
+        # against 95-102, s42)
         cols = self._cols(prob)
         fits = [gb for gb in (32, 16, 8) if gb <= _small(prob.groups * max(1, parts), 8)]
-        return [Config(128 // gb, gb, cols, 4, 1, parts=parts) for gb in fits[:2]]
+        return [Config(128 // gb, gb, cols, 4, 1, parts=parts) for gb in fits[:1]]
 
     def default_config(self, prob: ConvProblem) -> Config:
         cols, parts = self._cols(prob), self._parts(prob)
