@@ -1046,6 +1046,10 @@ PY
         # forward tiles that stride-1 dgrad runs on) -> all.json, all-tune.jsonl, dgrad-resnet50.json
         bash "$0" s38c
         CONVGEMM_CACHE_DIR=$(mktemp -d) bench dgrad-resnet50 "${DGRAD_TIMEOUT:-220}" --suite resnet50 --direction dgrad ;;
+    s62g)  # for session 62 (about 3 minutes): the grouped suite from empty caches after session 61's two candidate prunes
+        # (grouped_tma without 64 x 256 at 3 stages in 16-bit, grouped_direct's widest block only): ResNeXt 128 @56 as
+        # the process's first shape took 3.99 s in session 60 (prediction: under 3.3 s), the picks -> grouped.json
+        CONVGEMM_CACHE_DIR=$(mktemp -d) bench grouped "${GROUPED_TIMEOUT:-200}" --suite grouped ;;
     s62d)  # for session 62: ResNet-50's strided 3x3 dgrads (dgrad_tma 0.79-0.81x, s60). Not L2 traffic: in s60's tuner
         # log 128 x 256 (11.7 KB from L2 a MFLOP) took about what 64 x 128 (24.6 KB) took, and 128 x 128 at 4 stages (one
         # program an SM) was 1.3-1.4x slower. Occupancy then: wide tiles at 2-3 stages (65-98 KB, 2-3 programs an SM;
