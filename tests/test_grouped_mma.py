@@ -238,7 +238,6 @@ def test_gpu_resnext_layers(layer, dtype, monkeypatch):
 
     monkeypatch.setattr(type(ALGO), "MIN_TUNED_CG", 1)
     monkeypatch.setattr(type(ALGO), "MIN_TMA_CG", 1)
-    monkeypatch.setattr(type(ALGO), "PERSISTENT_CANDIDATES", True)
     c, hw, st, cg = layer
     torch.manual_seed(c)
     x = torch.randn(2, c, hw, hw, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
@@ -285,24 +284,6 @@ def test_tma_form_matches_float64(case, tile, dtype):
     assert ALGO.tma_reason(prob, gb) is None
     kc = gm.geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
     cfg = Config(tn * th * tw, gb, kc, 1, 1, tile_n=tn, tile_h=th, tile_w=tw)
-    ref = conv2d_ref(x, wt, b, kw["stride"], kw["padding"], kw["dilation"], kw["groups"])
-    y.fill_(float("nan"))
-    ALGO.run(prob, xn, wt, b, y, cfg)
-    assert_close(y, ref, dtype, f"{case} {cfg.describe()}")
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("persistent", [1, 3])
-@pytest.mark.parametrize("case,tile", [TMA_CASES[i] for i in (0, 1, 2, 3, 4)], ids=str)
-def test_tma_form_persistent_matches_float64(case, tile, persistent, dtype):
-    """The TMA form's persistent programs (``Config.persistent`` an SM; one SM without a GPU):
-    one or three programs walk every (pixel block, group block) tile, group blocks the fast axis,
-    the last tiles ragged and a group block partly past G, against the float64 reference; a
-    tile the walk skipped or stored twice would leave NaN or a wrong sum."""
-    prob, xn, x, wt, b, kw, y = _prepared(case, dtype)
-    gb, tn, th, tw = tile
-    kc = gm.geometry(prob.cg, prob.kg, prob.r * prob.s)[2]
-    cfg = Config(tn * th * tw, gb, kc, 1, 2, tile_n=tn, tile_h=th, tile_w=tw, persistent=persistent)
     ref = conv2d_ref(x, wt, b, kw["stride"], kw["padding"], kw["dilation"], kw["groups"])
     y.fill_(float("nan"))
     ALGO.run(prob, xn, wt, b, y, cfg)
@@ -356,17 +337,4 @@ def test_tuner_offers_the_tma_form_from_8_channels(monkeypatch):
     assert any(c.tile_h for c in both) and any(not c.tile_h for c in both)
     narrow = offered(256, 28, 1, 8)
     assert narrow and all(c.tile_h for c in narrow)
-    assert not [c for c in narrow if c.persistent]  # not before a GPU has run them
-    monkeypatch.setattr(type(ALGO), "PERSISTENT_CANDIDATES", True)
-    narrow = offered(256, 28, 1, 8)
-    # one persistent form a tile shape, at 4 stages, as many programs an SM as shared memory and
-    # registers keep resident (3 of 4 warps at 55 KB a program on sm_90; 1 of 8 warps)
-    per = [c for c in narrow if c.persistent]
-    assert len(per) == len({(c.block_m, c.block_n, c.num_warps) for c in narrow})
-    assert all(c.num_stages == 4 for c in per)
-    assert {(c.num_warps, c.persistent) for c in per} == {(4, 3), (8, 1)}
-    prob = replace(ConvProblem.from_tensors(torch.empty(64, 1024, 7, 7, dtype=torch.bfloat16),
-                                            torch.empty(1024, 32, 3, 3, dtype=torch.bfloat16), None, padding=1,
-                                            groups=32), tma_ok=True, input_tma_rows_ok=True)  # fmt: skip
-    assert ALGO.resident(prob, 64, 4, 32, 4, 4) == 2  # 24 KB a buffer: three buffers and slack twice in 227 KB
     assert offered(128, 56, 1, 4) == []

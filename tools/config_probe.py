@@ -59,12 +59,7 @@ def main() -> int:
     ap.add_argument("--grouped", action="store_true",
                     help="also time grouped_ws's candidates (not yet offered to the tuner: fprop.GroupedWs.CANDIDATES) "
                          "and grouped_tma's")  # fmt: skip
-    ap.add_argument("--gmma-persistent", action="store_true",
-                    help="also time grouped_mma's candidates with its TMA form's persistent programs (not yet "
-                         "offered to the tuner: fprop.GroupedMma.PERSISTENT_CANDIDATES)")  # fmt: skip
     a = ap.parse_args()
-    if a.gmma_persistent:
-        a.configs = [*a.configs, "grouped_mma"]
     if a.grouped:
         a.configs = [*a.configs, "grouped_tma", "grouped_ws"]
     if a.stream or a.direct:
@@ -123,11 +118,6 @@ def main() -> int:
         from convgemm.conv import conv3d
 
         conv3d.Ws3d.STREAM_CANDIDATES = True
-    if a.gmma_persistent:
-        # after the tuned call, so that its pick is the tuner's without them
-        from convgemm.conv.fprop import GroupedMma
-
-        GroupedMma.PERSISTENT_CANDIDATES = True
     if a.grouped:
         # after the tuned call, so that its pick is the tuner's without grouped_ws
         from convgemm.conv.fprop import GroupedWs

@@ -1138,38 +1138,6 @@ PY
         timeout 300 python3 tools/ws_wgrad_probe.py --deep \
             --layers r50-3x3-512@7,r50-3x3-512s2@14,r50-1x1-1024-2048s2@14,r50-1x1-2048-512@7 2>&1 | grep -v Warning \
             | tee "$OUT/wgrad-deep.log" ;;
-    s61p)  # session 61: persistent_gemm_kernel with its tile and K loops fused (CONVGEMM_FLATTEN=1: Triton 3.6 fused
-        # them only once told the K loop runs, session 60's sm_90 TTGIR) against nested (as every persistent config ran
-        # before), on the six all-suite layers whose pick is a persistent implicit_gemm_tma config; two processes a
-        # layer, alternating -> flatten.log. Then the persistent and split-K GPU tests with it on -> flatten-tests.log
-        for spec in "16,64,224,224,64,7,7,2,0,1,1 tile_n=16,tile_h=1,tile_w=16,num_stages=4" \
-                "64,64,56,56,64,3,3,1,1,1,1,nobias tile_n=4,tile_h=8,tile_w=8,num_stages=4" \
-                "64,256,56,56,64,1,1,1,0,1,1,nobias tile_n=4,tile_h=8,tile_w=8,num_stages=3" \
-                "64,256,56,56,128,1,1,1,0,1,1,nobias tile_n=4,tile_h=8,tile_w=8,num_stages=4" \
-                "64,512,28,28,128,1,1,1,0,1,1,nobias tile_n=16,tile_h=4,tile_w=4,num_stages=4" \
-                "1,64,768,768,64,3,3,1,1,1,1 tile_n=1,tile_h=1,tile_w=256,num_stages=4"; do
-            t="implicit_gemm_tma:block_m=64,block_n=256,block_k=64,num_warps=4,persistent=1,split_k=1,parts=1,${spec#* }"
-            for fl in 0 1 0 1; do
-                echo "CONVGEMM_FLATTEN=$fl"
-                CONVGEMM_FLATTEN=$fl CONVGEMM_AUTOTUNE=0 timeout 90 python3 tools/config_probe.py --shape "${spec%% *}" \
-                    --try "$t" 2>&1 | grep -v Warning | tail -1
-            done
-        done | tee "$OUT/flatten.log"
-        CONVGEMM_FLATTEN=1 timeout 200 python3 -m pytest -q -n 12 tests/test_split_k.py tests/test_nonfinite.py \
-            tests/test_strided_tma.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
-            | grep -E "^E  |FAILED|Error|passed|failed" | tail -6 | tee "$OUT/flatten-tests.log" ;;
-    s61g)  # session 61: grouped_mma's TMA form as persistent programs (session 60, CPU only: the tile and chunk loops
-        # flattened into one pipeline, weights as TMA boxes, group blocks the fast axis of the tile order): its GPU tests
-        # (every config, the persistent forms on), then every candidate with them on four ResNeXt layers -> gmma-tests.log,
-        # gmma-persistent.log. Prediction: 10-25% off the stride-1 layers (256 @28 49.3 us, 512 @14 25.0), 5-10% off the
-        # strided 512 @28 s2 (37.3); then GroupedMma.PERSISTENT_CANDIDATES goes on
-        timeout 240 python3 -m pytest -q -n 12 tests/test_grouped_mma.py -p no:cacheprovider --tb=short -W ignore 2>&1 \
-            | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/gmma-tests.log"
-        for shp in 64,256,28,28,256,3,3,1,1,1,32,nobias 64,512,14,14,512,3,3,1,1,1,32,nobias \
-                64,512,28,28,512,3,3,2,1,1,32,nobias 64,1024,7,7,1024,3,3,1,1,1,32,nobias; do
-            CONVGEMM_CACHE_DIR=$(mktemp -d) timeout 150 python3 tools/config_probe.py --shape "$shp" --gmma-persistent \
-                2>&1 | grep -v Warning
-        done | tee "$OUT/gmma-persistent.log" ;;
     s61f)  # session 61: under Nsight Compute the 64 x 256 ws tile beat cuDNN's kernel on l4 3x3 @7 by 2.9 us (s59), in the
         # bench it loses about 3.6 us of that to the bench's dirty-L2 memset against cuDNN's 1-2 (s55's flush probe had
         # the same on ResNeXt). Is it every ws layer? The ResNet-50 layers under 0.95x and three 3x3 ws layers after a

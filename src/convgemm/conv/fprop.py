@@ -176,15 +176,6 @@ def _run_kernel(launch, fn, grid, args: tuple, constexprs, options: dict) -> Non
     (launch or Launch())(fn, grid, args, constexprs(), options)
 
 
-def flatten_enabled() -> bool:
-    """Whether ``persistent_gemm_kernel`` fuses its tile and K loops (``CONVGEMM_FLATTEN=1``; off
-    by default). Session 60 found (sm_90 TTGIR, CPU) that Triton 3.6 leaves the two loops nested
-    unless it knows the K loop runs at least once, so every persistent config timed so far ran
-    one pipeline fill and drain per tile. Session 61 (H100) timed both forms on the six all-suite
-    layers whose pick is persistent: the same times, so the default stays nested."""
-    return os.environ.get("CONVGEMM_FLATTEN", "0") == "1"
-
-
 def pdl_enabled() -> bool:
     """Whether a second launch that reads the first's results (``grouped_tma``'s non-finite
     fix-up) is a programmatic dependent launch (Hopper; ``CONVGEMM_PDL=0`` turns it off); never
@@ -234,7 +225,6 @@ def _launch(launch, grid, a, b, c, bias, y, bias_len, num_m, num_n, k_tiles, cfg
             **({"N_PARTS": cfg.parts} if cfg.parts > 1 else {}),
             **({"PDL_TRIGGER": True} if pdl else {}),
             **({"BATCHES": batches} if batches > 1 else {}),
-            **({"FLATTEN": True} if cfg.persistent and cfg.parts <= 1 and flatten_enabled() else {}),
         )
 
     fn = gemm_kernel
@@ -1484,32 +1474,7 @@ class GroupedMma(Algorithm):
             if self.tma_reason(prob, gb) is None:
                 for _, tn, th, tw in spatial_tiles(prob, bm)[:1]:
                     out += [Config(bm, gb, kc, warps, st, tile_n=tn, tile_h=th, tile_w=tw) for st in (3, 4)]
-                    if self.PERSISTENT_CANDIDATES:
-                        per_sm = self.resident(prob, bm, gb, kc, warps, 4)
-                        out.append(Config(bm, gb, kc, warps, 4, tile_n=tn, tile_h=th, tile_w=tw, persistent=per_sm))
         return out
-
-    #: whether the tuner also gets the TMA form's persistent programs (session 60: the flattened
-    #: tile-and-chunk loop keeps a program's next tile's boxes in flight, and group blocks run
-    #: side by side). Off: on the H100 (session 61) they were at best even with the one-tile form
-    #: (512 @14, 512 @28 s2) and 9-25% slower on 256 @28 and 1024 @7. The GPU tests
-    #: (``test_gpu_resnext_layers``, passing) and ``tools/config_probe.py`` turn them on
-    PERSISTENT_CANDIDATES = False
-
-    @staticmethod
-    def resident(prob: ConvProblem, bm: int, gb: int, kc: int, warps: int, stages: int) -> int:
-        """Persistent TMA-form programs an SM: as many as its shared memory holds (``stages - 1``
-        buffers of a chunk's input boxes and weight box; sm_90 compiles of four ResNeXt layers
-        took 51-64 KB at 4 stages, this estimate within 4 KB of them), at most 3 of 4 warps (120-140
-        registers a thread there) or 1 of 8: a program that is not resident would run its tiles
-        after the others, a tail."""
-        from .grouped_mma import geometry
-
-        e = prob.dtype.itemsize
-        kgp = geometry(prob.cg, prob.kg, prob.r * prob.s)[1]
-        stage = bm * gb * kc * e + gb * kc * kgp * e
-        by_smem = 227 * 1024 // ((stages - 1) * stage + 4096)
-        return max(1, min(by_smem, 3 if warps <= 4 else 1))
 
     def _fits(self, prob: ConvProblem, bm: int, gb: int, warps: int) -> bool:
         from .grouped_mma import geometry
@@ -1626,13 +1591,6 @@ class GroupedMma(Algorithm):
                                   PRECISION=_precision(prob), UPCAST=interpreting() and prob.dtype == torch.bfloat16,
                                   INT64=Depthwise.batch_span(y) >= 2**31)  # fmt: skip
         grid = (cdiv(prob.n, tn) * cdiv(prob.p, th) * cdiv(prob.q, tw), cdiv(prob.groups, gb))
-        if cfg.persistent:
-            # cfg.persistent programs an SM walk the tiles, group blocks the fast axis; the weight
-            # chunks come as TMA boxes too (grouped_mma._tma_tile)
-            grid = (min(grid[0] * grid[1], cfg.persistent * sm_count()),)
-            args = (x_desc, descriptor(wp, list(wp.shape), list(wp.stride()), [1, gb, kc, kgp]), *args[2:])
-            kw = constexprs
-            constexprs = lambda: {**kw(), "PERSISTENT": True}  # noqa: E731
         _run_kernel(launch, gm.grouped_mma_tma_kernel, grid, args, constexprs,
                     {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})  # fmt: skip
 

@@ -66,12 +66,6 @@ def _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G: tl.constexpr, KC: tl.cons
     """``acc [GB, M, KGP] += a [GB, M, KC] @ chunk ch of the packed weight`` (``w_off``: the
     program's groups' ``[GB, KC, KGP]`` offsets within a chunk)."""
     wv = tl.load(w_ptr + ch * (G * KC * KGP) + w_off, mask=gmask, other=0.0)
-    return _chunk_dot(acc, a, wv, PRECISION, UPCAST)
-
-
-@triton.jit
-def _chunk_dot(acc, a, wv, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
-    """``acc [GB, M, KGP] += a [GB, M, KC] @ wv [GB, KC, KGP]``, one batched dot."""
     if UPCAST:  # the interpreter multiplies raw bf16 bits otherwise
         return tl.dot(a.to(tl.float32), wv.to(tl.float32), acc, input_precision="ieee")
     return tl.dot(a, wv, acc, input_precision=PRECISION)
@@ -219,75 +213,10 @@ def _tap_operand(x_desc, n, oh0, ow0, c0, tap, ROWS, C, RS: tl.constexpr, S: tl.
 
 
 @triton.jit
-def _tma_tile(x_desc, w_ptr, n, oh0, ow0, gblk, ROWS, C, G: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
-              S: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-              DH: tl.constexpr, DW: tl.constexpr, KGP: tl.constexpr, KC: tl.constexpr, CHUNKS: tl.constexpr,
-              TN: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr, GB: tl.constexpr, PHASED: tl.constexpr,
-              PRECISION: tl.constexpr, UPCAST: tl.constexpr, W_DESC: tl.constexpr):  # fmt: skip
-    """One tile's ``[GB, BLOCK_M, KGP]`` fp32 accumulators: group block ``gblk`` (GB groups) of the
-    ``TN x TH x TW`` output pixels at ``(n, oh0, ow0)``, over every chunk of taps. ``w_ptr``: the
-    packed weight, or with ``W_DESC`` its TMA descriptor (box ``[1, GB, KC, KGP]``)."""
-    BLOCK_M: tl.constexpr = TN * TH * TW
-    TPC: tl.constexpr = KC // CG  # filter taps a chunk (C/g is a power of two here)
-    RS: tl.constexpr = R * S
-    g = gblk * GB + tl.arange(0, GB)
-    c0 = gblk * GB * CG
-    gmask = (g < G)[:, None, None]
-    kk = tl.arange(0, KC)
-    kn = tl.arange(0, KGP)
-    w_off = (g[:, None, None] * KC + kk[None, :, None]) * KGP + kn[None, None, :]  # [GB, KC, KGP]
-    acc = tl.zeros((GB, BLOCK_M, KGP), dtype=tl.float32)
-    for ch in range(CHUNKS):
-        t0 = ch * TPC
-        a = _tap_operand(x_desc, n, oh0, ow0, c0, t0, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB, CG, BLOCK_M)
-        # the chunk's taps joined along a new last axis, then merged with the channels: row
-        # c * TPC + t of the chunk (packed_weight's tap_minor order), a reshape that moves no data
-        if TPC == 2:
-            a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
-                              CG, BLOCK_M)  # fmt: skip
-            a = tl.join(a, a1).reshape(GB, BLOCK_M, KC)
-        elif TPC == 4:
-            a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
-                              CG, BLOCK_M)  # fmt: skip
-            a2 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 2, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
-                              CG, BLOCK_M)  # fmt: skip
-            a3 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 3, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
-                              CG, BLOCK_M)  # fmt: skip
-            # [GB, M, CG, j, k] holds tap 2j + k
-            a = tl.join(tl.join(a, a2), tl.join(a1, a3)).reshape(GB, BLOCK_M, KC)
-        if W_DESC:
-            # the chunk's weights as one TMA box (groups past G zero-filled): a pointer load here
-            # is left out of the flattened loop's pipeline (sm_90 TTGIR), one L2 round trip a chunk
-            acc = _chunk_dot(acc, a, w_ptr.load([ch, gblk * GB, 0, 0]).reshape(GB, KC, KGP), PRECISION, UPCAST)
-        else:
-            acc = _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G, KC, KGP, PRECISION, UPCAST)
-    return acc
-
-
-@triton.jit
-def _tma_tile_store(acc, b_ptr, y_ptr, n, oh0, ow0, gblk, N, P, Q, s_yn, s_yp, s_yq, s_yk, G: tl.constexpr,
-                    KG: tl.constexpr, KGP: tl.constexpr, TN: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr,
-                    GB: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INT64: tl.constexpr):  # fmt: skip
-    """Bias, activation and the store of ``_tma_tile``'s accumulators; pixels past the output dropped."""
-    BLOCK_M: tl.constexpr = TN * TH * TW
-    g = gblk * GB + tl.arange(0, GB)
-    gmask = (g < G)[:, None, None]
-    kn = tl.arange(0, KGP)
-    m = tl.arange(0, BLOCK_M)
-    nn = n + m // (TH * TW)
-    p = oh0 + (m // TW) % TH
-    q = ow0 + m % TW
-    m_ok = (nn < N) & (p < P) & (q < Q)
-    if INT64:
-        nn = nn.to(tl.int64)
-    _store_groups(acc, b_ptr, y_ptr, g, gmask, kn, nn * s_yn + p * s_yp + q * s_yq, m_ok, s_yk, KG, HAS_BIAS, ACT)
-
-
-@triton.jit
 def grouped_mma_tma_kernel(
     x_desc,  # stride 1: [N, H, W, C], box [TN, TH, TW, GB*CG]; strided: the phase view
     # [N, H/sh, sh, W/sw, sw*C] (fprop.phase_descriptor), box [TN, TH, 1, TW, GB*CG]
-    w_ptr,  # packed_weight: [CHUNKS, G, KC, KGP] contiguous (PERSISTENT: its descriptor, box [1, GB, KC, KGP])
+    w_ptr,  # packed_weight: [CHUNKS, G, KC, KGP] contiguous
     b_ptr,  # [K] (or y when HAS_BIAS is off)
     y_ptr,  # [N, P, Q, K] indexed by strides
     N,
@@ -323,39 +252,42 @@ def grouped_mma_tma_kernel(
     PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
     INT64: tl.constexpr,
-    PERSISTENT: tl.constexpr = False,  # a fixed grid of programs walking the tiles (Config.persistent)
 ):
-    """The TMA-box form of ``grouped_mma_kernel``: each tap of a ``TN x TH x TW`` block of output
-    pixels is one box of GB groups' channels; one tile a program over the grid (pixel blocks,
-    group blocks), or with ``PERSISTENT`` a fixed grid of programs walking every tile."""
-    if not PERSISTENT:
-        # one tile a program: grid (pixel blocks, group blocks)
-        n, oh0, ow0 = _spatial_tile(tl.program_id(0), P, Q, TN, TH, TW)
-        gblk = tl.program_id(1)
-        acc = _tma_tile(x_desc, w_ptr, n, oh0, ow0, gblk, ROWS, C, G, CG, R, S, SH, SW, PH, PW, DH, DW, KGP, KC,
-                        CHUNKS, TN, TH, TW, GB, PHASED, PRECISION, UPCAST, False)  # fmt: skip
-        _tma_tile_store(acc, b_ptr, y_ptr, n, oh0, ow0, gblk, N, P, Q, s_yn, s_yp, s_yq, s_yk, G, KG, KGP, TN, TH, TW,
-                        GB, HAS_BIAS, ACT, INT64)  # fmt: skip
-    else:
-        # a fixed number of programs, each walking the tiles pid, pid + programs, ... in one software-
-        # pipelined loop (tile loop and chunk loop flattened, as matmul.blocks.persistent_gemm_kernel):
-        # a program's next tile's boxes are in flight while it finishes this one. Group blocks are
-        # the fast axis of the tile order, so the programs running at one time read the same pixels'
-        # neighbouring channel runs (one device-memory line serves several group blocks) where the
-        # one-tile grid sweeps every pixel block once per group block
-        start = tl.program_id(0)
-        step = tl.num_programs(0)
-        n_gb = tl.cdiv(G, GB)
-        tiles = tl.cdiv(N, TN) * tl.cdiv(P, TH) * tl.cdiv(Q, TW) * n_gb
-        # the epilogue's tile index is carried apart from the loop variable (persistent_gemm_kernel)
-        tile_c = start - step
-        for tile in tl.range(start, tiles, step, flatten=True):
-            pix = tile // n_gb
-            n, oh0, ow0 = _spatial_tile(pix, P, Q, TN, TH, TW)
-            acc = _tma_tile(x_desc, w_ptr, n, oh0, ow0, tile - pix * n_gb, ROWS, C, G, CG, R, S, SH, SW, PH, PW, DH,
-                            DW, KGP, KC, CHUNKS, TN, TH, TW, GB, PHASED, PRECISION, UPCAST, True)  # fmt: skip
-            tile_c += step
-            pix_c = tile_c // n_gb
-            n_c, oh_c, ow_c = _spatial_tile(pix_c, P, Q, TN, TH, TW)
-            _tma_tile_store(acc, b_ptr, y_ptr, n_c, oh_c, ow_c, tile_c - pix_c * n_gb, N, P, Q, s_yn, s_yp, s_yq,
-                            s_yk, G, KG, KGP, TN, TH, TW, GB, HAS_BIAS, ACT, INT64)  # fmt: skip
+    BLOCK_M: tl.constexpr = TN * TH * TW
+    TPC: tl.constexpr = KC // CG  # filter taps a chunk (C/g is a power of two here)
+    RS: tl.constexpr = R * S
+    n, oh0, ow0 = _spatial_tile(tl.program_id(0), P, Q, TN, TH, TW)
+    g = tl.program_id(1) * GB + tl.arange(0, GB)
+    c0 = tl.program_id(1) * GB * CG
+    gmask = (g < G)[:, None, None]
+    kk = tl.arange(0, KC)
+    kn = tl.arange(0, KGP)
+    w_off = (g[:, None, None] * KC + kk[None, :, None]) * KGP + kn[None, None, :]  # [GB, KC, KGP]
+    acc = tl.zeros((GB, BLOCK_M, KGP), dtype=tl.float32)
+    for ch in range(CHUNKS):
+        t0 = ch * TPC
+        a = _tap_operand(x_desc, n, oh0, ow0, c0, t0, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB, CG, BLOCK_M)
+        # the chunk's taps joined along a new last axis, then merged with the channels: row
+        # c * TPC + t of the chunk (packed_weight's tap_minor order), a reshape that moves no data
+        if TPC == 2:
+            a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            a = tl.join(a, a1).reshape(GB, BLOCK_M, KC)
+        elif TPC == 4:
+            a1 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 1, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            a2 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 2, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            a3 = _tap_operand(x_desc, n, oh0, ow0, c0, t0 + 3, ROWS, C, RS, S, PH, PW, DH, DW, SH, SW, PHASED, GB,
+                              CG, BLOCK_M)  # fmt: skip
+            # [GB, M, CG, j, k] holds tap 2j + k
+            a = tl.join(tl.join(a, a2), tl.join(a1, a3)).reshape(GB, BLOCK_M, KC)
+        acc = _chunk_product(acc, a, w_ptr, ch, w_off, gmask, G, KC, KGP, PRECISION, UPCAST)
+    m = tl.arange(0, BLOCK_M)
+    nn = n + m // (TH * TW)
+    p = oh0 + (m // TW) % TH
+    q = ow0 + m % TW
+    m_ok = (nn < N) & (p < P) & (q < Q)
+    if INT64:
+        nn = nn.to(tl.int64)
+    _store_groups(acc, b_ptr, y_ptr, g, gmask, kn, nn * s_yn + p * s_yp + q * s_yq, m_ok, s_yk, KG, HAS_BIAS, ACT)
