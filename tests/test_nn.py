@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 from conftest import DEVICE
-from reference import assert_close
+from reference import THRESHOLDS, assert_close, rel_err
 from torch import nn
 
 import convgemm
@@ -768,6 +768,86 @@ def test_conv1d_module_training_replay(monkeypatch, padding):
         assert len(built) == 1 and type(built[0]) is ops.TrainReplay, "built once, on the second call"
         plan = built[0]
         assert plan.dgrad and plan.wgrad, "both gradients replayed after the first replayed backward"
+    finally:
+        fn.clear_plans()
+
+
+@pytest.mark.parametrize("rank", [2, 1], ids=["conv2d", "conv1d"])
+def test_module_training_replay_under_autocast(monkeypatch, rank):
+    """Under autocast the replay takes the fp32 weight and bias as they are and casts them inside
+    its Function (``TrainReplay.cast``): no cast node of autograd's own between the parameters and
+    the convolution, the same values bit for bit as the general path (where autocast casts and
+    ``ToCopyBackward`` casts the gradients back), gradients in the parameters' dtype, and a
+    gradient penalty (create_graph) still reaches the weight. CPU autocast in fp16 on the
+    interpreter (its bf16 ``tl.dot`` is wrong); the GPU test runs bf16."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+    from convgemm import ops
+
+    _cpu_train_plans(monkeypatch)
+    torch.manual_seed(0)
+    conv = nn.Conv2d(16, 16, 3, padding=1) if rank == 2 else nn.Conv1d(16, 16, 3, padding=1)
+    m = convgemm.patch(conv).to(DEVICE)
+    plain = copy.deepcopy(m)
+    shape = (2, 16, 6, 6) if rank == 2 else (2, 16, 9)
+    half = torch.float16
+    try:
+        for step in range(5):
+            x = torch.randn(shape, device=DEVICE, dtype=half)
+            x = (
+                x.contiguous(memory_format=torch.channels_last)
+                if rank == 2
+                else x.transpose(1, 2).contiguous().transpose(1, 2)
+            )
+            got = []
+            for mod, replay in ((m, True), (plain, False)):
+                monkeypatch.setattr(cnn, "REPLAY", replay)
+                xi = x.clone().requires_grad_()
+                with torch.autocast("cpu", dtype=half):
+                    y = mod(xi)
+                assert y.dtype == half
+                if replay and step >= 2:  # replayed: the parameters feed the Function directly
+                    node = y.grad_fn if rank == 2 else y.grad_fn.next_functions[0][0]
+                    assert type(node).__name__ == "_ReplayConv2dBackward", type(node).__name__
+                    nexts = [type(f).__name__ for f, _ in node.next_functions if f is not None]
+                    assert "ToCopyBackward0" not in nexts, nexts
+                g = torch.randn(y.shape, generator=torch.Generator().manual_seed(step)).to(DEVICE, half)
+                # channel stride 1, as x (the gradients' runners need a channels_last dy)
+                g = (
+                    g.contiguous(memory_format=torch.channels_last)
+                    if rank == 2
+                    else g.transpose(1, 2).contiguous().transpose(1, 2)
+                )
+                y.backward(g)
+                assert mod.weight.grad.dtype == torch.float32 and mod.bias.grad.dtype == torch.float32
+                got.append((y.detach(), xi.grad, mod.weight.grad, mod.bias.grad))
+            for a, b, what in zip(*got, ("y", "dx", "dw", "db"), strict=True):
+                assert torch.equal(a, b), f"step {step + 1}: {what} differs from the general path"
+            with torch.no_grad():
+                for mod in (m, plain):
+                    for p in mod.parameters():
+                        p -= 0.1 * p.grad
+                        p.grad = None
+        plan = m.__dict__[cnn._TRAIN_ATTR][1]
+        assert type(plan) is ops.TrainReplay and plan.cast == half and plan.cast_input is None
+        assert plan.dgrad and plan.wgrad, "both gradients replayed"
+        # a gradient penalty through the replayed call: d(penalty)/dw through the cast in the graph
+        pens = []
+        for mod, replay in ((m, True), (plain, False)):
+            monkeypatch.setattr(cnn, "REPLAY", replay)
+            xi = x.clone().requires_grad_()
+            with torch.autocast("cpu", dtype=half):
+                (gx,) = torch.autograd.grad(mod(xi).float().square().mean(), xi, create_graph=True)
+            gx.float().square().mean().backward()
+            pens.append((gx.detach(), mod.weight.grad.clone()))
+            mod.zero_grad(set_to_none=True)
+        assert pens[0][1].isfinite().all() and pens[0][1].abs().sum() > 0, "the penalty's gradient reached the weight"
+        assert torch.equal(pens[0][0], pens[1][0]), "gradient penalty: dx differs from the general path"
+        # d(penalty)/dw has two terms (through the forward and through dx). On the general path
+        # they meet at autocast's one cast node and are summed in fp16, then cast; the replay
+        # casts each to fp32 and sums there: equal to fp16 rounding, not bit for bit
+        err = rel_err(pens[0][1], pens[1][1].double())
+        assert err <= THRESHOLDS["fp16"], f"gradient penalty: d(penalty)/dw relative error {err:.2e}"
     finally:
         fn.clear_plans()
 

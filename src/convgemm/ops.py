@@ -350,6 +350,10 @@ class _Conv2dFunction(torch.autograd.Function):
         return _backward(ctx, grad)
 
 
+#: ``autograd.Function.apply`` without its Python wrapper (``TrainReplay._apply``)
+_C_APPLY = torch._C._FunctionBase.__dict__["apply"]
+
+
 class TrainReplay:
     """A training call's plans, replayed (``convgemm.nn.Conv2d`` keeps one per module).
 
@@ -365,10 +369,20 @@ class TrainReplay:
     ``_backward``, the general path, for that gradient.
     """
 
-    __slots__ = ("forward", "conv", "args", "dgrad", "wgrad", "dy_key")
+    __slots__ = ("forward", "conv", "args", "dgrad", "wgrad", "dy_key", "cast", "cast_input", "_apply")
 
     def __init__(self, forward, conv: tuple) -> None:
         self.forward = forward
+        #: the dtype the weight and bias are cast to inside the forward (autocast's dtype, for
+        #: fp32 parameters), or None; set by the module (``nn._training_forward``)
+        self.cast = None
+        #: the dtype the input is cast to before the call (autocast, a 32-bit input), or None
+        self.cast_input = None
+        # autograd.Function.apply's C part: its Python wrapper (default-argument binding, the
+        # functorch checks, dead-wrapper unwrapping) costs about 5 us a call on the host, and
+        # the module only calls this on plain tensors outside any torch.func transform
+        # (``nn._train_key``), where the wrapper does nothing
+        self._apply = _C_APPLY.__get__(None, _ReplayConv2d)
         #: the operator's argument forms: (stride list, 4-int padding, dilation list, groups)
         self.conv = conv
         st, pads, dil, g = conv
@@ -390,17 +404,21 @@ class TrainReplay:
         return cls(fwd, (st, pads, dil, groups))
 
     def __call__(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        return _ReplayConv2d.apply(input, weight, bias, self)
+        """The training call: ``input`` as the kernels read it (autocast applied, see
+        ``cast_input``), ``weight`` and ``bias`` the parameters themselves (cast inside when
+        ``cast`` is set, so autograd records no cast of its own and the engine casts the
+        gradients back to the parameters' dtype)."""
+        return self._apply(input, weight, bias, self)
 
     def backward(self, ctx, dy: Tensor) -> tuple:
         if torch.is_grad_enabled() or type(dy) is not Tensor:  # create_graph, a subclass: the operators
-            return _backward(ctx, dy)[:3]
+            return self._general(ctx, dy)
         key = (dy.stride(), dy.dtype, dy.data_ptr() & 15)
         if self.dy_key is None:
             self.dy_key = key
         elif key != self.dy_key:
-            return _backward(ctx, dy)[:3]
-        x, w = ctx.saved_tensors
+            return self._general(ctx, dy)
+        x, w = ctx.saved_tensors[:2]
         args = self.args
         dx = dw = db = None
         needs = ctx.needs_input_grad
@@ -424,14 +442,38 @@ class TrainReplay:
             db = dy.sum(dim=(0, 2, 3), dtype=torch.promote_types(dy.dtype, torch.float32)).to(dy.dtype)
         return dx, dw, db
 
+    def _general(self, ctx, dy: Tensor) -> tuple:
+        """The gradients by the general path (``_backward``), for a backward the runners do not
+        take (create_graph, another grad_output layout)."""
+        if self.cast is None:
+            return _backward(ctx, dy)[:3]
+        x, w, weight = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            # create_graph: the forward cast the weight out of the graph; cast it again in the
+            # graph, so that the gradients' own gradients reach the parameter
+            w = weight.to(self.cast)
+        return _conv_grads(ctx, x, w, dy)[:3]
+
 
 class _ReplayConv2d(torch.autograd.Function):
-    """``_Conv2dFunction`` through a ``TrainReplay``: the same kernels, tensors and gradients."""
+    """``_Conv2dFunction`` through a ``TrainReplay``: the same kernels, tensors and gradients.
+
+    Under autocast (``plan.cast``) the fp32 weight and bias come in as they are and are cast
+    here, where autograd records nothing: one autograd node a layer fewer than autocast's own
+    cast (its ``ToCopyBackward`` node in the backward). The gradients come back in the cast
+    dtype, and autograd's engine casts them to the parameters' dtype, as ``ToCopyBackward``
+    would have: the same values bit for bit."""
 
     @staticmethod
     def forward(ctx, input, weight, bias, plan):
-        y = plan.forward(input, weight, bias)
-        ctx.save_for_backward(input, weight)
+        cast = plan.cast
+        if cast is None:
+            y = plan.forward(input, weight, bias)
+            ctx.save_for_backward(input, weight)
+        else:
+            w = weight.to(cast)
+            y = plan.forward(input, w, None if bias is None else bias.to(cast))
+            ctx.save_for_backward(input, w, weight)  # the parameter: for create_graph's cast
         ctx.conv = plan.conv
         ctx.has_bias = bias is not None
         ctx.plan = plan

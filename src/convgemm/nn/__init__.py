@@ -166,10 +166,13 @@ def _training_forward(
     st = mod.__dict__.get(_TRAIN_ATTR)
     again = key is not None and st is not None and st[0] == key
     if again and st[1]:
-        x, wc, bc = _autocast(input, w, b)
+        plan = st[1]
+        # the key holds the dtypes and the autocast state: whether each tensor is cast is the
+        # plan's (the weight and bias are cast inside its Function, see ops._ReplayConv2d)
+        x = input if plan.cast_input is None else input.to(plan.cast_input)
         if rank == 3:
-            return st[1](x.unsqueeze(2), wc.unsqueeze(2), bc).squeeze(2)
-        y = st[1](x, wc, bc)
+            return plan(x.unsqueeze(2), w.unsqueeze(2), b).squeeze(2)
+        y = plan(x, w, b)
         return torch.relu(y) if mod.__dict__.get(_ACT_ATTR) else y
     y = mod._conv_forward(input, w, b)
     if key is None or input.dim() != rank or (again and st[1] is False):
@@ -184,6 +187,12 @@ def _training_forward(
         else:
             args = (x, wc, bc, mod.stride, mod.padding, mod.dilation, mod.groups)
         state = TrainReplay.build(*args) or False
+        if state:
+            state.cast_input = None if x is input else x.dtype
+            if wc is not w and (b is None or bc is not b or b.dtype == wc.dtype):
+                state.cast = wc.dtype  # autocast casts the parameters: inside the plan's Function
+            elif bc is not b:  # only the bias cast (a float64 weight): not replayed
+                state = False
     mod.__dict__[_TRAIN_ATTR] = (key, state)
     return y
 
@@ -193,6 +202,8 @@ def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tu
     devices, autocast dtype, module arguments), or None when it must take the full path (not a
     plain CUDA tensor, a tensor off the current device, a torch.func transform, a side stream)."""
     if type(x) is not torch.Tensor or type(w) not in _PLAIN or (b is not None and type(b) not in _PLAIN):
+        return None
+    if _wrapped(x):  # a torch.func wrapper that outlived its transform: the replay skips their unwrapping
         return None
     dev = x.get_device()
     # the replay launches on the current device's stream, with no device guard: a tensor on
@@ -210,6 +221,7 @@ def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tu
 
 
 _PLAIN = (torch.Tensor, nn.Parameter)
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
 def _conv1d_as_2d(mod: nn.Module) -> tuple:
