@@ -1077,6 +1077,21 @@ PY
             --try "$t,block_n=256,num_stages=2" --try "$t,block_n=256,num_stages=3" --try "$t,block_n=256,num_stages=4" \
             --try "$t,block_n=128,num_stages=4" --try "$t,block_n=128,num_stages=8" 2>&1 | grep -v Warning \
             | tee "$OUT/flush-depth.log" ;;
+    s62t)  # for session 63: issue 6's eager training step after session 62's replay change (under autocast the fp32
+        # weight is cast inside the replay's Function: no ToCopyBackward node; Function.apply's C part; CPU proxy
+        # tools/host_proxy.py: 15-25 us less host work a layer). Prediction: host 21.4 ms a step (s60t, H100) falls by
+        # 0.5-1.3 ms, eager 0.91x -> 0.93-0.97x. First the GPU replay tests (bf16 autocast bit for bit against the
+        # general path) -> replay-tests.log, resnet-train-eager.{log,json}, train-host.log
+        timeout 150 python3 -m pytest -q tests/test_nn.py -k "replay or train_key" -p no:cacheprovider --tb=short \
+            -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/replay-tests.log"
+        timeout "${TRAIN_TIMEOUT:-300}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 \
+            --modes "eager" --json "$OUT/resnet-train-eager.json" > "$OUT/resnet-train-eager.log" 2>&1
+        echo "resnet50 train eager: rc=$?"; tail -3 "$OUT/resnet-train-eager.log"
+        for v in "" --unpatched; do
+            # shellcheck disable=SC2086  # $v is an option or nothing
+            CONVGEMM_AUTOTUNE=0 timeout 90 python3 tools/host_split.py --model resnet50 --train $v 2>&1
+        done > "$OUT/train-host.log"
+        grep -E "^==|per call|host" "$OUT/train-host.log" | head -30 ;;
     s61h)  # session 61: where the eager ResNet-50 training step's host time goes now (s60t: host 21.4 ms a step against
         # cuDNN's 15.9; issue 6 asks 1.0x eager). Heuristic configs (CONVGEMM_AUTOTUNE=0: no tuning, the host path is
         # the same replay code): cProfile patched, then host_split patched and unpatched -> train-hprof.log, train-host.log
