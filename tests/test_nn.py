@@ -4,6 +4,7 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import DEVICE
 from reference import THRESHOLDS, assert_close, rel_err
 from torch import nn
@@ -248,7 +249,20 @@ def test_module_replay_repeats_the_plan_and_sees_every_change(dtype):
     y = m(x)
     assert y.grad_fn is not None, "a call that needs gradients takes the autograd path"
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
-        assert m(x_().float()).dtype == torch.float16, "autocast takes the full path"
+        # autocast replays too: the packed weight is the cast one, an fp32 input is cast first
+        for make, what in (
+            (lambda: x_().float(), "autocast, fp32 input"),
+            (lambda: x_().half(), "autocast, fp16 input"),
+        ):
+            for i in range(3):
+                x = make()
+                y = m(x)
+                assert y.dtype == torch.float16, what
+                want = F.conv2d(x.double().half().double(), m.weight.half().double(), m.bias.half().double(), padding=1)
+                assert_close(y, want, torch.float16, f"{what}, call {i + 1}")
+                if i == 1:
+                    uses = _count_replays(m)
+            assert uses[0] == 1, f"{what}: the third call replayed"
 
 
 @pytest.mark.gpu
@@ -444,6 +458,55 @@ def test_module_replay_runs_the_plan(monkeypatch, fused):
                 x = torch.randn(1, 16, 6, 6, device=DEVICE).contiguous(memory_format=torch.channels_last)
                 want = torch.relu(_ref(model[0], x)) if not fused else _ref(model[0], x).relu()
                 assert_close(model(x), want, torch.float32, f"call {i + 1}")
+        assert made == [2], "built on the second call, run on the third and fourth"
+    finally:
+        fn.clear_plans()
+
+
+@pytest.mark.parametrize("input_dtype", [torch.float32, torch.float16], ids=["fp32-input", "fp16-input"])
+def test_module_replay_under_autocast(monkeypatch, input_dtype):
+    """Inference under autocast replays (on the interpreter, CPU autocast in fp16): the kept plan
+    reads the packed weight cast to fp16, and an fp32 input is cast first, as autocast does on the
+    full path; every call equals the full path's result bit for bit."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+
+    _cpu_plans(monkeypatch)
+    monkeypatch.setattr(
+        cnn,
+        "_replay_key",
+        lambda mod, x, w, b: (x.shape, x.stride(), x.dtype, w._version, torch.is_autocast_enabled("cpu"),
+                              fn.PLANS_GENERATION[0]),
+    )  # fmt: skip
+    made = []
+    real = fn.forward_replay
+
+    def counting(*args):
+        replay = real(*args)
+        if replay is None:
+            return None
+        made.append(0)
+
+        def counted(x):
+            made[-1] += 1
+            return replay(x)
+
+        return counted
+
+    monkeypatch.setattr(cnn, "forward_replay", counting)
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv2d(16, 16, 3, padding=1)).to(DEVICE)
+    plain = copy.deepcopy(m)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+            for i in range(4):
+                x = torch.randn(1, 16, 6, 6, device=DEVICE).to(input_dtype)
+                x = x.contiguous(memory_format=torch.channels_last)
+                y = m(x)
+                monkeypatch.setattr(cnn, "REPLAY", False)
+                want = plain(x)
+                monkeypatch.setattr(cnn, "REPLAY", True)
+                assert y.dtype == torch.float16 and torch.equal(y, want), f"call {i + 1}"
         assert made == [2], "built on the second call, run on the third and fourth"
     finally:
         fn.clear_plans()

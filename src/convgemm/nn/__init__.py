@@ -138,9 +138,17 @@ def _replaying_forward(mod: nn.Module, input: torch.Tensor, rank: int, build, tr
         return y
     state = None
     if again:  # the second call with this key: replay from the next one on
-        state = build(input, hit[1], hit[2]) or False
+        x = _autocast(input, None, None)[0]  # the input as the call above gave the kernels
+        state = build(x, hit[1], hit[2]) or False
+        if state and x is not input:  # autocast casts the input (its dtype is in the key)
+            state = _casting(state, x.dtype)
     mod.__dict__[_FAST_ATTR] = (key, state, hit[3], hit[4])
     return y
+
+
+def _casting(replay, dtype: torch.dtype):
+    """``replay`` on its input cast to ``dtype`` (autocast's cast of a 32-bit input)."""
+    return lambda x: replay(x.to(dtype))
 
 
 def _weight_bias(mod: nn.Module) -> tuple:
@@ -233,14 +241,15 @@ def _conv1d_as_2d(mod: nn.Module) -> tuple:
 
 def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
     """Everything a module's inference call depends on besides the input's values, or None
-    when the call must take the full path (a gradient is needed, autocast, tracing, a torch.func
+    when the call must take the full path (a gradient is needed, tracing, a torch.func
     transform, a side stream, not a plain CUDA tensor, a tensor off the current device). Equal
-    keys: the same plan, the same packed weight, the same output allocation."""
+    keys: the same plan, the same packed weight (cast to the autocast dtype, if any), the same
+    output allocation."""
     if type(x) is not torch.Tensor:
         return None
     dev = x.get_device()
     # the replay launches on the current device's stream, with no device guard (as _train_key)
-    if dev < 0 or dev != torch._C._cuda_getDevice() or torch.is_autocast_enabled("cuda") or transforming():
+    if dev < 0 or dev != torch._C._cuda_getDevice() or transforming():
         return None
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
         return None
@@ -249,6 +258,7 @@ def _replay_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> t
     return (
         x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev,
         w.data_ptr(), w._version, None if b is None else (b.data_ptr(), b._version),
+        torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda"),
         mod.stride, mod.padding, mod.dilation, mod.groups, mod.padding_mode, mod.__dict__.get(_ACT_ATTR),
         _allow_tf32(), PLANS_GENERATION[0],
     )  # fmt: skip
@@ -262,7 +272,7 @@ class Conv2d(_Caches, nn.Conv2d):
 
     Inference calls repeat cheaply: when two calls in a row have the same key (``_replay_key``:
     the input's shape, strides, dtype, alignment and device, the parameters' addresses and
-    version counters, the module's arguments, grad mode and the like) and the same parameter
+    version counters, the autocast dtype, the module's arguments, grad mode and the like) and the same parameter
     objects, the module keeps a replay of their plan (``functional.forward_replay``); from the
     third such call on, a call only allocates the output and launches the kernel. A key seen once
     builds nothing, so inputs whose size changes every call (a detector on images of many
