@@ -16,7 +16,8 @@ The floor is the same chain of a bare ``autograd.Function`` per layer (one alloc
 forward, two in the backward, the autocast cast of the weight where ``--autocast``): the host
 cost any custom autograd convolution pays. ``--autocast`` runs under CPU autocast in fp16 with
 fp16 activations (ResNet-50's inner layers: the input is already 16-bit, the fp32 weight is
-cast). Numbers are CPU microseconds on this host; compare versions in one run of one host.
+cast). ``--inference`` also times no-grad calls, the full path against the inference replay
+(under ``--autocast`` on an fp32 input, which the replay casts as the full path does). Numbers are CPU microseconds on this host; compare versions in one run of one host.
 """
 
 from __future__ import annotations
@@ -54,6 +55,19 @@ def cpu_keys() -> None:
         )  # fmt: skip
 
     cnn._train_key = train_key
+
+    def replay_key(mod, x, w, b):
+        if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
+            return None
+        return (
+            x.shape, x.stride(), x.dtype, x.data_ptr() & 15, 0,
+            w.data_ptr(), w._version, None if b is None else (b.data_ptr(), b._version),
+            torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu"),
+            mod.stride, mod.padding, mod.dilation, mod.groups, mod.padding_mode, mod.__dict__.get(cnn._ACT_ATTR),
+            False, fn.PLANS_GENERATION[0],
+        )  # fmt: skip
+
+    cnn._replay_key = replay_key
 
 
 class _Floor(torch.autograd.Function):
@@ -97,6 +111,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=5, help="timings of --steps steps; the least is kept")
     ap.add_argument("--profile", action="store_true", help="cProfile 500 steps after the timing")
+    ap.add_argument(
+        "--inference",
+        action="store_true",
+        help="also time inference calls (no_grad; with --autocast an fp32 input, which the replay casts): "
+        "the full path (CONVGEMM_REPLAY off) against the inference replay",
+    )
     args = ap.parse_args()
     cpu_keys()
     torch.manual_seed(0)
@@ -145,6 +165,24 @@ def main() -> None:
     print(
         f"{kind}: over the floor {(fwd - f0) / n:.1f} + {(bwd - b0) / n:.1f} = {(fwd + bwd - f0 - b0) / n:.1f} us a layer"
     )
+    if args.inference:
+        xi = x.detach().float()
+
+        def infer():
+            with torch.no_grad(), ac:
+                return model(xi)
+
+        for replay in (False, True):
+            cnn.REPLAY = replay
+            for _ in range(3):  # a replay is built on a key's second call
+                infer()
+            t = time.perf_counter()
+            for _ in range(args.steps):
+                infer()
+            us = (time.perf_counter() - t) / args.steps * 1e6 / n
+            print(f"{kind}: inference per layer {us:.1f} us ({'replay' if replay else 'full path'})")
+        kept = [m.__dict__.get(cnn._FAST_ATTR) for m in model]
+        assert all(k and k[1] for k in kept), "every layer kept an inference replay"
     if args.profile:
         import cProfile
         import pstats
