@@ -10,6 +10,7 @@ from reference import THRESHOLDS, assert_close, rel_err
 from torch import nn
 
 import convgemm
+from convgemm.conv.weight_prep import CastFlip
 
 # fp32 means strict IEEE fp32 here (the reference thresholds assume it)
 pytestmark = pytest.mark.usefixtures("no_tf32")
@@ -894,6 +895,8 @@ def test_module_training_replay_under_autocast(monkeypatch, rank):
         plan = m.__dict__[cnn._TRAIN_ATTR][1]
         assert type(plan) is ops.TrainReplay and plan.cast == half and plan.cast_input is None
         assert plan.dgrad and plan.wgrad, "both gradients replayed"
+        # a stride-1 dgrad by the forward: steps 4 and 5 cast and flipped the weight in one launch
+        assert type(plan.prep) is CastFlip and plan.prep.launch is not None
         # a gradient penalty through the replayed call: d(penalty)/dw through the cast in the graph
         pens = []
         for mod, replay in ((m, True), (plain, False)):
@@ -913,6 +916,64 @@ def test_module_training_replay_under_autocast(monkeypatch, rank):
         assert err <= THRESHOLDS["fp16"], f"gradient penalty: d(penalty)/dw relative error {err:.2e}"
     finally:
         fn.clear_plans()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(k=16, c=8, r=3, s=3, groups=1, cl=True),
+        dict(k=70, c=5, r=3, s=1, groups=1, cl=True),  # blocks past K and C, a 3x1 filter
+        dict(k=24, c=4, r=3, s=3, groups=6, cl=True),  # groups: channel axes swapped per group
+        dict(k=16, c=8, r=1, s=1, groups=1, cl=False),  # 1x1, contiguous weight
+        dict(k=8, c=8, r=5, s=3, groups=2, cl=False),
+    ],
+    ids=["3x3", "70x5-3x1", "g6", "1x1-nchw", "5x3-g2-nchw"],
+)
+@pytest.mark.parametrize("dtype", [torch.float16, pytest.param(torch.bfloat16, marks=pytest.mark.gpu)])
+def test_cast_flip_equals_cast_then_flip(case, dtype):
+    """``CastFlip`` (one kernel: the autocast cast of the weight and the dgrad's flipped copy)
+    gives exactly ``weight.to(dtype)`` and ``_flipper``'s flip of it: values bit for bit (NaN and
+    infinities included), shapes and strides. bf16 on the GPU only: Triton 3.6's interpreter
+    rounds fp32 -> bf16 toward zero (``CastFlip.build``'s own check then refuses it)."""
+    from convgemm.functional import _flipper
+
+    torch.manual_seed(0)
+    w = torch.randn(case["k"], case["c"], case["r"], case["s"], device=DEVICE) * 3
+    w.view(-1)[:3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    w.view(-1)[3] = 1 + 2**-9  # a tie in bf16: rounds to even
+    if case["cl"]:
+        w = w.contiguous(memory_format=torch.channels_last)
+    want_c = w.to(dtype)
+    flip = _flipper(want_c, case["groups"], case["cl"])
+    want_t = flip(want_c)
+    prep = CastFlip.build(w, dtype, flip, case["groups"])
+    assert prep is not None, "the kernel disagreed with .to and the flip on its own check"
+    w2 = torch.randn_like(w)  # a later step's weight: same geometry, new values
+    wc, wt = prep(w2)
+    want_c, want_t = w2.to(dtype), flip(w2.to(dtype))
+    for got, want, what in ((wc, want_c, "cast"), (wt, want_t, "flipped")):
+        assert got.shape == want.shape and got.stride() == want.stride(), what
+        assert torch.equal(got, want), f"{what} differs"
+
+
+def test_cast_flip_refuses_a_kernel_that_disagrees(monkeypatch):
+    """``CastFlip.build`` checks its kernel once against ``Tensor.to`` and the flip and returns
+    None on any difference (the replay then casts and flips in two steps)."""
+    from convgemm.functional import _flipper
+
+    w = torch.randn(8, 8, 3, 3, device=DEVICE).contiguous(memory_format=torch.channels_last)
+    flip = _flipper(w.half(), 1, True)
+    assert CastFlip.build(w, torch.float16, flip, 1) is not None
+    real = CastFlip.__call__
+
+    def one_value_off(self, weight):
+        wc, wt = real(self, weight)
+        wt[1, 2, 0, 1] += 1
+        return wc, wt
+
+    monkeypatch.setattr(CastFlip, "__call__", one_value_off)
+    assert CastFlip.build(w, torch.float16, flip, 1) is None
+    assert CastFlip.build(w.view(8, 8, 9), torch.float16, flip, 1) is None, "not a 4-D weight"
 
 
 def test_patch_and_unpatch_parametrized_modules():

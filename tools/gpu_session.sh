@@ -1082,7 +1082,7 @@ PY
         # tools/host_proxy.py: 15-25 us less host work a layer). Prediction: host 21.4 ms a step (s60t, H100) falls by
         # 0.5-1.3 ms, eager 0.91x -> 0.93-0.97x. First the GPU replay tests (bf16 autocast bit for bit against the
         # general path) -> replay-tests.log, resnet-train-eager.{log,json}, train-host.log
-        timeout 150 python3 -m pytest -q tests/test_nn.py -k "replay or train_key" -p no:cacheprovider --tb=short \
+        timeout 150 python3 -m pytest -q tests/test_nn.py -k "replay or train_key or cast_flip" -p no:cacheprovider --tb=short \
             -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/replay-tests.log"
         timeout "${TRAIN_TIMEOUT:-300}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 \
             --modes "eager" --json "$OUT/resnet-train-eager.json" > "$OUT/resnet-train-eager.log" 2>&1

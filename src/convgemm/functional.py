@@ -134,11 +134,7 @@ def dgrad_runner(input_size, weight, grad_output, stride, padding, dilation, gro
         fwd = forward_runner(grad_output, wt, None, (1, 1), pads, prob.dilation, g)
         if fwd is None:
             return None
-
-        def by_forward(w: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-            return fwd(dy, flip(w), None)
-
-        return by_forward
+        return ByForward(fwd, flip, g)
     if route == "dgrad_by_phases":
         return _phases_runner(prob, weight, grad_output)
     if route not in ("dgrad_tma", "dgrad") or launch is None:
@@ -195,6 +191,21 @@ def _phases_runner(prob: ConvProblem, weight, grad_output):
         return dx
 
     return by_phases
+
+
+class ByForward:
+    """``dgrad_runner``'s stride-1 route: ``run(w, dy) -> dx`` is the forward plan ``fwd`` on
+    ``dy`` and the flipped weight ``flip(w)``. A caller that already holds the flipped weight
+    (the training replay under autocast: ``conv.weight_prep.CastFlip``) calls
+    ``fwd(dy, wt, None)`` itself."""
+
+    __slots__ = ("fwd", "flip", "groups")
+
+    def __init__(self, fwd, flip, groups: int) -> None:
+        self.fwd, self.flip, self.groups = fwd, flip, groups
+
+    def __call__(self, w: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        return self.fwd(dy, self.flip(w), None)
 
 
 def wgrad_runner(input, weight_size, grad_output, stride, padding, dilation, groups):

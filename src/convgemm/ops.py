@@ -19,7 +19,9 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ._inductor import ensure_lowerings
 from ._runtime import transforming
+from .conv.weight_prep import CastFlip
 from .functional import (
+    ByForward,
     Pads4,
     _check_activation,
     _grad_problem,
@@ -369,7 +371,7 @@ class TrainReplay:
     ``_backward``, the general path, for that gradient.
     """
 
-    __slots__ = ("forward", "conv", "args", "dgrad", "wgrad", "dy_key", "cast", "cast_input", "_apply")
+    __slots__ = ("forward", "conv", "args", "dgrad", "wgrad", "dy_key", "cast", "cast_input", "prep", "_apply")
 
     def __init__(self, forward, conv: tuple) -> None:
         self.forward = forward
@@ -378,6 +380,11 @@ class TrainReplay:
         self.cast = None
         #: the dtype the input is cast to before the call (autocast, a 32-bit input), or None
         self.cast_input = None
+        #: with ``cast`` and a stride-1 dgrad by the forward (``functional.ByForward``): the
+        #: ``conv.weight_prep.CastFlip`` that writes the cast weight and its flipped copy in one
+        #: launch (made after the first backward that made the dgrad runner); None until then,
+        #: False where there is none
+        self.prep = None
         # autograd.Function.apply's C part: its Python wrapper (default-argument binding, the
         # functorch checks, dead-wrapper unwrapping) costs about 5 us a call on the host, and
         # the module only calls this on plain tensors outside any torch.func transform
@@ -425,11 +432,14 @@ class TrainReplay:
         if needs[0]:
             run = self.dgrad
             if run:
-                dx = run(w, dy)
+                saved = ctx.saved_tensors
+                dx = run.fwd(dy, saved[3], None) if len(saved) == 4 else run(w, dy)
             else:
                 dx = conv2d_input(x.shape, w, dy, *args)
                 if run is None:  # the call above made the plan
-                    self.dgrad = dgrad_runner(x.shape, w, dy, *args) or False
+                    self.dgrad = run = dgrad_runner(x.shape, w, dy, *args) or False
+                    if self.cast is not None and type(run) is ByForward:
+                        self.prep = CastFlip.build(ctx.saved_tensors[2], self.cast, run.flip, run.groups) or False
         if needs[1]:
             run = self.wgrad
             if run:
@@ -447,7 +457,7 @@ class TrainReplay:
         take (create_graph, another grad_output layout)."""
         if self.cast is None:
             return _backward(ctx, dy)[:3]
-        x, w, weight = ctx.saved_tensors
+        x, w, weight = ctx.saved_tensors[:3]
         if torch.is_grad_enabled():
             # create_graph: the forward cast the weight out of the graph; cast it again in the
             # graph, so that the gradients' own gradients reach the parameter
@@ -470,6 +480,10 @@ class _ReplayConv2d(torch.autograd.Function):
         if cast is None:
             y = plan.forward(input, weight, bias)
             ctx.save_for_backward(input, weight)
+        elif plan.prep and input.requires_grad:  # the flipped copy for the dgrad, in the same launch
+            w, wt = plan.prep(weight)
+            y = plan.forward(input, w, None if bias is None else bias.to(cast))
+            ctx.save_for_backward(input, w, weight, wt)
         else:
             w = weight.to(cast)
             y = plan.forward(input, w, None if bias is None else bias.to(cast))
