@@ -425,21 +425,21 @@ class TrainReplay:
             self.dy_key = key
         elif key != self.dy_key:
             return self._general(ctx, dy)
-        x, w = ctx.saved_tensors[:2]
+        saved = ctx.saved_tensors  # (x, w), or (x, w cast, the parameter[, w flipped]) under autocast
+        x, w = saved[0], saved[1]
         args = self.args
         dx = dw = db = None
         needs = ctx.needs_input_grad
         if needs[0]:
             run = self.dgrad
             if run:
-                saved = ctx.saved_tensors
                 dx = run.fwd(dy, saved[3], None) if len(saved) == 4 else run(w, dy)
             else:
                 dx = conv2d_input(x.shape, w, dy, *args)
                 if run is None:  # the call above made the plan
                     self.dgrad = run = dgrad_runner(x.shape, w, dy, *args) or False
                     if self.cast is not None and type(run) is ByForward:
-                        self.prep = CastFlip.build(ctx.saved_tensors[2], self.cast, run.flip, run.groups) or False
+                        self.prep = CastFlip.build(saved[2], self.cast, run.flip, run.groups) or False
         if needs[1]:
             run = self.wgrad
             if run:
