@@ -1077,11 +1077,12 @@ PY
             --try "$t,block_n=256,num_stages=2" --try "$t,block_n=256,num_stages=3" --try "$t,block_n=256,num_stages=4" \
             --try "$t,block_n=128,num_stages=4" --try "$t,block_n=128,num_stages=8" 2>&1 | grep -v Warning \
             | tee "$OUT/flush-depth.log" ;;
-    s62t)  # for session 63: issue 6's eager training step after session 62's replay change (under autocast the fp32
-        # weight is cast inside the replay's Function: no ToCopyBackward node; Function.apply's C part; CPU proxy
-        # tools/host_proxy.py: 15-25 us less host work a layer). Prediction: host 21.4 ms a step (s60t, H100) falls by
-        # 0.5-1.3 ms, eager 0.91x -> 0.93-0.97x. First the GPU replay tests (bf16 autocast bit for bit against the
-        # general path) -> replay-tests.log, resnet-train-eager.{log,json}, train-host.log
+    s62t)  # for session 63: issue 6's eager training step after session 62's replay changes (under autocast the fp32
+        # weight is cast inside the replay's Function: no ToCopyBackward node; Function.apply's C part; the cast and
+        # the stride-1 dgrad's flipped copy in one kernel, CastFlip; CPU proxy tools/host_proxy.py: 25-35 us less host
+        # work a layer). Prediction: host 21.4 ms a step (s60t, H100) falls by 0.7-1.8 ms, eager 0.91x -> 0.94-0.99x.
+        # First the GPU replay and CastFlip tests (bf16 autocast bit for bit against the general path)
+        # -> replay-tests.log, resnet-train-eager.{log,json}, train-host.log
         timeout 150 python3 -m pytest -q tests/test_nn.py -k "replay or train_key or cast_flip" -p no:cacheprovider --tb=short \
             -W ignore 2>&1 | grep -E "^E  |FAILED|Error|passed|failed" | tail -8 | tee "$OUT/replay-tests.log"
         timeout "${TRAIN_TIMEOUT:-300}" python3 -m convgemm bench --model resnet50 --train --dtype bf16 \
