@@ -1077,6 +1077,21 @@ PY
             --try "$t,block_n=256,num_stages=2" --try "$t,block_n=256,num_stages=3" --try "$t,block_n=256,num_stages=4" \
             --try "$t,block_n=128,num_stages=4" --try "$t,block_n=128,num_stages=8" 2>&1 | grep -v Warning \
             | tee "$OUT/flush-depth.log" ;;
+    s62ab)  # for session 63: session 62's replay changes A/B on one machine, in alternating processes (heuristic
+        # configs, so both trees run the same kernels). Before the call: `mkdir -p ab_old && git archive 6e704bb src |
+        # tar -x -C ab_old` (the code before them; /ab_old/ is git-ignored) and pass carry ["ab_old"] -> train-ab.log
+        if [ ! -d ab_old/src/convgemm ]; then
+            echo "s62ab: ab_old/src/convgemm is missing; run: mkdir -p ab_old && git archive 6e704bb src | tar -x -C ab_old"
+            echo "and pass carry [\"ab_old\"] to the device call"
+        else
+            for round in 1 2; do
+                for tree in ab_old/src src; do
+                    echo "## $tree, round $round"
+                    CONVGEMM_AUTOTUNE=0 PYTHONPATH=$tree timeout 100 python3 tools/host_split.py --model resnet50 \
+                        --train 2>&1 | grep -E "^==|Error"
+                done
+            done | tee "$OUT/train-ab.log"
+        fi ;;
     s62t)  # for session 63: issue 6's eager training step after session 62's replay changes (under autocast the fp32
         # weight is cast inside the replay's Function: no ToCopyBackward node; Function.apply's C part; the cast and
         # the stride-1 dgrad's flipped copy in one kernel, CastFlip; CPU proxy tools/host_proxy.py: 25-35 us less host
