@@ -142,6 +142,8 @@ def main() -> None:
     for i, m in enumerate(model):
         st = m.__dict__.get(cnn._TRAIN_ATTR)
         assert st and st[1] and st[1].dgrad and st[1].wgrad, f"layer {i} does not replay both gradients"
+        if args.autocast and m.stride == (1, 1):  # a stride-1 dgrad by the forward: the fused cast and flip
+            assert st[1].prep, f"layer {i}: no CastFlip"
     L.Launch.fast_ready = property(lambda self: True)
     L.Launch.fast = lambda self, bases: None
     L.Launch.__call__ = lambda self, *a, **k: None  # a launch site without the fast path (relaunch on a GPU)
