@@ -561,8 +561,9 @@ def _cpu_train_plans(monkeypatch):
     monkeypatch.setattr(
         cnn,
         "_train_key",
-        lambda mod, x, w, b: (x.shape, x.stride(), x.dtype, w.shape, w.stride(), b is None, fn.PLANS_GENERATION[0]),
-    )
+        lambda mod, x, w, b: (x.shape, x.stride(), x.dtype, w.shape, w.stride(), w.requires_grad, b is None,
+                              fn.PLANS_GENERATION[0]),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -762,6 +763,10 @@ def test_gpu_train_key():
     finally:
         torch.backends.cudnn.allow_tf32 = old
     assert key() == k
+    m.weight.requires_grad_(False)
+    assert key() != k, "a frozen weight (the replay then reads the packed copy)"
+    m.weight.requires_grad_(True)
+    assert key() == k
     fn.clear_plans()
     assert key() != k, "clear_plans' generation"
     with torch.cuda.stream(torch.cuda.Stream()):
@@ -914,6 +919,54 @@ def test_module_training_replay_under_autocast(monkeypatch, rank):
         # casts each to fp32 and sums there: equal to fp16 rounding, not bit for bit
         err = rel_err(pens[0][1], pens[1][1].double())
         assert err <= THRESHOLDS["fp16"], f"gradient penalty: d(penalty)/dw relative error {err:.2e}"
+    finally:
+        fn.clear_plans()
+
+
+def test_module_training_replay_under_autocast_frozen_weight(monkeypatch):
+    """A frozen convolution (weight and bias without gradients) under autocast whose input needs
+    a gradient (an attack's input gradients through a frozen model, trainable layers before it):
+    the replay reads the module's packed copy of the parameters (cast, channels innermost), as
+    the full path does, so it replays at all (session 62: before, its plan never matched and
+    every call took the full path); dx equals the full path's bit for bit, the parameters get no
+    gradient, and unfreezing them is a new key."""
+    import convgemm.functional as fn
+    from convgemm import nn as cnn
+    from convgemm import ops
+
+    _cpu_train_plans(monkeypatch)
+    torch.manual_seed(0)
+    m = convgemm.patch(nn.Conv2d(16, 16, 3, padding=1)).to(DEVICE)
+    m.requires_grad_(False)
+    plain = copy.deepcopy(m)
+    half = torch.float16
+    try:
+        for step in range(5):
+            x = torch.randn(2, 16, 6, 6, device=DEVICE, dtype=half).contiguous(memory_format=torch.channels_last)
+            g = torch.randn(2, 16, 6, 6, generator=torch.Generator().manual_seed(step)).to(DEVICE, half)
+            g = g.contiguous(memory_format=torch.channels_last)
+            got = []
+            for mod, replay in ((m, True), (plain, False)):
+                monkeypatch.setattr(cnn, "REPLAY", replay)
+                xi = x.clone().requires_grad_()
+                with torch.autocast("cpu", dtype=half):
+                    y = mod(xi)
+                y.backward(g)
+                assert mod.weight.grad is None and mod.bias.grad is None
+                got.append((y.detach(), xi.grad))
+            for a, b, what in zip(*got, ("y", "dx"), strict=True):
+                assert torch.equal(a, b), f"step {step + 1}: {what} differs from the general path"
+        plan = m.__dict__[cnn._TRAIN_ATTR][1]
+        assert type(plan) is ops.TrainReplay and plan.packed and plan.cast is None
+        assert plan.dgrad and plan.wgrad is None, "dgrad replayed, no wgrad"
+        m.requires_grad_(True)  # unfrozen: the parameters themselves, a new plan, and their gradients
+        monkeypatch.setattr(cnn, "REPLAY", True)
+        for _ in range(3):
+            with torch.autocast("cpu", dtype=half):
+                y = m(x.clone().requires_grad_())
+            y.backward(g)
+        plan = m.__dict__[cnn._TRAIN_ATTR][1]
+        assert not plan.packed and plan.cast == half and m.weight.grad is not None
     finally:
         fn.clear_plans()
 

@@ -371,7 +371,8 @@ class TrainReplay:
     ``_backward``, the general path, for that gradient.
     """
 
-    __slots__ = ("forward", "conv", "args", "dgrad", "wgrad", "dy_key", "cast", "cast_input", "prep", "_apply")
+    __slots__ = ("forward", "conv", "args", "dgrad", "wgrad", "dy_key", "cast", "cast_input", "prep", "packed",
+                 "_apply")  # fmt: skip
 
     def __init__(self, forward, conv: tuple) -> None:
         self.forward = forward
@@ -385,6 +386,9 @@ class TrainReplay:
         #: launch (made after the first backward that made the dgrad runner); None until then,
         #: False where there is none
         self.prep = None
+        #: frozen parameters (no gradient): the module passes its packed copy (``nn._packed``:
+        #: cast, channels innermost), which the full path's kernels read
+        self.packed = False
         # autograd.Function.apply's C part: its Python wrapper (default-argument binding, the
         # functorch checks, dead-wrapper unwrapping) costs about 5 us a call on the host, and
         # the module only calls this on plain tensors outside any torch.func transform

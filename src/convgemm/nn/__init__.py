@@ -175,6 +175,8 @@ def _training_forward(
     again = key is not None and st is not None and st[0] == key
     if again and st[1]:
         plan = st[1]
+        if plan.packed:  # frozen parameters: the kernels read the module's packed copy, as the full path's
+            w, b = _packed(mod, input, w, b)
         # the key holds the dtypes and the autocast state: whether each tensor is cast is the
         # plan's (the weight and bias are cast inside its Function, see ops._ReplayConv2d)
         x = input if plan.cast_input is None else input.to(plan.cast_input)
@@ -189,7 +191,8 @@ def _training_forward(
     if again:  # the second call with this key: replay from the next one on
         from ..ops import TrainReplay
 
-        x, wc, bc = _autocast(input, w, b)  # the tensors the call above gave the kernels
+        wp, bp = _packed(mod, input, w, b)  # frozen parameters: the packed copy (cast, channels innermost)
+        x, wc, bc = _autocast(input, wp, bp)  # the tensors the call above gave the kernels
         if rank == 3:
             args = (x.unsqueeze(2), wc.unsqueeze(2), bc, *_conv1d_as_2d(mod))
         else:
@@ -197,7 +200,10 @@ def _training_forward(
         state = TrainReplay.build(*args) or False
         if state:
             state.cast_input = None if x is input else x.dtype
-            if wc is not w and (b is None or bc is not b or b.dtype == wc.dtype):
+            state.packed = wp is not w
+            if state.packed:
+                pass  # the packed copy is already in the autocast dtype
+            elif wc is not w and (b is None or bc is not b or b.dtype == wc.dtype):
                 state.cast = wc.dtype  # autocast casts the parameters: inside the plan's Function
             elif bc is not b:  # only the bias cast (a float64 weight): not replayed
                 state = False
@@ -207,7 +213,8 @@ def _training_forward(
 
 def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tuple | None:
     """Everything a training call's plans depend on (shapes, strides, dtypes, alignment,
-    devices, autocast dtype, module arguments), or None when it must take the full path (not a
+    devices, whether the parameters need gradients (frozen ones are read from the packed copy),
+    autocast dtype, module arguments), or None when it must take the full path (not a
     plain CUDA tensor, a tensor off the current device, a torch.func transform, a side stream)."""
     if type(x) is not torch.Tensor or type(w) not in _PLAIN or (b is not None and type(b) not in _PLAIN):
         return None
@@ -220,8 +227,8 @@ def _train_key(mod: nn.Module, x, w: torch.Tensor, b: torch.Tensor | None) -> tu
         return None
     return (
         x.shape, x.stride(), x.dtype, x.data_ptr() & 15, dev,
-        w.shape, w.stride(), w.dtype, w.data_ptr() & 15, w.get_device(),
-        None if b is None else (b.stride(), b.dtype, b.data_ptr() & 15, b.get_device()),
+        w.shape, w.stride(), w.dtype, w.data_ptr() & 15, w.get_device(), w.requires_grad,
+        None if b is None else (b.stride(), b.dtype, b.data_ptr() & 15, b.get_device(), b.requires_grad),
         torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda"),
         mod.stride, mod.padding, mod.dilation, mod.groups, mod.__dict__.get(_ACT_ATTR),
         _allow_tf32(), PLANS_GENERATION[0],
