@@ -423,14 +423,13 @@ def _cpu_plans(monkeypatch):
     fn.clear_plans()
 
 
-@pytest.mark.parametrize("fused", [False, True], ids=["plain", "fused-relu"])
-def test_module_replay_runs_the_plan(monkeypatch, fused):
-    """The replay itself (``functional.forward_replay``), on the interpreter: from the third call
-    with one key the module runs the kept plan's algorithm directly, with torch's results."""
+def _count_forward_replays(monkeypatch) -> list[int]:
+    """Wrap ``functional.forward_replay`` as the nn modules call it: one entry per replay built,
+    counting that replay's uses."""
     import convgemm.functional as fn
+    from convgemm import nn as cnn
 
-    _cpu_plans(monkeypatch)
-    made = []
+    made: list[int] = []
     real = fn.forward_replay
 
     def counting(*args):
@@ -445,9 +444,18 @@ def test_module_replay_runs_the_plan(monkeypatch, fused):
 
         return counted
 
-    from convgemm import nn as cnn
-
     monkeypatch.setattr(cnn, "forward_replay", counting)
+    return made
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["plain", "fused-relu"])
+def test_module_replay_runs_the_plan(monkeypatch, fused):
+    """The replay itself (``functional.forward_replay``), on the interpreter: from the third call
+    with one key the module runs the kept plan's algorithm directly, with torch's results."""
+    import convgemm.functional as fn
+
+    _cpu_plans(monkeypatch)
+    made = _count_forward_replays(monkeypatch)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU()).to(DEVICE)
     convgemm.patch(model)
@@ -479,22 +487,7 @@ def test_module_replay_under_autocast(monkeypatch, input_dtype):
         lambda mod, x, w, b: (x.shape, x.stride(), x.dtype, w._version, torch.is_autocast_enabled("cpu"),
                               fn.PLANS_GENERATION[0]),
     )  # fmt: skip
-    made = []
-    real = fn.forward_replay
-
-    def counting(*args):
-        replay = real(*args)
-        if replay is None:
-            return None
-        made.append(0)
-
-        def counted(x):
-            made[-1] += 1
-            return replay(x)
-
-        return counted
-
-    monkeypatch.setattr(cnn, "forward_replay", counting)
+    made = _count_forward_replays(monkeypatch)
     torch.manual_seed(0)
     m = convgemm.patch(nn.Conv2d(16, 16, 3, padding=1)).to(DEVICE)
     plain = copy.deepcopy(m)
@@ -518,25 +511,9 @@ def test_conv1d_module_replay_runs_the_plan(monkeypatch, padding):
     """``Conv1d`` replays the plan of the 2-D call ``conv1d`` makes (on the interpreter here):
     channels-last ``[N, C, L]`` input, torch's results on every call, the replay from the third."""
     import convgemm.functional as fn
-    from convgemm import nn as cnn
 
     _cpu_plans(monkeypatch)
-    made = []
-    real = fn.forward_replay
-
-    def counting(*args):
-        replay = real(*args)
-        if replay is not None:
-            made.append(0)
-
-            def counted(x):
-                made[-1] += 1
-                return replay(x)
-
-            return counted
-        return None
-
-    monkeypatch.setattr(cnn, "forward_replay", counting)
+    made = _count_forward_replays(monkeypatch)
     torch.manual_seed(0)
     m = convgemm.patch(nn.Conv1d(16, 32, 3, padding=padding, stride=1)).to(DEVICE)
     try:

@@ -484,14 +484,13 @@ class _ReplayConv2d(torch.autograd.Function):
         if cast is None:
             y = plan.forward(input, weight, bias)
             ctx.save_for_backward(input, weight)
-        elif plan.prep and input.requires_grad:  # the flipped copy for the dgrad, in the same launch
-            w, wt = plan.prep(weight)
-            y = plan.forward(input, w, None if bias is None else bias.to(cast))
-            ctx.save_for_backward(input, w, weight, wt)
         else:
-            w = weight.to(cast)
+            if plan.prep and input.requires_grad:  # the flipped copy for the dgrad, in the same launch
+                w, *flipped = plan.prep(weight)
+            else:
+                w, flipped = weight.to(cast), ()
             y = plan.forward(input, w, None if bias is None else bias.to(cast))
-            ctx.save_for_backward(input, w, weight)  # the parameter: for create_graph's cast
+            ctx.save_for_backward(input, w, weight, *flipped)  # the parameter: for create_graph's cast
         ctx.conv = plan.conv
         ctx.has_bias = bias is not None
         ctx.plan = plan

@@ -200,9 +200,8 @@ def _training_forward(
         state = TrainReplay.build(*args) or False
         if state:
             state.cast_input = None if x is input else x.dtype
-            state.packed = wp is not w
-            if state.packed:
-                pass  # the packed copy is already in the autocast dtype
+            if wp is not w:  # frozen: the packed copy, already in the autocast dtype
+                state.packed = True
             elif wc is not w and (b is None or bc is not b or b.dtype == wc.dtype):
                 state.cast = wc.dtype  # autocast casts the parameters: inside the plan's Function
             elif bc is not b:  # only the bias cast (a float64 weight): not replayed
